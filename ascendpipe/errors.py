@@ -1,0 +1,83 @@
+"""The three kinds of failure, and how each is shown.
+
+- ``UserError``: bad input (pipeline file, flags, models, data). Carries a location and is printed as
+  one line, ``LOCATION: message``, exit code 2, no traceback.
+- ``StageFailed``: a stage ran and failed. Carries the stage name and its log path; exit code 1.
+- anything else is a bug in ascendpipe and is shown with its traceback.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Location:
+    """Where a user error comes from. Every part is optional; ``str()`` joins what is known."""
+
+    file: str | None = None
+    line: int | None = None  # 1-based
+    column: int | None = None  # 1-based
+    stage: str | None = None
+    field: str | None = None
+    op: str | None = None
+
+    def __str__(self) -> str:
+        parts = []
+        if self.file:
+            where = self.file
+            if self.line:
+                where += f":{self.line}"
+                if self.column:
+                    where += f":{self.column}"
+            parts.append(where)
+        if self.stage:
+            parts.append(f"stage '{self.stage}'")
+        if self.op:
+            parts.append(f"op '{self.op}'")
+        return ": ".join(parts)
+
+
+class UserError(Exception):
+    """A problem in what the user gave us. ``str(err)`` is the one line we print."""
+
+    exit_code = 2
+
+    def __init__(self, message: str, location: Location | None = None, *, hint: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.location = location or Location()
+        self.hint = hint
+
+    def with_location(self, **parts) -> "UserError":
+        """A copy with location parts filled in where this error did not know them yet."""
+        merged = {k: getattr(self.location, k) for k in Location.__dataclass_fields__}
+        for key, value in parts.items():
+            if merged.get(key) is None:
+                merged[key] = value
+        return UserError(self.message, Location(**merged), hint=self.hint)
+
+    def __str__(self) -> str:
+        where = str(self.location)
+        text = f"{where}: {self.message}" if where else self.message
+        if self.hint:
+            text += f" ({self.hint})"
+        return text
+
+
+class StageFailed(Exception):
+    """A stage's action failed; the log says why."""
+
+    exit_code = 1
+
+    def __init__(self, stage: str, message: str, log_path: str | None = None):
+        super().__init__(message)
+        self.stage = stage
+        self.message = message
+        self.log_path = log_path
+
+    def __str__(self) -> str:
+        text = f"stage '{self.stage}' failed: {self.message}"
+        if self.log_path:
+            text += f" (log: {self.log_path})"
+        return text

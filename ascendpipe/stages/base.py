@@ -1,0 +1,130 @@
+"""The contract between the engine and a stage kind.
+
+A stage kind is one module under ``ascendpipe/stages/`` holding a subclass of ``StageKind`` and
+registered in ``ascendpipe/stages/registry.py``. The engine owns everything generic: templating,
+params overlay, matrix expansion, the DAG, stage keys, staleness, the cache, records, atomic
+outputs. A kind owns only:
+
+- ``params_schema``: JSON Schema (a dict) of the params it accepts. The engine validates the stage's
+  resolved params against it and reports errors at the YAML location. Top-level params whose names
+  the kind does not declare are ignored for that kind (they are neither validated nor keyed).
+- ``input_fields``: stage-level fields (not params) that name an input: a workspace path or the
+  name of another stage. A stage name creates an edge; the kind receives the upstream stage's
+  output directory. ``required_inputs`` must be present.
+- ``path_params``: params whose value is a file the stage reads (``keep_dtype`` given as a file,
+  ``insert_op_conf``...). They are hashed as deps; a missing one is a located error.
+- ``run(ctx)``: do the work, writing only under ``ctx.out_dir``; return a ``StageResult``.
+- ``tool_versions(backend)``: cheap (no heavy imports; use ``importlib.metadata``); part of the key.
+- ``commands(ctx)``: optional, the external command lines ``run`` would execute (for ``--dry-run``).
+
+Built-in kinds write to one output directory, ``build/<stage name>/``. The engine hands ``run`` a
+fresh temporary directory as ``ctx.out_dir`` and moves it into place only when ``run`` returns, so
+a killed stage never leaves a partial output marked as built. Heavy modules (onnx, onnxruntime,
+torch) must be imported inside ``run``, never at module top level: a no-op build imports every
+kind module and must stay fast.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, ClassVar, TextIO
+
+from ascendpipe.errors import UserError
+
+METRICS_FILE = "metrics.json"  # a built-in stage's metrics, also read by downstream stages
+
+
+@dataclass
+class Upstream:
+    """What a kind knows about a stage that feeds one of its input fields."""
+
+    stage: str  # full stage name, e.g. 'convert@force_fp16'
+    kind: str
+    out_dir: Path
+
+    def metrics(self) -> dict:
+        path = self.out_dir / METRICS_FILE
+        return json.loads(path.read_text()) if path.exists() else {}
+
+
+@dataclass
+class StageContext:
+    name: str  # full stage name ('convert@force_fp16')
+    kind: str
+    workspace: Path  # all relative paths are relative to this
+    out_dir: Path  # write outputs here only (a temp dir, moved into place on success)
+    final_out_dir: Path  # where the outputs will live after success (for messages and records)
+    params: dict[str, Any]  # resolved and validated params of this kind
+    inputs: dict[str, Path]  # input field -> absolute path (a file, or an upstream's out dir)
+    upstream: dict[str, Upstream]  # input field -> upstream stage, for fields that name a stage
+    backend: str  # 'onnxruntime' | 'ascend'
+    log: TextIO  # the stage's log file: progress and tool output go here
+    thresholds: dict[str, float] = field(default_factory=dict)  # pipeline-level compare thresholds
+    run_command: Callable[..., Any] | None = None  # injected subprocess runner (see backends)
+
+    def path(self, rel: str | Path) -> Path:
+        p = Path(rel)
+        return p if p.is_absolute() else self.workspace / p
+
+    def say(self, text: str) -> None:
+        self.log.write(text.rstrip("\n") + "\n")
+        self.log.flush()
+
+
+@dataclass
+class StageResult:
+    metrics: dict[str, Any] = field(default_factory=dict)  # numbers shown by runs/show/diff
+    # Remedy files (keep_dtype list, fusion switch JSON, aipp config, mixlist): name -> path inside
+    # out_dir. Their content goes into the record.
+    remedy_files: dict[str, Path] = field(default_factory=dict)
+    # Anything else worth recording (e.g. the ATC command line, the precision plan summary).
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+class StageKind:
+    name: ClassVar[str]
+    version: ClassVar[str] = "1"  # bump when outputs for the same inputs would change
+    summary: ClassVar[str] = ""
+    params_schema: ClassVar[dict] = {"type": "object", "properties": {}}
+    input_fields: ClassVar[tuple[str, ...]] = ()
+    required_inputs: ClassVar[tuple[str, ...]] = ()
+    path_params: ClassVar[tuple[str, ...]] = ()
+    backends: ClassVar[tuple[str, ...]] = ("onnxruntime", "ascend")
+
+    def tool_versions(self, backend: str) -> dict[str, str]:
+        return {}
+
+    def commands(self, ctx: StageContext) -> list[list[str]]:
+        return []
+
+    def run(self, ctx: StageContext) -> StageResult:  # pragma: no cover - abstract
+        raise NotImplementedError(f"stage kind {self.name} has no run()")
+
+
+def package_version(dist: str) -> str:
+    """A distribution's version without importing it (cheap enough for every no-op build)."""
+    from importlib import metadata
+
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def find_model_file(path: Path, *, suffixes: tuple[str, ...] = (".onnx",), what: str = "model") -> Path:
+    """A model file from a path that is a file, or a stage output dir holding exactly one such file."""
+    if path.is_file():
+        return path
+    if path.is_dir():
+        found = sorted(p for p in path.iterdir() if p.suffix in suffixes and p.is_file())
+        if len(found) == 1:
+            return found[0]
+        names = ", ".join(p.name for p in found) or "none"
+        raise UserError(f"expected exactly one {'/'.join(suffixes)} {what} in {path}, found {names}")
+    raise UserError(f"{what} {path} does not exist")
+
+
+def write_metrics(out_dir: Path, metrics: dict) -> None:
+    (out_dir / METRICS_FILE).write_text(json.dumps(metrics, indent=2, sort_keys=True) + "\n")

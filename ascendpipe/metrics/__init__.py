@@ -1,0 +1,10 @@
+"""Accuracy metrics on model outputs, callable directly: ``from ascendpipe.metrics import topk_accuracy``.
+
+Pure numpy in float64; no onnx/torch imports. Fractions are in [0, 1].
+"""
+
+from ascendpipe.metrics.classification import topk_accuracy
+from ascendpipe.metrics.detection import detection_map
+from ascendpipe.metrics.reid import reid_map_cmc
+
+__all__ = ["topk_accuracy", "reid_map_cmc", "detection_map"]

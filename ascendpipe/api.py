@@ -1,0 +1,102 @@
+"""The Python API: what the CLI calls and what notebooks use.
+
+    import ascendpipe
+    run = ascendpipe.build("pipelines/reid.yaml", set=["stages.convert.params.precision_mode=allow_fp32_to_fp16"])
+    run["stages"]["eval@fp16"]["metrics"]["mAP"]
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import sys
+
+
+def load(path: str, *, set=(), backend: str | None = None):
+    """The resolved pipeline (stages with their params, inputs and outputs), or a ``UserError``."""
+    from ascendpipe.engine.plan import resolve
+
+    return resolve(path, list(set), backend, use_cache=False)
+
+
+def validate(path: str, *, set=(), backend: str | None = None) -> dict:
+    pipeline = load(path, set=set, backend=backend)
+    return {"pipeline": pipeline.path, "stages": list(pipeline.stages), "backend": pipeline.backend}
+
+
+def build(path: str, stages=(), *, force=False, dry_run=False, jobs=1, set=(), backend=None, keep_going=False,
+          run_cache=True, wait=True, quiet=False, stream=None, run_command=None) -> dict:
+    """Build a pipeline; returns the run record (``show RUN --json``'s shape)."""
+    from ascendpipe.engine.build import BuildOptions
+    from ascendpipe.engine.build import build as _build
+
+    options = BuildOptions(
+        targets=list(stages), force=force, dry_run=dry_run, jobs=jobs, overrides=list(set), backend=backend,
+        keep_going=keep_going, use_run_cache=run_cache, wait_for_lock=wait, quiet=quiet,
+        argv=["ascendpipe.build", str(path)], run_command=run_command,
+    )
+    return _build(str(path), options, stream=stream if stream is not None else (io.StringIO() if quiet else sys.stdout))
+
+
+def status(path: str, stages=(), *, set=(), backend=None) -> dict:
+    from ascendpipe.engine.build import stage_status
+
+    return stage_status(str(path), list(set), backend, list(stages))
+
+
+def _db_for(workspace: str | None):
+    from ascendpipe.engine.workspace import Workspace
+    from ascendpipe.store.db import Database
+
+    root = os.path.abspath(workspace or _find_workspace_from_cwd())
+    return Database(Workspace(root).db_path)
+
+
+def _find_workspace_from_cwd() -> str:
+    here = os.path.abspath(os.getcwd())
+    probe = here
+    while True:
+        if os.path.isdir(os.path.join(probe, ".ascendpipe")) or os.path.exists(os.path.join(probe, ".git")):
+            return probe
+        parent = os.path.dirname(probe)
+        if parent == probe:
+            return here
+        probe = parent
+
+
+def runs(workspace: str | None = None, limit: int | None = None) -> list[dict]:
+    from ascendpipe.records import list_runs
+
+    db = _db_for(workspace)
+    try:
+        return list_runs(db, limit)
+    finally:
+        db.close()
+
+
+def show(run: str | int = "latest", workspace: str | None = None) -> dict:
+    from ascendpipe.records import resolve_run_id, run_record
+
+    db = _db_for(workspace)
+    try:
+        return run_record(db, resolve_run_id(db, str(run)), with_remedy_content=True)
+    finally:
+        db.close()
+
+
+def diff(run_a: str | int, run_b: str | int, workspace: str | None = None) -> dict:
+    from ascendpipe.records import diff_runs, resolve_run_id, run_record
+
+    db = _db_for(workspace)
+    try:
+        a = run_record(db, resolve_run_id(db, str(run_a)))
+        b = run_record(db, resolve_run_id(db, str(run_b)))
+        return diff_runs(a, b)
+    finally:
+        db.close()
+
+
+def gc(workspace: str | None = None, *, dry_run: bool = False) -> dict:
+    from ascendpipe.engine.gc import collect
+
+    return collect(os.path.abspath(workspace or _find_workspace_from_cwd()), dry_run=dry_run)

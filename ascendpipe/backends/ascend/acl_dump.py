@@ -1,0 +1,163 @@
+"""Per-op NPU dumps: the acl.json, the dump tree, msaccucmp conversion, and our dump layout.
+
+Formats: /work/shared/reference/ascend-tools.md section 4; the target layout is "Dump directory"
+in docs/contracts.md (index.json + tensors/), so the compare code reads NPU dumps unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+DUMP_MODES = ("input", "output", "all")
+DUMP_DATA = ("tensor", "stats")
+DUMP_FORMAT = "ascendpipe-dump/1"
+_TS_DIR = re.compile(r"^\d{14}$")
+_CONVERTED = re.compile(r"^(?P<orig>.+)\.(?P<io>input|output)\.(?P<index>\d+)\.(?P<shape>[\dx]*)\.npy$")
+_NAME_CHARS = re.compile(r"[./\\ ]")
+
+
+def acl_config(model_name: str, dump_path: Path, *, mode: str = "output", layers: list[str] | None = None,
+               op_switch: str = "off", data: str = "tensor") -> dict[str, Any]:
+    """The acl.json ``dump`` block: leaving out ``layer`` dumps every op of the model."""
+    if mode not in DUMP_MODES:
+        raise ValueError(f"dump_mode must be one of {DUMP_MODES}")
+    if data not in DUMP_DATA:
+        raise ValueError(f"dump_data must be one of {DUMP_DATA}")
+    entry: dict[str, Any] = {"model_name": model_name}
+    if layers:
+        entry["layer"] = list(layers)
+    return {"dump": {"dump_list": [entry] if op_switch == "off" else [], "dump_path": str(dump_path),
+                     "dump_mode": mode, "dump_op_switch": op_switch, "dump_data": data}}
+
+
+def write_json_atomic(path: Path, data: Any) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    with os.fdopen(fd, "w") as fh:
+        json.dump(data, fh, indent=2)
+        fh.write("\n")
+    os.replace(tmp, path)
+    return path
+
+
+def sanitize(name: str) -> str:
+    """How dump file names spell an op name: ``.``, ``/``, ``\\`` and spaces become ``_``."""
+    return _NAME_CHARS.sub("_", name)
+
+
+@dataclass
+class DumpFile:
+    path: Path
+    op_type: str
+    op_name: str  # sanitized, as in the file name
+    timestamp: int
+    ids: list[str]  # task/stream (and context/thread/device) ids, as they appear
+
+
+def parse_dump_name(name: str) -> DumpFile | None:
+    """``{type}.{name}.{task}.{stream}.{ts}`` or ``{type}.{name}.({stream}.){task}.{ts}.{task_type}...``.
+
+    The timestamp is the first field after the op name with 13 or more digits (microseconds); the
+    fields between are ids. Names that fit neither form (e.g. our own .npy files) give None.
+    """
+    parts = name.split(".")
+    if len(parts) < 4 or name.endswith(".npy"):
+        return None
+    for i in range(2, len(parts)):
+        if parts[i].isdigit() and len(parts[i]) >= 13:
+            return DumpFile(Path(name), parts[0], parts[1], int(parts[i]), parts[2:i])
+    return None
+
+
+def find_dump_dirs(dump_path: Path) -> list[Path]:
+    """``{dump_path}/{YYYYMMDDhhmmss}/{device}/{model}/{model_id}/{data_index}/``, newest run, by index."""
+    runs = sorted(p for p in dump_path.iterdir() if p.is_dir() and _TS_DIR.match(p.name)) if dump_path.is_dir() else []
+    if not runs:
+        return []
+    leaves = [p for p in runs[-1].glob("*/*/*/*") if p.is_dir()]
+    return sorted(leaves, key=lambda p: (p.parent.parent.name, p.parent.name, int(p.name) if p.name.isdigit() else 0))
+
+
+def dump_files(leaf: Path) -> list[DumpFile]:
+    files = []
+    for path in leaf.iterdir():
+        parsed = parse_dump_name(path.name) if path.is_file() else None
+        if parsed:
+            parsed.path = path
+            files.append(parsed)
+    return sorted(files, key=lambda f: f.timestamp)
+
+
+def convert_argv(python: str | Path, msaccucmp: Path, dump_dir: Path, out_dir: Path) -> list[str]:
+    return [str(python), str(msaccucmp), "convert", "-d", str(dump_dir), "-out", str(out_dir), "-t", "npy"]
+
+
+def parse_converted_name(name: str) -> dict[str, Any] | None:
+    """``<original dump file>.output.{i}.{shape}.npy`` (shape like ``1x3x224x224``)."""
+    m = _CONVERTED.match(name)
+    if not m:
+        return None
+    shape = [int(d) for d in m["shape"].split("x")] if m["shape"] else []
+    return {"original": m["orig"], "io": m["io"], "index": int(m["index"]), "shape": shape}
+
+
+def _stats(array) -> dict[str, Any]:
+    import numpy as np
+
+    finite = array[np.isfinite(array)] if array.dtype.kind == "f" else array
+    return {"min": float(finite.min()) if finite.size else None, "max": float(finite.max()) if finite.size else None,
+            "nan": int(np.isnan(array).sum()) if array.dtype.kind == "f" else 0,
+            "inf": int(np.isinf(array).sum()) if array.dtype.kind == "f" else 0}
+
+
+@dataclass
+class OpNaming:
+    """How NPU ops map back: sanitized dump name -> OM op name, type, and original ONNX tensor names."""
+
+    om_names: dict[str, str]  # sanitize(om op name) -> om op name
+    op_types: dict[str, str]  # om op name -> type
+    tensor_names: dict[tuple[str, int], str]  # (om op name, output index) -> ONNX tensor name
+
+    @classmethod
+    def from_om(cls, op_types: dict[str, str], tensor_names: dict[tuple[str, int], str] | None = None):
+        return cls({sanitize(n): n for n in op_types}, dict(op_types), dict(tensor_names or {}))
+
+
+def build_index(converted_dir: Path, out_dir: Path, naming: OpNaming, *, model: str,
+                feeds: dict[str, Any]) -> Path:
+    """Our dump layout from msaccucmp's converted npy files (outputs only, in execution order)."""
+    import numpy as np
+
+    tensors_dir = out_dir / "tensors"
+    tensors_dir.mkdir(parents=True, exist_ok=True)
+    rows: list[tuple[int, str, int, Path, dict]] = []
+    for path in converted_dir.iterdir():
+        info = parse_converted_name(path.name)
+        dump = parse_dump_name(info["original"]) if info else None
+        if dump and info["io"] == "output":
+            rows.append((dump.timestamp, dump.op_name, info["index"], path, {"op_type": dump.op_type}))
+    entries = []
+    for name, array in feeds.items():
+        rel = f"tensors/{len(entries):05d}.npy"
+        np.save(out_dir / rel, array)
+        entries.append({"name": name, "op_name": name, "op_type": "Input", "topo_index": -1,
+                        "dtype": str(array.dtype), "shape": list(array.shape), "file": rel, **_stats(array)})
+    for topo, (_ts, dumped_name, index, path, extra) in enumerate(sorted(rows, key=lambda r: (r[0], r[2]))):
+        om_name = naming.om_names.get(dumped_name, dumped_name)
+        array = np.load(path)
+        rel = f"tensors/{len(entries):05d}.npy"
+        np.save(out_dir / rel, array)
+        entries.append({"name": naming.tensor_names.get((om_name, index), f"{om_name}:output:{index}"),
+                        "op_name": om_name, "op_type": naming.op_types.get(om_name, extra["op_type"]),
+                        "topo_index": topo, "dtype": str(array.dtype), "shape": list(array.shape),
+                        "file": rel, **_stats(array)})
+    index = {"format": DUMP_FORMAT, "model": model, "backend": "ascend",
+             "inputs": {n: {"shape": list(a.shape), "dtype": str(a.dtype)} for n, a in feeds.items()},
+             "tensors": entries}
+    return write_json_atomic(out_dir / "index.json", index)

@@ -1,0 +1,82 @@
+"""ais_bench (``python3 -m ais_bench``): argv, output finder, and the summary JSON.
+
+Formats: /work/shared/reference/ascend-tools.md section 5 (ais_bench). The summary is turned into
+the emulator's summary shape (``latency_ms: {min,max,mean,median,p99}``, ``throughput``) with the
+raw fields kept beside it.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+OUTFMTS = ("NPY", "BIN", "TXT")
+_TS_DIR = re.compile(r"^\d{4}_\d{2}_\d{2}-\d{2}_\d{2}_\d{2}$")
+LATENCY_KEYS = ("NPU_compute_time", "H2D_latency", "D2H_latency")
+
+
+def infer_argv(python: str | Path, *, model: Path, inputs: list[Path] | None, output: Path,
+               outfmt: str = "NPY", loop: int | None = None, warmup_count: int | None = None,
+               device: int | None = None, batchsize: int | None = None, output_dirname: str | None = None,
+               acl_json_path: Path | None = None, extra: list[str] | None = None) -> list[str]:
+    """Options are given as separate tokens, as ais_bench's argparse documents them."""
+    if outfmt not in OUTFMTS:
+        raise ValueError(f"outfmt must be one of {OUTFMTS}")
+    argv = [str(python), "-m", "ais_bench", "--model", str(model)]
+    if inputs:
+        argv += ["--input", ",".join(str(p) for p in inputs)]
+    argv += ["--output", str(output)]
+    if output_dirname:
+        argv += ["--output_dirname", output_dirname]
+    argv += ["--outfmt", outfmt]
+    for flag, value in (("--loop", loop), ("--warmup_count", warmup_count), ("--device", device),
+                        ("--batchsize", batchsize), ("--acl_json_path", acl_json_path)):
+        if value is not None:
+            argv += [flag, str(value)]
+    return argv + list(extra or [])
+
+
+def find_summary(output: Path) -> Path | None:
+    """``{output}/{ts}_summary.json`` (newest when there are several)."""
+    found = sorted(output.glob("*_summary.json"))
+    return found[-1] if found else None
+
+
+def find_result_dir(output: Path, output_dirname: str | None = None) -> Path | None:
+    if output_dirname:
+        path = output / output_dirname
+        return path if path.is_dir() else None
+    found = sorted(p for p in output.iterdir() if p.is_dir() and _TS_DIR.match(p.name))
+    return found[-1] if found else None
+
+
+def _stats(block: Any) -> dict[str, float | None]:
+    block = block or {}
+
+    def num(key):
+        value = block.get(key)
+        try:
+            return None if value is None else float(value)
+        except (TypeError, ValueError):
+            return None
+
+    return {"min": num("min"), "max": num("max"), "mean": num("mean"), "median": num("median"),
+            "p99": num("percentile(99%)"), "count": num("count")}
+
+
+def parse_summary(data: dict) -> dict[str, Any]:
+    """The summary in the emulator's shape; ``raw`` keeps every field ais_bench wrote."""
+    if "NPU_compute_time" not in data:
+        raise ValueError("not an ais_bench summary: no NPU_compute_time")
+    latency = _stats(data.get("NPU_compute_time"))
+    count = latency.pop("count")
+    return {
+        "latency_ms": latency,
+        "throughput": float(data["throughput"]) if data.get("throughput") is not None else None,
+        "count": int(count) if count is not None else len(data.get("npu_compute_time_list") or []),
+        "h2d_latency_ms": _stats(data.get("H2D_latency")),
+        "d2h_latency_ms": _stats(data.get("D2H_latency")),
+        "source": "ais_bench",
+        "raw": data,
+    }

@@ -1,0 +1,235 @@
+"""ATC: the conversion argv (validated against the documented grammar) and the ``--mode=1`` JSON.
+
+Pure: no I/O except ``load_om_json``. Option names and values follow
+/work/shared/reference/ascend-tools.md section 1.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ascendpipe.errors import Location, UserError
+
+FRAMEWORK_ONNX = "5"
+PRECISION_MODES = (
+    "force_fp32", "cube_fp16in_fp32out", "force_fp16", "allow_fp32_to_fp16", "must_keep_origin_dtype",
+    "allow_mix_precision", "allow_mix_precision_fp16", "allow_mix_precision_bf16", "allow_fp32_to_bf16",
+)
+PRECISION_MODES_V2 = ("fp16", "origin", "cube_fp16in_fp32out", "mixed_float16", "mixed_bfloat16", "mixed_hif8")
+MIXED_MODES = ("allow_mix_precision", "allow_mix_precision_fp16", "allow_mix_precision_bf16",
+               "mixed_float16", "mixed_bfloat16")
+ONNX_INPUT_FORMATS = ("NCHW", "NCDHW", "ND")
+AIPP_INPUT_FORMATS = ("NCHW", "NHWC")
+IMPL_MODES = ("high_precision", "high_performance", "high_precision_for_all", "high_performance_for_all")
+BUFFER_OPTIMIZE = ("l2_optimize", "off_optimize", "l1_optimize")
+LOG_LEVELS = ("debug", "info", "warning", "error", "null")
+SUCCESS_LINE = "ATC run success, welcome to the next use."
+
+
+@dataclass
+class AtcSettings:
+    """Everything one ``atc`` conversion takes. Paths are the remedy files already written."""
+
+    model: Path
+    output: Path  # without the .om suffix, as ATC wants it
+    soc_version: str
+    input_shape: dict[str, list[int]] | str | None = None
+    input_format: str | None = None
+    precision_mode: str | None = None
+    precision_mode_v2: str | None = None
+    keep_dtype: Path | None = None
+    fusion_switch_file: Path | None = None
+    insert_op_conf: Path | None = None
+    modify_mixlist: Path | None = None
+    op_select_implmode: str | None = None
+    optypelist_for_implmode: list[str] | str | None = None
+    buffer_optimize: str | None = None
+    out_nodes: list[str] | str | None = None
+    log: str | None = None
+    extra: list[str] = field(default_factory=list)  # tool-specific options appended as given
+
+
+def _bad(field_name: str, value: Any, allowed: tuple[str, ...]) -> UserError:
+    return UserError(f"{field_name} '{value}' is not one of: {', '.join(allowed)}", Location(field=field_name))
+
+
+def format_input_shape(shape: dict[str, list[int]] | str) -> str:
+    """``{"x": [1,3,224,224]}`` -> ``x:1,3,224,224`` (``;`` between inputs), as ATC and msit take it."""
+    if isinstance(shape, str):
+        parse_input_shape(shape)  # validate
+        return shape
+    parts = []
+    for name, dims in shape.items():
+        if not all(isinstance(d, int) for d in dims):
+            raise UserError(f"input_shape of '{name}' must be a list of integers, got {dims}",
+                            Location(field="input_shape"))
+        parts.append(f"{name}:{','.join(str(d) for d in dims)}")
+    return ";".join(parts)
+
+
+def parse_input_shape(text: str) -> dict[str, list[int]]:
+    out: dict[str, list[int]] = {}
+    for part in filter(None, (p.strip() for p in text.split(";"))):
+        name, sep, dims = part.rpartition(":")
+        try:
+            if not sep or not name:
+                raise ValueError
+            out[name] = [int(d) for d in dims.split(",")]
+        except ValueError:
+            raise UserError(f"input_shape '{text}' is not 'name:d1,d2,...;name2:...'",
+                            Location(field="input_shape")) from None
+    return out
+
+
+def _join(value: list[str] | str, sep: str) -> str:
+    return value if isinstance(value, str) else sep.join(value)
+
+
+def validate(s: AtcSettings) -> None:
+    """The documented constraints between options, each a located UserError."""
+    if not s.soc_version:
+        raise UserError("soc_version is required on the ascend backend (e.g. Ascend310P3)",
+                        Location(field="soc_version"))
+    if s.precision_mode and s.precision_mode_v2:
+        raise UserError("precision_mode and precision_mode_v2 cannot be combined; give one",
+                        Location(field="precision_mode_v2"))
+    if s.precision_mode and s.precision_mode not in PRECISION_MODES:
+        raise _bad("precision_mode", s.precision_mode, PRECISION_MODES)
+    if s.precision_mode_v2 and s.precision_mode_v2 not in PRECISION_MODES_V2:
+        raise _bad("precision_mode_v2", s.precision_mode_v2, PRECISION_MODES_V2)
+    if s.input_format:
+        allowed = AIPP_INPUT_FORMATS if s.insert_op_conf else ONNX_INPUT_FORMATS
+        if s.input_format not in allowed:
+            raise _bad("input_format", s.input_format, allowed)
+    mode = s.precision_mode or s.precision_mode_v2
+    if s.modify_mixlist and mode not in MIXED_MODES:
+        raise UserError(f"modify_mixlist needs a mixed precision mode ({', '.join(MIXED_MODES)}), "
+                        f"not '{mode or 'force_fp16 (default)'}'", Location(field="modify_mixlist"))
+    if s.op_select_implmode and s.op_select_implmode not in IMPL_MODES:
+        raise _bad("op_select_implmode", s.op_select_implmode, IMPL_MODES)
+    if s.optypelist_for_implmode and s.op_select_implmode not in ("high_precision", "high_performance"):
+        raise UserError("optypelist_for_implmode needs op_select_implmode high_precision or high_performance",
+                        Location(field="optypelist_for_implmode"))
+    if s.buffer_optimize and s.buffer_optimize not in BUFFER_OPTIMIZE:
+        raise _bad("buffer_optimize", s.buffer_optimize, BUFFER_OPTIMIZE)
+    if s.log and s.log not in LOG_LEVELS:
+        raise _bad("log", s.log, LOG_LEVELS)
+
+
+def common_options(s: AtcSettings) -> list[str]:
+    """The options ATC and AOE share (AOE accepts most ATC options)."""
+    validate(s)
+    argv = [f"--framework={FRAMEWORK_ONNX}", f"--model={s.model}", f"--soc_version={s.soc_version}"]
+    if s.input_shape:
+        argv.append(f"--input_shape={format_input_shape(s.input_shape)}")
+    if s.input_format:
+        argv.append(f"--input_format={s.input_format}")
+    if s.precision_mode:
+        argv.append(f"--precision_mode={s.precision_mode}")
+    if s.precision_mode_v2:
+        argv.append(f"--precision_mode_v2={s.precision_mode_v2}")
+    for opt in ("keep_dtype", "fusion_switch_file", "insert_op_conf", "modify_mixlist"):
+        path = getattr(s, opt)
+        if path:
+            argv.append(f"--{opt}={path}")
+    if s.op_select_implmode:
+        argv.append(f"--op_select_implmode={s.op_select_implmode}")
+    if s.optypelist_for_implmode:
+        argv.append(f"--optypelist_for_implmode={_join(s.optypelist_for_implmode, ',')}")
+    if s.out_nodes:
+        argv.append(f"--out_nodes={_join(s.out_nodes, ';')}")
+    return argv
+
+
+def convert_argv(atc: str | Path, s: AtcSettings) -> list[str]:
+    argv = [str(atc), *common_options(s), f"--output={s.output}"]
+    if s.buffer_optimize:
+        argv.append(f"--buffer_optimize={s.buffer_optimize}")
+    if s.log:
+        argv.append(f"--log={s.log}")
+    return argv + list(s.extra)
+
+
+def json_argv(atc: str | Path, om: Path, json_path: Path) -> list[str]:
+    """``atc --mode=1``: the OM as JSON (op mapping for compare, the recorded atc_cmdline)."""
+    return [str(atc), "--mode=1", f"--om={om}", f"--json={json_path}"]
+
+
+# ---- the --mode=1 JSON -------------------------------------------------------------------------
+
+@dataclass
+class OmOp:
+    name: str
+    type: str
+    original_names: list[str]  # from _datadump_original_op_names; [name] when the op is not fused
+    pass_names: list[str] = field(default_factory=list)  # pass_name (list) and pass_name_ub (string)
+
+
+@dataclass
+class OmInfo:
+    name: str
+    attrs: dict[str, Any]
+    ops: list[OmOp]
+
+    @property
+    def atc_cmdline(self) -> str | None:
+        return self.attrs.get("atc_cmdline")
+
+    def mapping(self) -> dict[str, list[str]]:
+        """NPU op name -> the original ONNX node names it covers."""
+        return {op.name: op.original_names for op in self.ops}
+
+    def op_types(self) -> dict[str, str]:
+        return {op.name: op.type for op in self.ops}
+
+
+def attr_value(value: dict) -> Any:
+    """A GE attr value: ``{"s": ...}``, ``{"i": ...}``, ``{"b": ...}``, ``{"f": ...}`` or ``{"list": {...}}``."""
+    if not isinstance(value, dict):
+        return value
+    for key in ("s", "i", "f", "b"):
+        if key in value:
+            return value[key]
+    if "list" in value:
+        inner = value["list"] or {}
+        for key in ("s", "i", "f", "b"):
+            if key in inner:
+                return list(inner[key])
+        return []
+    return None
+
+
+def attrs_of(items: Any) -> dict[str, Any]:
+    if isinstance(items, dict):  # some dumps write attrs as a mapping already
+        return {k: attr_value(v) for k, v in items.items()}
+    return {a.get("key"): attr_value(a.get("value", {})) for a in items or [] if isinstance(a, dict)}
+
+
+def parse_om_json(data: dict) -> OmInfo:
+    model_attrs = attrs_of(data.get("attr"))
+    ops: list[OmOp] = []
+    for graph in data.get("graph") or []:
+        for key, value in attrs_of(graph.get("attr")).items():
+            model_attrs.setdefault(key, value)
+        for op in graph.get("op") or []:
+            a = attrs_of(op.get("attr"))
+            originals = a.get("_datadump_original_op_names")
+            if isinstance(originals, str):
+                originals = [originals]
+            passes = list(a.get("pass_name") or [])
+            if a.get("pass_name_ub"):
+                passes.append(a["pass_name_ub"])
+            ops.append(OmOp(name=op.get("name", ""), type=op.get("type", ""),
+                            original_names=list(originals) if originals else [op.get("name", "")],
+                            pass_names=passes))
+    return OmInfo(name=data.get("name", ""), attrs=model_attrs, ops=ops)
+
+
+def load_om_json(path: Path) -> OmInfo:
+    try:
+        return parse_om_json(json.loads(Path(path).read_text()))
+    except (OSError, ValueError) as exc:
+        raise UserError(f"cannot read the OM JSON {path}: {exc}") from None

@@ -1,0 +1,104 @@
+"""``ascendpipe import PATH``: recognise a result made outside ascendpipe and normalise it.
+
+Recognised: an msprof ``PROF_*`` directory (or a directory holding them), an msit / msaccucmp
+compare ``result_*.csv``, an AOE ``aoe_result_*.json``, an ais_bench ``*_summary.json``, and a
+standalone msprof ``op_summary_*.csv`` / ``op_statistic_*.csv``. Recognition goes by content, so
+renamed files still work; a file that fits none is a UserError saying what is accepted.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from ascendpipe.backends.ascend import aoe, ais_bench, msit, msprof
+from ascendpipe.errors import Location, UserError
+
+ACCEPTED = ("an msprof PROF_* directory", "an msit compare result_*.csv", "an aoe_result_*.json",
+            "an ais_bench *_summary.json", "an msprof op_summary_*.csv / op_statistic_*.csv")
+IMPORT_FORMAT = "ascendpipe-import/1"
+
+
+def _wrap(kind: str, path: Path, data: dict) -> dict[str, Any]:
+    return {"format": IMPORT_FORMAT, "kind": kind, "source": str(path), "data": data}
+
+
+def _unrecognised(path: Path, why: str) -> UserError:
+    return UserError(f"not a recognised CANN result ({why}); accepted: {'; '.join(ACCEPTED)}",
+                     Location(file=str(path)))
+
+
+def _import_dir(path: Path) -> dict[str, Any]:
+    prof_dirs = msprof.find_prof_dirs(path)
+    if not prof_dirs:
+        raise _unrecognised(path, "a directory without PROF_* inside")
+    profiles = [msprof.read_prof_dir(p) for p in prof_dirs]
+    if not any(p["op_summary"] or p["op_statistic"] for p in profiles):
+        raise UserError("PROF_* directory has no op_summary_*.csv or op_statistic_*.csv; "
+                        "run `msprof --export=on --output=PROF_...` first", Location(file=str(path)))
+    return _wrap("msprof", path, profiles[-1] if len(profiles) == 1 else {"profiles": profiles})
+
+
+def _import_csv(path: Path, text: str) -> dict[str, Any]:
+    first = text.lstrip("\ufeff").splitlines()[0] if text.strip() else ""
+    if "NPUDump" in first:
+        return _wrap("msit_compare", path, msit.read_result_csv_text(text))
+    if "Op Name" in first and "Task Duration(us)" in first:
+        rows = msprof.read_csv_text(text)
+        return _wrap("msprof", path, {"format": msprof.SUMMARY_FORMAT, "source": "msprof",
+                                      "summary": msprof.summarize(rows, []), "op_summary": rows, "op_statistic": []})
+    if "OP Type" in first and "Total Time(us)" in first:
+        rows = msprof.read_csv_text(text)
+        return _wrap("msprof", path, {"format": msprof.SUMMARY_FORMAT, "source": "msprof",
+                                      "summary": msprof.summarize([], rows), "op_summary": [], "op_statistic": rows})
+    raise _unrecognised(path, "CSV header has neither NPUDump nor msprof columns")
+
+
+def _import_json(path: Path, text: str) -> dict[str, Any]:
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise UserError(f"invalid JSON: {exc}", Location(file=str(path))) from None
+    if isinstance(data, dict) and "NPU_compute_time" in data:
+        return _wrap("ais_bench", path, ais_bench.parse_summary(data))
+    try:
+        result = aoe.parse_result(data)
+    except ValueError:
+        raise _unrecognised(path, "JSON is neither an ais_bench summary nor an AOE result") from None
+    if not result["ops"] and result["result"] is None and result["tuning_name"] is None:
+        raise _unrecognised(path, "JSON has no AOE basic/OPAT blocks")
+    return _wrap("aoe", path, result)
+
+
+def import_path(path: str | Path) -> dict[str, Any]:
+    path = Path(path)
+    if not path.exists():
+        raise UserError("no such file or directory", Location(file=str(path)))
+    if path.is_dir():
+        return _import_dir(path)
+    text = path.read_text(errors="replace")
+    if path.suffix.lower() == ".csv":
+        return _import_csv(path, text)
+    if path.suffix.lower() == ".json":
+        return _import_json(path, text)
+    raise _unrecognised(path, f"unknown file type '{path.suffix or 'none'}'")
+
+
+def describe(result: dict[str, Any]) -> str:
+    """A few human lines about an imported result."""
+    kind, data = result["kind"], result["data"]
+    if kind == "ais_bench":
+        lat = data["latency_ms"]
+        return (f"ais_bench summary: {data['count']} runs, mean {lat['mean']} ms, median {lat['median']} ms, "
+                f"p99 {lat['p99']} ms, throughput {data['throughput']}")
+    if kind == "aoe":
+        return (f"AOE result ({data['variant']} layout): {len(data['ops'])} tuned ops, "
+                f"result '{data['result']}', model {data['model'] or 'n/a'}")
+    if kind == "msit_compare":
+        s = data["summary"]
+        return (f"msit compare: {len(data['rows'])} rows, {s['failed_ops']} precision errors, "
+                f"min cosine {s['min_cosine']}, first failure at row {s['first_failure_index']}")
+    profiles = data.get("profiles") or [data]
+    return "; ".join(f"msprof: {p['summary']['ops']} op rows, {p['summary']['op_types']} op types, "
+                     f"total task time {p['summary']['total_task_duration_us']:.1f} us" for p in profiles)

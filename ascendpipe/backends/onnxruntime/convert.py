@@ -1,0 +1,298 @@
+"""Convert an fp32 ONNX model into its emulated device model (the onnxruntime backend's `atc`).
+
+Steps: onnxruntime's graph optimizers fuse the fp32 graph (the stand-in for ATC's fusion passes);
+the precision policy decides each fused node's dtype; every tensor the device keeps in fp16 is
+rounded by a ``Cast(FLOAT16) -> Cast(FLOAT)`` pair, fp16-read weights are pre-rounded; static
+AIPP is prepended. Compute stays fp32, so overflow and underflow appear exactly where fp16 would.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ascendpipe.errors import Location, UserError
+from ascendpipe.precision import lists as oplists
+from ascendpipe.precision import remedy
+from ascendpipe.precision.policy import Decision, Lists, NodeInfo, plan
+from ascendpipe.precision.settings import REMEDY_NAMES, ConvertSettings
+
+EMU = "ascendpipe_emu"
+MODEL_FILE = "model.onnx"
+NON_FLOAT_OPS = {"Shape", "Size", "NonZero", "ArgMax", "ArgMin", "Equal", "Greater", "GreaterOrEqual", "Less",
+                 "LessOrEqual", "Not", "And", "Or", "Xor", "IsNaN", "IsInf", "NonMaxSuppression"}
+
+
+@dataclass
+class ConvertResult:
+    model_path: Path
+    out_dir: Path
+    counts: dict[str, int]
+    remedy_files: dict[str, Path]
+    atc_argv: list[str]
+    fusion: dict[str, Any]
+    plan: dict[str, Decision] = field(default_factory=dict)
+
+
+def _float_tensors(model) -> set[str]:
+    """Names of float32 tensors (inputs, initializers, inferred values; unknown ones by op rule)."""
+    import onnx
+    from onnx import TensorProto
+
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False).graph
+    except Exception:  # custom-domain ops can stop inference; the op rule below covers them
+        inferred = model.graph
+    known: dict[str, bool] = {}
+    for vi in (*inferred.input, *inferred.value_info, *inferred.output):
+        if vi.type.tensor_type.elem_type:
+            known[vi.name] = vi.type.tensor_type.elem_type == TensorProto.FLOAT
+    for init in model.graph.initializer:
+        known[init.name] = init.data_type == TensorProto.FLOAT
+    for node in model.graph.node:
+        guess = node.op_type not in NON_FLOAT_OPS and any(known.get(t) for t in node.input)
+        if node.op_type == "Cast":
+            guess = any(a.name == "to" and a.i == TensorProto.FLOAT for a in node.attribute)
+        for index, tensor in enumerate(node.output):
+            if tensor not in known:
+                known[tensor] = guess and not (node.op_type == "TopK" and index == 1)
+    return {name for name, is_float in known.items() if is_float}
+
+
+def _lists(settings: ConvertSettings, names: set[str], types: set[str]) -> Lists:
+    white, black = set(oplists.WHITE_LIST), set(oplists.BLACK_LIST)
+    sources: dict[str, str] = {}
+    for key, edits in (settings.modify_mixlist or {}).items():
+        for action, entries in edits.items():
+            for entry in entries:
+                for op_type in oplists.onnx_types(entry):
+                    target = {"white-list": white, "black-list": black}.get(key)  # gray = in neither
+                    if action == "to-add":  # an op sits in one list: adding moves it
+                        white.discard(op_type), black.discard(op_type)
+                        if target is not None:
+                            target.add(op_type)
+                    elif target is not None:
+                        target.discard(op_type)
+                    sources[op_type] = "modify_mixlist"
+    keep_names, keep_types = remedy.split_keep_entries(settings.keep_dtype)
+    where = Location(field="keep_dtype")
+    for name in keep_names:
+        if name not in names:
+            near = ", ".join(sorted(names)[:12])
+            raise UserError(f"keep_dtype names op '{name}', which is not in the model; ops: {near}...", where)
+    onnx_keep_types = {t for entry in keep_types for t in oplists.onnx_types(entry)}
+    for entry in keep_types:
+        if not set(oplists.onnx_types(entry)) & types:
+            raise UserError(f"keep_dtype 'OpType::{entry}' matches no op; op types here: {', '.join(sorted(types))}", where)
+    return Lists(frozenset(white), frozenset(black), frozenset(keep_names), frozenset(onnx_keep_types), sources)
+
+
+def _round_pair(tensor: str, out_name: str, tag: str):  # an fp16 op's input read from fp32
+    from onnx import TensorProto, helper
+
+    half = f"{EMU}/fp16/{tensor}"
+    return [
+        helper.make_node("Cast", [tensor], [half], name=f"{EMU}/{tag}_fp16/{tensor}", to=TensorProto.FLOAT16),
+        helper.make_node("Cast", [half], [out_name], name=f"{EMU}/{tag}_fp32/{tensor}", to=TensorProto.FLOAT),
+    ], [half]
+
+
+def _apply_rounding(graph, decisions: dict[str, Decision], floats: set[str]) -> list[str]:
+    """Rewrite ``graph`` in place; return the internal tensor names added."""
+    from onnx import numpy_helper
+
+    from ascendpipe.precision.fp16 import round_fp16
+
+    inits = {i.name: i for i in graph.initializer}
+    produced_fp16 = {t for n in graph.node if decisions[n.name].dtype == "float16" for t in n.output}
+    readers: dict[str, list[bool]] = {}
+    for node in graph.node:
+        for t in node.input:
+            readers.setdefault(t, []).append(decisions[node.name].reads_fp16)
+    internal: list[str] = []
+    rounded_inputs: dict[str, str] = {}
+    new_nodes = []
+    for node in list(graph.node):
+        decision = decisions[node.name]
+        if decision.reads_fp16:
+            for i, t in enumerate(node.input):
+                if not t or t not in floats or t in produced_fp16:
+                    continue
+                if t in inits:
+                    if all(readers[t]):  # only fp16 readers: round the weight itself
+                        inits[t].CopyFrom(numpy_helper.from_array(round_fp16(numpy_helper.to_array(inits[t])), t))
+                        continue
+                    if t not in rounded_inputs:
+                        copy = f"{EMU}/fp16_init/{t}"
+                        graph.initializer.append(numpy_helper.from_array(round_fp16(numpy_helper.to_array(inits[t])), copy))
+                        rounded_inputs[t] = copy
+                        internal.append(copy)
+                elif t not in rounded_inputs:
+                    rounded = f"{EMU}/round/{t}"
+                    pair, half = _round_pair(t, rounded, "in")
+                    new_nodes += pair
+                    internal += [*half, rounded]
+                    rounded_inputs[t] = rounded
+                node.input[i] = rounded_inputs[t]
+        new_nodes.append(node)
+        if decision.dtype == "float16" and node.op_type not in oplists.EXACT_OPS:
+            for i, t in enumerate(node.output):
+                if t and t in floats:
+                    raw = f"{EMU}/raw/{t}"
+                    node.output[i] = raw
+                    pair, half = _round_pair_from(raw, t)
+                    new_nodes += pair
+                    internal += [raw, *half]
+    del graph.node[:]
+    graph.node.extend(new_nodes)
+    return internal
+
+
+def _round_pair_from(raw: str, tensor: str):
+    from onnx import TensorProto, helper
+
+    half = f"{EMU}/fp16/{tensor}"
+    return [
+        helper.make_node("Cast", [raw], [half], name=f"{EMU}/out_fp16/{tensor}", to=TensorProto.FLOAT16),
+        helper.make_node("Cast", [half], [tensor], name=f"{EMU}/out_fp32/{tensor}", to=TensorProto.FLOAT),
+    ], [half]
+
+
+def _apply_aipp(graph, settings: ConvertSettings) -> list[str]:
+    from onnx import TensorProto, helper
+
+    from ascendpipe.precision import aipp
+
+    internal: list[str] = []
+    inputs = [i for i in graph.input if i.name not in {init.name for init in graph.initializer}]
+    for block in settings.aipp:
+        rank = block.get("related_input_rank", 0)
+        if not isinstance(rank, int) or not 0 <= rank < len(inputs):
+            raise UserError(f"related_input_rank {rank} is not a model input (0..{len(inputs) - 1})",
+                            Location(file=settings.aipp_file, field="aipp"))
+        vi = inputs[rank]
+        dims = [d.dim_value if d.HasField("dim_value") else d.dim_param for d in vi.type.tensor_type.shape.dim]
+        if len(dims) != 4 or not all(isinstance(d, int) and d > 0 for d in dims[1:]):
+            raise UserError(f"AIPP needs a static NCHW input; '{vi.name}' has shape {dims}", Location(file=settings.aipp_file))
+        spec = aipp.aipp_spec(block, tuple(dims[1:]), settings.aipp_file)
+        out = f"{aipp.PREFIX}/{vi.name}/out"
+        for node in graph.node:
+            for i, t in enumerate(node.input):
+                if t == vi.name:
+                    node.input[i] = out
+        for o in graph.output:
+            if o.name == vi.name:
+                raise UserError(f"AIPP input '{vi.name}' is also a model output", Location(file=settings.aipp_file))
+        nodes, inits = aipp.build_nodes(spec, vi.name, out)
+        for n in reversed(nodes):
+            graph.node.insert(0, n)
+        graph.initializer.extend(inits)
+        internal += [t for n in nodes for t in n.output]
+        new_vi = helper.make_tensor_value_info(
+            vi.name, TensorProto.UINT8, [dims[0], spec.src_hw[0], spec.src_hw[1], aipp.input_channels(spec)])
+        vi.CopyFrom(new_vi)
+    return internal
+
+
+def _check_input_shape(settings: ConvertSettings, model) -> None:
+    names = [i.name for i in model.graph.input]
+    for name in settings.input_shape:
+        if name not in names:
+            raise UserError(f"input_shape names '{name}', which is not a model input; inputs: {', '.join(names)}",
+                            Location(field="input_shape"))
+
+
+def _write_json(path: Path, data: Any) -> None:
+    remedy.write_text_atomic(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+def _tune_runtime(settings: ConvertSettings, out_dir: Path) -> dict | None:
+    if not settings.tune_bank:
+        return None
+    where = Location(file=settings.tune_bank, field="tune_bank")
+    try:
+        bank = json.loads(Path(settings.tune_bank).read_text())
+    except OSError as exc:
+        raise UserError(f"cannot read tune bank: {exc.strerror}", where) from None
+    except json.JSONDecodeError as exc:
+        raise UserError(f"tune bank is not JSON: {exc.msg} (line {exc.lineno})", where) from None
+    if not isinstance(bank, dict):
+        raise UserError("tune bank must be a JSON object at the top level", where)
+    session = bank.get("session", {})
+    if not isinstance(session, dict):
+        raise UserError("tune bank 'session' must be an object", where)
+    _write_json(out_dir / "runtime.json", session)
+    return session
+
+
+def convert_model(model_path: Path, out_dir: Path, settings: ConvertSettings) -> ConvertResult:
+    import onnx
+
+    from ascendpipe.backends.onnxruntime import fusion
+
+    model_path, out_dir = Path(model_path), Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    fusion.check_rules(settings.fusion_switch)
+    try:
+        original = onnx.load(str(model_path), load_external_data=False)
+    except Exception as exc:
+        raise UserError(f"cannot read ONNX model: {exc}", Location(file=str(model_path))) from None
+    _check_input_shape(settings, original)
+    work = Path(tempfile.mkdtemp(dir=out_dir, prefix=".convert."))
+    try:
+        fusion_info = fusion.optimize(model_path, work / "optimized.onnx", settings.fusion_switch)
+        model = onnx.load(str(work / "optimized.onnx"))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    graph = model.graph
+    for index, node in enumerate(graph.node):
+        if not node.name:
+            node.name = f"{node.op_type}_{index}"
+    mapping = fusion.fused_map(list(original.graph.node), list(graph.node))
+    orig_types = {n.name: n.op_type for n in original.graph.node}
+    floats = _float_tensors(model)
+    init_names = {i.name for i in graph.initializer}
+    infos = [
+        NodeInfo(n.name, n.op_type, any(t in floats for t in n.output),
+                 tuple(t for t in n.input if t and t not in init_names), tuple(n.output),
+                 tuple((o, orig_types.get(o, "")) for o in mapping["fused"].get(n.name, []) if o != n.name))
+        for n in graph.node
+    ]
+    names = {i.name for i in infos} | set(orig_types)
+    types = {i.op_type for i in infos} | set(orig_types.values())
+    op_lists = _lists(settings, names, types)
+    graph_inputs = tuple(i.name for i in graph.input if i.name in floats and i.name not in init_names)
+    decisions = plan(infos, settings.policy, op_lists, graph_inputs)
+    producer = {t: {"op_name": n.name, "op_type": n.op_type} for n in graph.node for t in n.output if t}
+    internal = _apply_rounding(graph, decisions, floats)
+    internal += _apply_aipp(graph, settings)
+    meta = {"format": 1, "internal_tensors": internal, "tensor_producer": producer}
+    entry = model.metadata_props.add()
+    entry.key, entry.value = "ascendpipe.emulation", json.dumps(meta)
+
+    fd, tmp = tempfile.mkstemp(dir=out_dir, prefix=".model.", suffix=".tmp")
+    os.close(fd)
+    onnx.save(model, tmp)
+    os.replace(tmp, out_dir / MODEL_FILE)
+
+    _write_json(out_dir / "precision_plan.json", {
+        "format": "ascendpipe-precision-plan/1", "precision_mode": settings.precision_mode,
+        "precision_mode_v2": settings.precision_mode_v2,
+        "nodes": {i.name: {"op_type": i.op_type, "dtype": decisions[i.name].dtype, "reason": decisions[i.name].reason}
+                  for i in infos},
+    })
+    _write_json(out_dir / "fused_map.json", {"format": "ascendpipe-fused-map/1", **mapping})
+    remedy_paths = {}
+    for name, text in settings.remedy_files().items():
+        remedy_paths[name] = remedy.write_text_atomic(out_dir / REMEDY_NAMES[name], text)
+    argv = settings.atc_argv(str(model_path), "model")
+    runtime = _tune_runtime(settings, out_dir)
+    _write_json(out_dir / "convert.json", {**settings.record(), "atc_argv": argv, "fusion": fusion_info,
+                                           "runtime": runtime})
+    counts = {d: sum(1 for x in decisions.values() if x.dtype == d) for d in ("float16", "float32", "other")}
+    return ConvertResult(out_dir / MODEL_FILE, out_dir, counts, remedy_paths, argv, fusion_info, decisions)

@@ -1,0 +1,367 @@
+"""Every op output of a model for one feed, one ``.npy`` per tensor, with an index (docs/contracts.md).
+
+How: mark node outputs as graph outputs and let onnxruntime run the model, then write each
+returned tensor and drop it before the next. Marking outputs can stop onnxruntime's fusions, and a
+fused golden would lose original tensors, so the golden dump runs with fusions off (ORT_DISABLE_ALL);
+a converted (emulated) model already carries its fusions and runs as converted, with its
+``runtime.json``.
+
+Memory: onnxruntime returns a run's marked outputs all at once. To keep peak memory bounded for big
+models, tensors are marked in chunks whose estimated size (from ONNX shape inference with the feed's
+shapes) stays under ``memory_budget_bytes``; each chunk is one more full run of the model. So the
+trade-off is: peak ~ budget + the model's own working set, time ~ chunks x one run. A model that
+fits the budget (ResNet-18 at batch 8 needs ~0.2 GB) runs once.
+
+Emulated models: tensors listed in the ``ascendpipe.emulation`` metadata as ``internal_tensors``
+are skipped, ``tensor_producer`` names each kept tensor's original op, and a tensor that leaves an
+emulation Cast(fp16)->Cast(fp32) pair is stored as float16 (exact: its values are fp16 values),
+as the device's dump would hold it. ``Constant`` node outputs are parameters, not activations, and
+are not dumped.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from ascendpipe.errors import Location, UserError
+from ascendpipe.inputs import check_array, save_npy_atomic, write_json_atomic
+
+INDEX_FILE = "index.json"
+TENSORS_DIR = "tensors"
+FORMAT = "ascendpipe-dump/1"
+EMULATION_KEY = "ascendpipe.emulation"
+EMU_PREFIX = "ascendpipe_emu/"
+DEFAULT_MEMORY_BUDGET = 1 << 30  # bytes of marked outputs held at once
+
+_FLOAT = 1  # onnx.TensorProto.FLOAT
+_FLOAT16 = 10  # onnx.TensorProto.FLOAT16
+
+
+@dataclass
+class Planned:
+    """A tensor to dump, known before running."""
+
+    name: str
+    op_name: str
+    op_type: str
+    topo_index: int
+    as_float16: bool = False  # leaves an emulation fp16 rounding: store as the device holds it
+    size: int | None = None  # estimated bytes, None if unknown
+
+
+# --- pure logic ---------------------------------------------------------------------------------
+
+def tensor_stats(array: np.ndarray) -> dict:
+    """min/max over finite values (None if there are none), and NaN / Inf counts."""
+    if array.size == 0 or array.dtype.kind not in "fiub":
+        return {"min": None, "max": None, "nan": 0, "inf": 0}
+    if array.dtype.kind != "f":
+        return {"min": array.min().item(), "max": array.max().item(), "nan": 0, "inf": 0}
+    lo, hi = array.min(), array.max()  # NaN propagates through min/max: finite both => no NaN/Inf
+    if np.isfinite(lo) and np.isfinite(hi):
+        return {"min": float(lo), "max": float(hi), "nan": 0, "inf": 0}
+    nan, inf = int(np.isnan(array).sum()), int(np.isinf(array).sum())
+    finite = array[np.isfinite(array)]
+    if finite.size == 0:
+        return {"min": None, "max": None, "nan": nan, "inf": inf}
+    return {"min": float(finite.min()), "max": float(finite.max()), "nan": nan, "inf": inf}
+
+
+def plan_chunks(sizes: Sequence[int | None], budget: int | None) -> list[list[int]]:
+    """Indices grouped in order so each group's total estimated size stays within ``budget``.
+
+    Unknown sizes count as the largest known one (a guess on the safe side); a tensor bigger than
+    the budget gets a chunk of its own.
+    """
+    if budget is None or not sizes:
+        return [list(range(len(sizes)))] if sizes else []
+    known = [s for s in sizes if s is not None]
+    fallback = max(known) if known else max(budget // 8, 1)
+    chunks, current, total = [], [], 0
+    for index, size in enumerate(sizes):
+        size = fallback if size is None else size
+        if current and total + size > budget:
+            chunks.append(current)
+            current, total = [], 0
+        current.append(index)
+        total += size
+    if current:
+        chunks.append(current)
+    return chunks
+
+
+def emulation_info(metadata: dict[str, str], where: Location) -> tuple[set[str], dict[str, dict]]:
+    """(internal tensors, tensor -> {op_name, op_type}) from the model's metadata, if emulated."""
+    raw = metadata.get(EMULATION_KEY)
+    if raw is None:
+        return set(), {}
+    try:
+        info = json.loads(raw)
+        return set(info.get("internal_tensors", [])), dict(info.get("tensor_producer", {}))
+    except (json.JSONDecodeError, AttributeError, TypeError) as exc:
+        raise UserError(f"model metadata '{EMULATION_KEY}' is not valid: {exc}", where) from None
+
+
+def plan_tensors(nodes: Iterable, graph_inputs: set[str], internal: set[str],
+                 producer: dict[str, dict]) -> list[Planned]:
+    """The node outputs to dump, in topological (graph) order.
+
+    ``nodes`` are onnx NodeProto-like (name, op_type, input, output, attribute). ``topo_index``
+    counts original ops only; an emulation node takes the index of the op it follows.
+    """
+    plan, seen = [], set(graph_inputs)
+    made_by: dict[str, object] = {}
+    topo = -1
+    for node in nodes:
+        emu = node.name.startswith(EMU_PREFIX)
+        if not emu:
+            topo += 1
+        for out in node.output:
+            if out:
+                made_by[out] = node
+        if node.op_type == "Constant":
+            continue
+        for out in node.output:
+            if not out or out in seen or out in internal:
+                continue
+            seen.add(out)
+            source = producer.get(out, {})
+            plan.append(Planned(
+                name=out,
+                op_name=source.get("op_name") or node.name or out,
+                op_type=source.get("op_type") or node.op_type,
+                topo_index=max(topo, 0),
+                as_float16=emu and _is_fp16_round_trip(node, made_by),
+            ))
+    return plan
+
+
+def _cast_to(node) -> int | None:
+    if node.op_type != "Cast":
+        return None
+    for attr in node.attribute:
+        if attr.name == "to":
+            return attr.i
+    return None
+
+
+def _is_fp16_round_trip(node, made_by: dict) -> bool:
+    if _cast_to(node) != _FLOAT or not node.input:
+        return False
+    inner = made_by.get(node.input[0])
+    return inner is not None and _cast_to(inner) == _FLOAT16
+
+
+# --- I/O ----------------------------------------------------------------------------------------
+
+def _estimate_sizes(model, feeds: dict[str, np.ndarray], names: list[str]) -> list[int | None]:
+    """Bytes per tensor from ONNX shape inference with the feed's concrete shapes (None: unknown)."""
+    import onnx
+    from onnx import helper, shape_inference
+
+    probe = onnx.ModelProto()
+    probe.CopyFrom(model)
+    for inp in probe.graph.input:
+        if inp.name in feeds and inp.type.HasField("tensor_type"):
+            dims = inp.type.tensor_type.shape.dim
+            for dim, size in zip(dims, feeds[inp.name].shape):
+                dim.Clear()
+                dim.dim_value = size
+    try:
+        inferred = shape_inference.infer_shapes(probe)
+    except Exception:  # shape inference is only a size estimate; unknown sizes are handled
+        return [None] * len(names)
+    del probe
+    known = {}
+    for vi in list(inferred.graph.value_info) + list(inferred.graph.output):
+        t = vi.type.tensor_type
+        if not t.HasField("shape") or not t.elem_type:
+            continue
+        dims = [d.dim_value if d.HasField("dim_value") else None for d in t.shape.dim]
+        if all(d is not None for d in dims):
+            itemsize = np.dtype(helper.tensor_dtype_to_np_dtype(t.elem_type)).itemsize
+            known[vi.name] = int(np.prod(dims, dtype=np.int64)) * itemsize
+    return [known.get(n) for n in names]
+
+
+def _entry(planned: Planned | None, name: str, array: np.ndarray, file: str) -> dict:
+    entry = {
+        "name": name,
+        "op_name": planned.op_name if planned else name,
+        "op_type": planned.op_type if planned else "Input",
+        "topo_index": planned.topo_index if planned else -1,
+        "dtype": str(array.dtype),
+        "shape": list(array.shape),
+        "file": file,
+    }
+    entry.update(tensor_stats(array))
+    return entry
+
+
+def dump_model(model_path, feeds: dict[str, np.ndarray], out_dir, *, fusions: bool,
+               memory_budget_bytes: int | None = DEFAULT_MEMORY_BUDGET, log=None) -> Path:
+    """Dump every op output of the model for ``feeds``; return the path of ``index.json``."""
+    import onnx
+
+    from ascendpipe.backends.onnxruntime.session import input_specs, make_session
+
+    model_path = Path(model_path)
+    where = Location(file=str(model_path))
+    if not model_path.is_file():
+        raise UserError("model file does not exist", where)
+    try:
+        model = onnx.load(str(model_path))
+    except Exception as exc:  # onnx raises DecodeError and friends for a bad file
+        raise UserError(f"cannot read the ONNX model: {exc}", where) from None
+    metadata = {p.key: p.value for p in model.metadata_props}
+    internal, producer = emulation_info(metadata, where)
+    graph_inputs = {i.name for i in model.graph.input}
+    plan = plan_tensors(model.graph.node, graph_inputs, internal, producer)
+    for planned, size in zip(plan, _estimate_sizes(model, feeds, [p.name for p in plan])):
+        planned.size = size
+    chunks = plan_chunks([p.size for p in plan], memory_budget_bytes)
+
+    out_dir = Path(out_dir)
+    tensors_dir = out_dir / TENSORS_DIR
+    tensors_dir.mkdir(parents=True, exist_ok=True)
+    entries: list[dict | None] = []
+    specs = None
+    input_entries = {}
+    for chunk_no, chunk in enumerate(chunks or [[]]):
+        del model.graph.output[:]
+        model.graph.output.extend(onnx.ValueInfoProto(name=plan[i].name) for i in chunk)
+        if not chunk:  # a model whose only tensors are its inputs
+            break
+        session = make_session(model.SerializeToString(), fusions=fusions, runtime_dir=model_path.parent)
+        if specs is None:
+            specs = input_specs(session)
+            _check_feeds(specs, feeds, where)
+            entries = _write_inputs(specs, feeds, tensors_dir, input_entries)
+            entries.extend([None] * len(plan))
+        values = session.run([plan[i].name for i in chunk], feeds)
+        del session
+        values.reverse()  # pop() from the end hands them out in chunk order, freeing each as written
+        for i in chunk:
+            value = values.pop()
+            if not isinstance(value, np.ndarray):
+                continue  # a sequence or map output: not a tensor
+            if plan[i].as_float16 and value.dtype == np.float32:
+                value = value.astype(np.float16)
+            position = len(input_entries) + i
+            file = f"{TENSORS_DIR}/{position:05d}.npy"
+            save_npy_atomic(out_dir / file, value)
+            entries[position] = _entry(plan[i], plan[i].name, value, file)
+            del value
+        if log is not None:
+            log.write(f"dump: chunk {chunk_no + 1}/{len(chunks)}: {len(chunk)} tensors\n")
+    if specs is None:
+        specs = [s for s in _specs_from_model(model)]
+        _check_feeds(specs, feeds, where)
+        entries = _write_inputs(specs, feeds, tensors_dir, input_entries)
+    index = {
+        "format": FORMAT,
+        "model": str(model_path),
+        "backend": "onnxruntime",
+        "fusions": fusions,
+        "emulated": EMULATION_KEY in metadata,
+        "chunks": len(chunks),
+        "inputs": input_entries,
+        "tensors": [e for e in entries if e is not None],
+    }
+    write_json_atomic(out_dir / INDEX_FILE, index)
+    return out_dir / INDEX_FILE
+
+
+def _check_feeds(specs, feeds: dict, where: Location) -> None:
+    wanted = {s.name for s in specs}
+    if set(feeds) != wanted:
+        raise UserError(f"feeds {', '.join(sorted(feeds)) or 'none'} do not match the model inputs "
+                        f"{', '.join(sorted(wanted))}", where)
+    for spec in specs:
+        check_array(spec, feeds[spec.name], where)
+
+
+def _write_inputs(specs, feeds, tensors_dir: Path, input_entries: dict) -> list[dict | None]:
+    entries = []
+    for position, spec in enumerate(specs):
+        array = np.asarray(feeds[spec.name])
+        file = f"{TENSORS_DIR}/{position:05d}.npy"
+        save_npy_atomic(tensors_dir.parent / file, array)
+        input_entries[spec.name] = {"shape": list(array.shape), "dtype": str(array.dtype)}
+        entries.append(_entry(None, spec.name, array, file))
+    return entries
+
+
+def _specs_from_model(model):
+    from onnx import helper
+
+    from ascendpipe.inputs import InputSpec
+
+    initializers = {i.name for i in model.graph.initializer}
+    for inp in model.graph.input:
+        if inp.name in initializers:
+            continue
+        t = inp.type.tensor_type
+        dims = tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in t.shape.dim)
+        yield InputSpec(inp.name, dims, str(np.dtype(helper.tensor_dtype_to_np_dtype(t.elem_type))))
+
+
+# --- the stage (called by ascendpipe.backends.onnxruntime.stages.dump) ---------------------------
+
+def is_converted(model_file: Path) -> bool:
+    """A convert stage's model: its directory has convert.json, or the model carries emulation metadata."""
+    if (model_file.parent / "convert.json").exists():
+        return True
+    import onnx
+
+    try:
+        model = onnx.load(str(model_file), load_external_data=False)
+    except Exception:
+        return False  # dump_model reports the unreadable file
+    return any(p.key == EMULATION_KEY for p in model.metadata_props)
+
+
+def first_samples(batches: list, max_batch: int, static: bool) -> dict[str, np.ndarray]:
+    """The feed of a dump: the first batch of a static-batch model, else the first ``max_batch`` rows."""
+    first = dict(batches[0])
+    if static:
+        return first
+    return {name: array[:max_batch] for name, array in first.items()}
+
+
+def run_stage(ctx):
+    from ascendpipe.backends.onnxruntime.infer import stage_batches
+    from ascendpipe.backends.onnxruntime.session import input_specs, make_session
+    from ascendpipe.stages.base import StageResult, find_model_file, write_metrics
+
+    params = ctx.params
+    try:
+        model = find_model_file(ctx.inputs["model"])
+        fusions = params.get("fusions", "auto")
+        upstream = ctx.upstream.get("model")
+        if fusions == "auto":
+            fusions = (upstream is not None and upstream.kind == "convert") or is_converted(model)
+        max_batch = params.get("max_batch", 8)
+        specs = input_specs(make_session(model, fusions=False))
+        static = any(s.static_batch is not None for s in specs)
+        batches, source = stage_batches(ctx, specs, batch_size=None if static else max_batch,
+                                        seed=params.get("seed", 0))
+        feeds = first_samples(batches, max_batch, static)
+        budget = params.get("memory_budget_mb")
+        ctx.say(f"dump {model} with fusions {'as converted' if fusions else 'off'}, inputs {source}")
+        index_path = dump_model(model, feeds, ctx.out_dir, fusions=bool(fusions), log=ctx.log,
+                                memory_budget_bytes=int(budget * (1 << 20)) if budget else DEFAULT_MEMORY_BUDGET)
+    except UserError as err:
+        raise err.with_location(stage=ctx.name)
+    index = json.loads(index_path.read_text())
+    tensors = index["tensors"]
+    metrics = {"tensors": len(tensors), "tensors_with_nan": sum(1 for t in tensors if t["nan"]),
+               "tensors_with_inf": sum(1 for t in tensors if t["inf"])}
+    write_metrics(ctx.out_dir, metrics)
+    return StageResult(metrics=metrics, info={"model": str(model), "inputs": source, "fusions": bool(fusions),
+                                              "chunks": index["chunks"]})

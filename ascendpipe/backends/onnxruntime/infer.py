@@ -1,0 +1,296 @@
+"""Batched inference on onnxruntime, timed the way ais_bench reports it.
+
+Each batch is bound once (timed as H2D), run ``loops`` times (each run timed as compute), and its
+outputs copied out once (timed as D2H). ``warmup`` untimed runs on the first batch come first.
+Outputs are written into ``outputs/<name>.npy`` through a memory map as batches finish, so memory
+holds one batch of outputs, not the run's; padding rows of a static-batch model's last batch are
+dropped. ``summary.json`` carries ais_bench's summary keys plus our normalised ones.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import time
+from pathlib import Path
+from typing import Sequence, TextIO
+
+import numpy as np
+
+from ascendpipe.errors import UserError
+from ascendpipe.inputs import Batch, check_array, write_json_atomic
+
+SUMMARY_FILE = "summary.json"
+OUTPUTS_DIR = "outputs"
+
+
+# --- pure logic ---------------------------------------------------------------------------------
+
+def latency_stats(times_ms: Sequence[float]) -> dict[str, float]:
+    """min/max/mean/median/p99 of latencies (ms); p99 by linear interpolation, as numpy does."""
+    if not len(times_ms):
+        return {"min": 0.0, "max": 0.0, "mean": 0.0, "median": 0.0, "p99": 0.0}
+    arr = np.asarray(times_ms, dtype=np.float64)
+    return {"min": float(arr.min()), "max": float(arr.max()), "mean": float(arr.mean()),
+            "median": float(np.median(arr)), "p99": float(np.percentile(arr, 99))}
+
+
+def ais_bench_stats(times_ms: Sequence[float]) -> dict[str, float]:
+    """The same numbers under ais_bench's key names."""
+    s = latency_stats(times_ms)
+    return {"min": s["min"], "max": s["max"], "mean": s["mean"], "median": s["median"],
+            "percentile(99%)": s["p99"], "count": len(times_ms)}
+
+
+def throughput(batch_size: int, mean_ms: float) -> float:
+    """Samples per second, ais_bench's formula: 1000 * batchsize / mean compute time (ms)."""
+    return 1000.0 * batch_size / mean_ms if mean_ms > 0 else 0.0
+
+
+def output_file_name(name: str) -> str:
+    """A tensor name as a safe file name ('/' and ':' are common in exported names)."""
+    safe = re.sub(r"[^A-Za-z0-9._-]", "_", name).lstrip(".")
+    return (safe or "output") + ".npy"
+
+
+def unique_file_names(names: Sequence[str]) -> dict[str, str]:
+    """Output name -> file name, distinct even when two names sanitise alike."""
+    result, taken = {}, set()
+    for name in names:
+        candidate, n = output_file_name(name), 1
+        while candidate in taken:
+            candidate = output_file_name(name)[:-4] + f"_{n}.npy"
+            n += 1
+        taken.add(candidate)
+        result[name] = candidate
+    return result
+
+
+def console_summary(summary: dict) -> str:
+    """ais_bench-style console lines."""
+    s = summary["NPU_compute_time"]
+    return (
+        f"[INFO] NPU_compute_time (ms): min = {s['min']:.3f}, max = {s['max']:.3f}, mean = {s['mean']:.3f}, "
+        f"median = {s['median']:.3f}, percentile(99%) = {s['percentile(99%)']:.3f}\n"
+        f"[INFO] throughput 1000*batchsize.mean({summary['batch_size']})/NPU_compute_time.mean({s['mean']:.3f}): "
+        f"{summary['throughput']:.3f}"
+    )
+
+
+# --- progress -----------------------------------------------------------------------------------
+
+class Progress:
+    """A dependency-free progress bar: redrawn in place on a TTY, else a line every 10%."""
+
+    def __init__(self, total: int, stream: TextIO | None, label: str = "infer"):
+        self.total, self.stream, self.label = total, stream, label
+        self.tty = bool(stream is not None and getattr(stream, "isatty", lambda: False)())
+        self.started = time.perf_counter()
+        self._last_decile = -1
+
+    def update(self, done: int) -> None:
+        if self.stream is None or self.total <= 0:
+            return
+        elapsed = time.perf_counter() - self.started
+        rate = f"{elapsed / done * 1000:.1f} ms/batch" if done else ""
+        if self.tty:
+            width = 30
+            filled = width * done // self.total
+            self.stream.write(f"\r{self.label} [{'#' * filled}{'-' * (width - filled)}] {done}/{self.total} {rate}")
+            if done == self.total:
+                self.stream.write("\n")
+            self.stream.flush()
+            return
+        decile = 10 * done // self.total
+        if decile > self._last_decile:
+            self._last_decile = decile
+            self.stream.write(f"{self.label}: {done}/{self.total} batches ({decile * 10}%) {rate}\n")
+            self.stream.flush()
+
+
+def _progress_stream(progress):
+    if progress is None:  # auto: a bar only for someone watching
+        return sys.stderr if sys.stderr.isatty() else None
+    return progress or None  # False: off
+
+
+# --- output writing -----------------------------------------------------------------------------
+
+class _OutputWriter:
+    """One output's .npy, filled row by row through a memory map; renamed into place at the end."""
+
+    def __init__(self, path: Path, first: np.ndarray, batch_rows: int, total_rows: int, n_batches: int):
+        self.path = path
+        self.batched = first.ndim >= 1 and first.shape[0] == batch_rows
+        shape = (total_rows, *first.shape[1:]) if self.batched else (n_batches, *first.shape)
+        self.item_shape = first.shape[1:] if self.batched else first.shape
+        self.tmp = path.with_name(f".{path.name}.tmp")
+        self.array = np.lib.format.open_memmap(self.tmp, mode="w+", dtype=first.dtype, shape=shape)
+        self.shape, self.dtype = list(shape), str(first.dtype)
+        self.row = 0
+
+    def add(self, name: str, value: np.ndarray, valid: int) -> None:
+        item_shape = value.shape[1:] if self.batched else value.shape
+        if tuple(item_shape) != tuple(self.item_shape):
+            raise UserError(
+                f"output '{name}' changes shape between batches ({list(self.item_shape)} then {list(item_shape)}); "
+                "outputs are concatenated along axis 0",
+                hint="run with a batch size that keeps the output shape fixed",
+            )
+        rows = value[:valid] if self.batched else value[np.newaxis]
+        self.array[self.row:self.row + len(rows)] = rows
+        self.row += len(rows)
+
+    def close(self) -> None:
+        self.array.flush()
+        del self.array
+        os.replace(self.tmp, self.path)
+
+
+# --- running ------------------------------------------------------------------------------------
+
+def _check_batch(specs, batch: dict) -> None:
+    names = [s.name for s in specs]
+    if sorted(batch) != sorted(names):
+        raise UserError(f"feed names {', '.join(sorted(batch))} do not match the model inputs {', '.join(names)}")
+    for spec in specs:
+        check_array(spec, batch[spec.name])
+
+
+def infer_model(model_path, batches: Sequence[dict], out_dir, *, warmup: int = 1, loops: int = 1,
+                progress=None, output_names: Sequence[str] | None = None, session=None,
+                source: str | None = None) -> dict:
+    """Run ``batches`` through the model; write ``outputs/*.npy`` and ``summary.json``; return the summary."""
+    from ascendpipe.backends.onnxruntime.session import input_specs, make_session
+
+    if loops < 1 or warmup < 0:
+        raise UserError(f"loops must be >= 1 and warmup >= 0 (given loops={loops}, warmup={warmup})")
+    if not batches:
+        raise UserError("no input batches to run")
+    session = session or make_session(model_path)
+    specs = input_specs(session)
+    names = list(output_names) if output_names else [o.name for o in session.get_outputs()]
+    known = {o.name for o in session.get_outputs()}
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise UserError(f"unknown output names {', '.join(unknown)}; the model outputs {', '.join(sorted(known))}")
+    for batch in batches:
+        _check_batch(specs, batch)
+
+    out_dir = Path(out_dir)
+    outputs_dir = out_dir / OUTPUTS_DIR
+    outputs_dir.mkdir(parents=True, exist_ok=True)
+    files = unique_file_names(names)
+    rows_of = [_rows(b) for b in batches]
+    valid_of = [getattr(b, "valid", r) for b, r in zip(batches, rows_of)]
+    total_valid = sum(valid_of)
+
+    for _ in range(warmup):
+        session.run(names, dict(batches[0]))
+
+    compute, h2d, d2h = [], [], []
+    writers: dict[str, _OutputWriter] = {}
+    bar = Progress(len(batches), _progress_stream(progress))
+    for index, batch in enumerate(batches):
+        t0 = time.perf_counter()
+        binding = session.io_binding()
+        for name, array in batch.items():
+            binding.bind_cpu_input(name, np.ascontiguousarray(array))
+        for name in names:
+            binding.bind_output(name)
+        h2d.append((time.perf_counter() - t0) * 1000)
+        for _ in range(loops):
+            t0 = time.perf_counter()
+            session.run_with_iobinding(binding)
+            compute.append((time.perf_counter() - t0) * 1000)
+        t0 = time.perf_counter()
+        values = binding.copy_outputs_to_cpu()
+        d2h.append((time.perf_counter() - t0) * 1000)
+        for name, value in zip(names, values):
+            if name not in writers:
+                writers[name] = _OutputWriter(outputs_dir / files[name], value, rows_of[index],
+                                              total_valid, len(batches))
+            writers[name].add(name, value, valid_of[index])
+        bar.update(index + 1)
+    for writer in writers.values():
+        writer.close()
+
+    batch_size = rows_of[0]
+    stats = latency_stats(compute)
+    summary = {
+        "filesinfo": {"source": source, "batches": len(batches), "samples": total_valid},
+        "args": {"model": str(model_path), "warmup_count": warmup, "loop": loops, "batchsize": batch_size,
+                 "backend": "onnxruntime"},
+        "NPU_compute_time": ais_bench_stats(compute),
+        "H2D_latency": ais_bench_stats(h2d),
+        "D2H_latency": ais_bench_stats(d2h),
+        "throughput": throughput(batch_size, stats["mean"]),
+        "npu_compute_time_list": compute,
+        "pid": os.getpid(),
+        "latency_ms": stats,
+        "batch_size": batch_size,
+        "batches": len(batches),
+        "samples": total_valid,
+        "outputs": {name: {"file": f"{OUTPUTS_DIR}/{w.path.name}", "shape": w.shape, "dtype": w.dtype}
+                    for name, w in writers.items()},
+    }
+    write_json_atomic(out_dir / SUMMARY_FILE, summary)
+    return summary
+
+
+def _rows(batch: dict) -> int:
+    first = next(iter(batch.values()))
+    return first.shape[0] if first.ndim else 1
+
+
+# --- the stage (called by ascendpipe.backends.onnxruntime.stages.infer) --------------------------
+
+INPUT_SUBDIRS = ("outputs", "data", "inputs")  # where upstream stages keep arrays in their out dir
+
+
+def resolve_inputs_path(path: Path) -> Path:
+    """An inputs path as given, or the arrays folder inside an upstream stage's output directory."""
+    path = Path(path)
+    if not path.is_dir() or any(p.suffix in (".npy", ".npz") for p in path.iterdir() if p.is_file()):
+        return path
+    for sub in INPUT_SUBDIRS:
+        candidate = path / sub
+        if candidate.is_dir() and any(p.suffix in (".npy", ".npz") for p in candidate.iterdir()):
+            return candidate
+    return path  # load_inputs says what is missing
+
+
+def stage_batches(ctx, specs, *, batch_size: int | None, seed: int) -> tuple[list, str]:
+    """The stage's batches and a description of where they came from."""
+    from ascendpipe.inputs import load_inputs, random_inputs
+
+    if "inputs" in ctx.inputs:
+        path = resolve_inputs_path(ctx.inputs["inputs"])
+        return load_inputs(path, specs, batch_size=batch_size), str(path)
+    ctx.say(f"no inputs given: using random inputs (seed {seed})")
+    return [random_inputs(specs, seed=seed, batch_size=batch_size)], f"random(seed={seed})"
+
+
+def run_stage(ctx):
+    from ascendpipe.backends.onnxruntime.session import input_specs, make_session
+    from ascendpipe.errors import Location
+    from ascendpipe.stages.base import StageResult, find_model_file, write_metrics
+
+    params = ctx.params
+    try:
+        model = find_model_file(ctx.inputs["model"])
+        session = make_session(model)
+        batches, source = stage_batches(ctx, input_specs(session), batch_size=params.get("batch_size"),
+                                        seed=params.get("seed", 0))
+        summary = infer_model(model, batches, ctx.out_dir, warmup=params.get("warmup", 1),
+                              loops=params.get("loops", 1), progress=ctx.log, session=session,
+                              output_names=params.get("output_names"), source=source)
+    except UserError as err:
+        raise err.with_location(stage=ctx.name)
+    ctx.say(console_summary(summary))
+    metrics = {"latency_ms_mean": summary["latency_ms"]["mean"], "latency_ms_p99": summary["latency_ms"]["p99"],
+               "throughput": summary["throughput"]}
+    write_metrics(ctx.out_dir, metrics)
+    return StageResult(metrics=metrics, info={"model": str(model), "inputs": source, "samples": summary["samples"],
+                                              "batch_size": summary["batch_size"]})

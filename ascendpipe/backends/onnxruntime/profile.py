@@ -1,0 +1,114 @@
+"""Profile a model with onnxruntime's profiler: run it, then parse the trace into op rows.
+
+``parse_ort_profile`` is pure (events in, rows out). ``open_session``, ``time_runs`` and
+``profile_model`` do the running.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+from ascendpipe.profiling.oprows import Iteration, OpRow, ProfileData, TensorDesc
+
+KERNEL_SUFFIX = "_kernel_time"
+# session settings a knowledge bank / runtime.json may carry, with onnxruntime's defaults
+DEFAULT_SETTINGS: dict[str, Any] = {
+    "graph_optimization_level": "ORT_ENABLE_ALL",
+    "intra_op_num_threads": 0,  # 0: onnxruntime picks (one per physical core)
+    "execution_mode": "ORT_SEQUENTIAL",
+    "disabled_optimizers": [],
+}
+
+
+# ----------------------------------------------------------------------------- parsing (pure)
+
+def _descs(type_shapes: Any) -> tuple[TensorDesc, ...]:
+    out = []
+    for entry in type_shapes or ():
+        if isinstance(entry, dict):
+            for dtype, shape in entry.items():
+                out.append(TensorDesc(str(dtype).upper(), tuple(int(d) for d in shape or ())))
+    return tuple(out)
+
+
+def parse_ort_profile(events: Sequence[dict], *, warmup: int = 0, model_name: str = "model") -> ProfileData:
+    """Op rows, one per kernel execution per iteration, skipping the first ``warmup`` runs.
+
+    Times are microseconds from the first kept iteration. A kernel belongs to the ``model_run``
+    span that contains its start.
+    """
+    runs = sorted((e for e in events if e.get("cat") == "Session" and e.get("name") == "model_run"),
+                  key=lambda e: e["ts"])
+    kernels = sorted((e for e in events if e.get("cat") == "Node"
+                      and str(e.get("name", "")).endswith(KERNEL_SUFFIX)), key=lambda e: e["ts"])
+    kept = runs[warmup:]
+    data = ProfileData(model_name=model_name)
+    if not kept:
+        return data
+    origin = float(kept[0]["ts"])
+    for index, run in enumerate(kept):
+        data.iterations.append(Iteration(index, float(run["ts"]) - origin, float(run["dur"])))
+    k = 0
+    for index, run in enumerate(kept):
+        begin, end = float(run["ts"]), float(run["ts"]) + float(run["dur"])
+        while k < len(kernels) and kernels[k]["ts"] < begin:
+            k += 1  # kernels of warm-up runs
+        previous_end, position = begin, 0
+        while k < len(kernels) and kernels[k]["ts"] <= end:
+            event, args = kernels[k], kernels[k].get("args", {})
+            start, dur = float(event["ts"]), float(event.get("dur", 0))
+            data.ops.append(OpRow(
+                iteration=index, index=position, op_name=event["name"][: -len(KERNEL_SUFFIX)],
+                op_type=str(args.get("op_name", "")), start_us=start - origin, duration_us=dur,
+                wait_us=max(0.0, start - previous_end), inputs=_descs(args.get("input_type_shape")),
+                outputs=_descs(args.get("output_type_shape")), provider=str(args.get("provider", ""))))
+            previous_end = max(previous_end, start + dur)
+            position += 1
+            k += 1
+    return data
+
+
+# ----------------------------------------------------------------------------- running
+
+def resolve_settings(settings: dict | None) -> dict[str, Any]:
+    merged = dict(DEFAULT_SETTINGS)
+    merged.update(settings or {})
+    return merged
+
+
+def open_session(model_path: Path, settings: dict | None = None, *, profile_prefix: str | None = None):
+    """A CPU session with the given bank/runtime settings (see ``DEFAULT_SETTINGS``), made by the
+    shared ``make_session`` so profile and tune time the sessions infer would run."""
+    from ascendpipe.backends.onnxruntime.session import make_session
+
+    return make_session(Path(model_path), runtime=resolve_settings(settings), profile_prefix=profile_prefix)
+
+
+def time_runs(session, batches: Sequence[dict], *, warmup: int, iterations: int) -> list[float]:
+    """Per-iteration wall-clock latency in ms, after ``warmup`` untimed runs; batches cycle."""
+    for i in range(warmup):
+        session.run(None, batches[i % len(batches)])
+    samples = []
+    for i in range(iterations):
+        feeds = batches[i % len(batches)]
+        start = time.perf_counter()
+        session.run(None, feeds)
+        samples.append(1000.0 * (time.perf_counter() - start))
+    return samples
+
+
+def profile_model(model_path: Path, batches: Sequence[dict], *, warmup: int, iterations: int,
+                  settings: dict | None = None) -> ProfileData:
+    """Run with the profiler on and return the parsed rows of the timed iterations."""
+    with tempfile.TemporaryDirectory(prefix="ascendpipe-prof-") as tmp:
+        session = open_session(model_path, settings, profile_prefix=os.path.join(tmp, "ort"))
+        for i in range(warmup + iterations):
+            session.run(None, batches[i % len(batches)])
+        trace_file = session.end_profiling()
+        events = json.loads(Path(trace_file).read_text())
+    return parse_ort_profile(events, warmup=warmup, model_name=Path(model_path).stem)

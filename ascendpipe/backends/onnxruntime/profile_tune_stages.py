@@ -1,0 +1,142 @@
+"""The profile and tune stages on the onnxruntime backend, and the library calls the CLI shares."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable
+
+from ascendpipe.profiling import msprof_csv, report, stats, timeline
+from ascendpipe.profiling.files import write_json_atomic, write_text_atomic
+
+Say = Callable[[str], None]
+
+
+def _batches(model_path: Path, inputs_path: Path | None, batch_size: int | None, say: Say):
+    from ascendpipe.backends.onnxruntime.infer import resolve_inputs_path
+    from ascendpipe.backends.onnxruntime.session import input_specs, make_session
+    from ascendpipe.inputs import load_inputs, random_inputs
+
+    specs = input_specs(make_session(model_path))
+    if inputs_path is None:
+        say("no inputs given: using random inputs (seed 0)")
+        return [random_inputs(specs, seed=0, batch_size=batch_size)]
+    # an upstream stage's output directory holds its arrays in a subfolder
+    return load_inputs(resolve_inputs_path(inputs_path), specs, batch_size)
+
+
+def _rows_of(batch) -> int:
+    valid = getattr(batch, "valid", None)
+    if valid:
+        return int(valid)
+    first = next(iter(batch.values()))
+    return int(first.shape[0]) if first.ndim else 1
+
+
+def run_profile(model_path: Path, inputs_path: Path | None, out_dir: Path, *, warmup: int = 5,
+                iterations: int = 20, batch_size: int | None = None, say: Say = print) -> dict[str, Any]:
+    """Time the model, profile it, write the profile files; returns {"metrics", "info", "table"}."""
+    from ascendpipe.backends.onnxruntime.profile import open_session, profile_model, time_runs
+    from ascendpipe.backends.onnxruntime.session import read_runtime
+
+    settings = read_runtime(model_path)  # a tuned model runs with its bank's settings
+    batches = _batches(model_path, inputs_path, batch_size, say)
+    rows = _rows_of(batches[0])
+    # latency from a session without the profiler: its per-kernel bookkeeping would inflate it
+    latency = stats.latency_stats(time_runs(open_session(model_path, settings), batches,
+                                            warmup=warmup, iterations=iterations), batch_size=rows)
+    data = profile_model(model_path, batches, warmup=warmup, iterations=iterations, settings=settings)
+    totals = msprof_csv.op_type_totals(data.ops)
+    out_dir = Path(out_dir)
+    write_json_atomic(out_dir / "timeline.json", timeline.trace_document(data))
+    write_text_atomic(out_dir / "op_summary.csv",
+                      msprof_csv.render_csv(msprof_csv.OP_SUMMARY_COLUMNS, msprof_csv.op_summary_rows(data)))
+    write_text_atomic(out_dir / "op_statistic.csv",
+                      msprof_csv.render_csv(msprof_csv.OP_STATISTIC_COLUMNS, msprof_csv.op_statistic_rows(data)))
+    write_text_atomic(out_dir / "profile.html", report.render_profile_html(
+        title=f"Profile of {model_path.name}", totals=totals, latency=latency, batch_size=rows))
+    table = report.top_ops_table(totals)
+    write_text_atomic(out_dir / "top_ops.txt", table + "\n")
+    # ais_bench's summary keys, in ms
+    summary = {"NPU_compute_time": {"min": latency["min"], "max": latency["max"], "mean": latency["mean"],
+                                    "median": latency["median"], "percentile(99%)": latency["p99"],
+                                    "count": latency["count"]},
+               "throughput": latency["throughput"], "batch_size": rows, "session": settings or {}}
+    write_json_atomic(out_dir / "summary.json", summary)
+    say(f"[INFO] NPU_compute_time (ms): min = {latency['min']:.3f}, max = {latency['max']:.3f}, "
+        f"mean = {latency['mean']:.3f}, median = {latency['median']:.3f}, percentile(99%) = {latency['p99']:.3f}")
+    say(f"[INFO] throughput 1000*batchsize.mean({rows})/NPU_compute_time.mean({latency['mean']:.3f}): "
+        f"{latency['throughput']:.3f}")
+    say(table)
+    metrics = {"latency_ms_mean": latency["mean"], "latency_ms_median": latency["median"],
+               "latency_ms_p99": latency["p99"], "throughput": latency["throughput"],
+               "top_op_type_ratio_pct": totals[0]["ratio_pct"] if totals else 0.0}
+    info = {"top_op_type": totals[0]["op_type"] if totals else None, "batch_size": rows,
+            "warmup": warmup, "iterations": iterations, "session": settings or {}}
+    return {"metrics": metrics, "info": info, "table": table}
+
+
+def job_types_of(value: Any) -> list[int]:
+    return sorted(set(value if isinstance(value, list) else [value]))
+
+
+def run_tune(model_path: Path, inputs_path: Path | None, out_dir: Path, *, job_type: Any = 1,
+             repeats: int = 7, iterations: int = 10, max_candidates: int = 24,
+             thresholds: dict | None = None, baseline: dict | None = None, min_gain_pct: float = 2.0,
+             batch_size: int | None = None, say: Say = print) -> dict[str, Any]:
+    """Tune, write the knowledge bank and the opat result; returns {"metrics", "info", "line", "files"}."""
+    from ascendpipe.backends.onnxruntime.session import read_runtime
+    from ascendpipe.backends.onnxruntime.tune import tune_model, write_tune_outputs
+
+    start = {**(read_runtime(model_path) or {}), **(baseline or {})}
+    batches = _batches(model_path, inputs_path, batch_size, say)
+    outcome = tune_model(model_path, batches, job_types=job_types_of(job_type), repeats=repeats,
+                         iterations=iterations, max_candidates=max_candidates, thresholds=thresholds,
+                         baseline=start, min_gain_pct=min_gain_pct, say=say)
+    files = write_tune_outputs(Path(out_dir), outcome, tuning_name=model_path.stem)
+    final = outcome.final
+    metrics = {"tune_baseline_ms": final["baseline_median_ms"], "tune_best_ms": final["candidate_median_ms"],
+               "tune_improvement_pct": final["improvement_pct"] if final["significant"] else 0.0,
+               "tune_measured_improvement_pct": final["improvement_pct"],
+               "tune_noise_low_pct": final["noise_low_pct"], "tune_noise_high_pct": final["noise_high_pct"],
+               "tune_trials": len(outcome.log.trials)}
+    info = {"session": outcome.best, "baseline_session": outcome.baseline, "line": outcome.line,
+            "improved": bool(final["significant"])}
+    return {"metrics": metrics, "info": info, "line": outcome.line, "files": files}
+
+
+def _inputs_of(ctx) -> tuple[Path, Path | None]:
+    from ascendpipe.stages.base import find_model_file
+
+    model = find_model_file(ctx.inputs["model"])
+    return model, ctx.inputs.get("inputs")
+
+
+def profile(ctx):
+    from ascendpipe.errors import UserError
+    from ascendpipe.stages.base import StageResult
+
+    try:
+        model, inputs = _inputs_of(ctx)
+        p = ctx.params
+        result = run_profile(model, inputs, ctx.out_dir, warmup=p.get("warmup", 5),
+                             iterations=p.get("iterations", 20), batch_size=p.get("batch_size"), say=ctx.say)
+    except UserError as err:
+        raise err.with_location(stage=ctx.name) from None
+    return StageResult(metrics=result["metrics"], info=result["info"])
+
+
+def tune(ctx):
+    from ascendpipe.errors import UserError
+    from ascendpipe.stages.base import StageResult
+
+    try:
+        model, inputs = _inputs_of(ctx)
+        p = ctx.params
+        result = run_tune(model, inputs, ctx.out_dir, job_type=p.get("job_type", 1), repeats=p.get("repeats", 7),
+                          iterations=p.get("iterations", 10), max_candidates=p.get("max_candidates", 24),
+                          thresholds={**ctx.thresholds, **p.get("thresholds", {})}, baseline=p.get("baseline"),
+                          min_gain_pct=p.get("min_gain_pct", 2.0), batch_size=p.get("batch_size"), say=ctx.say)
+    except UserError as err:
+        raise err.with_location(stage=ctx.name) from None
+    return StageResult(metrics=result["metrics"], info=result["info"],
+                       remedy_files={"tune_bank.json": result["files"]["bank"]})

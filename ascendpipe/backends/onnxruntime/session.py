@@ -1,0 +1,137 @@
+"""onnxruntime sessions made the same way everywhere (infer, dump, profile, tune).
+
+A converted model's directory may hold ``runtime.json`` (session settings from a tune knowledge
+bank); it is honoured whenever that model runs. ``fusions=False`` forces ORT_DISABLE_ALL, which a
+golden dump needs so that every original tensor exists.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from ascendpipe.errors import Location, UserError
+from ascendpipe.inputs import InputSpec
+
+RUNTIME_FILE = "runtime.json"
+
+_LEVELS = {
+    "disable_all": "ORT_DISABLE_ALL",
+    "ort_disable_all": "ORT_DISABLE_ALL",
+    "basic": "ORT_ENABLE_BASIC",
+    "ort_enable_basic": "ORT_ENABLE_BASIC",
+    "extended": "ORT_ENABLE_EXTENDED",
+    "ort_enable_extended": "ORT_ENABLE_EXTENDED",
+    "layout": "ORT_ENABLE_LAYOUT",
+    "ort_enable_layout": "ORT_ENABLE_LAYOUT",
+    "all": "ORT_ENABLE_ALL",
+    "ort_enable_all": "ORT_ENABLE_ALL",
+}
+_MODES = {"sequential": "ORT_SEQUENTIAL", "ort_sequential": "ORT_SEQUENTIAL",
+          "parallel": "ORT_PARALLEL", "ort_parallel": "ORT_PARALLEL"}
+
+# ONNX tensor element type names as onnxruntime spells them -> numpy dtype names
+_ORT_TYPES = {
+    "tensor(float)": "float32", "tensor(float16)": "float16", "tensor(double)": "float64",
+    "tensor(bfloat16)": "bfloat16", "tensor(int8)": "int8", "tensor(uint8)": "uint8",
+    "tensor(int16)": "int16", "tensor(uint16)": "uint16", "tensor(int32)": "int32",
+    "tensor(uint32)": "uint32", "tensor(int64)": "int64", "tensor(uint64)": "uint64",
+    "tensor(bool)": "bool", "tensor(string)": "str",
+}
+
+
+def read_runtime(model_path: Path) -> dict[str, Any] | None:
+    """The ``session`` settings of ``runtime.json`` beside the model, or None when there is none."""
+    path = Path(model_path).parent / RUNTIME_FILE
+    if not path.exists():
+        return None
+    where = Location(file=str(path))
+    try:
+        data = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise UserError(f"invalid JSON: {exc}", where) from None
+    session = data.get("session", {}) if isinstance(data, dict) else None
+    if not isinstance(session, dict):
+        raise UserError("expected {\"session\": {...}}", where)
+    return session
+
+
+def _lookup(table: dict[str, str], value: Any, field: str, where: Location) -> str:
+    key = str(value).lower()
+    if key not in table:
+        choices = ", ".join(sorted({v for v in table.values()}))
+        raise UserError(f"{field}: unknown value '{value}'; use one of {choices}", where)
+    return table[key]
+
+
+def session_options(runtime: dict[str, Any] | None, *, fusions: bool, profile_prefix: str | None = None,
+                    where: Location | None = None):
+    """``SessionOptions`` for the given runtime settings (unknown keys are a UserError)."""
+    import onnxruntime as ort
+
+    where = where or Location()
+    runtime = dict(runtime or {})
+    opts = ort.SessionOptions()
+    known = {"graph_optimization_level", "intra_op_num_threads", "inter_op_num_threads",
+             "execution_mode", "disabled_optimizers"}
+    unknown = sorted(set(runtime) - known)
+    if unknown:
+        raise UserError(f"unknown session settings {', '.join(unknown)}; known: {', '.join(sorted(known))}", where)
+    if "graph_optimization_level" in runtime:
+        level = _lookup(_LEVELS, runtime["graph_optimization_level"], "graph_optimization_level", where)
+        opts.graph_optimization_level = getattr(ort.GraphOptimizationLevel, level)
+    if not fusions:
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    for key in ("intra_op_num_threads", "inter_op_num_threads"):
+        if key in runtime:
+            value = runtime[key]
+            if not isinstance(value, int) or value < 0:
+                raise UserError(f"{key}: expected a non-negative integer, given {value!r}", where)
+            setattr(opts, key, value)
+    if "execution_mode" in runtime:
+        mode = _lookup(_MODES, runtime["execution_mode"], "execution_mode", where)
+        opts.execution_mode = getattr(ort.ExecutionMode, mode)
+    if profile_prefix:
+        opts.enable_profiling = True
+        opts.profile_file_prefix = profile_prefix
+    return opts, list(runtime.get("disabled_optimizers", []))
+
+
+def make_session(model_path: str | Path | bytes, *, fusions: bool = True, runtime: dict | None = None,
+                 profile_prefix: str | None = None, runtime_dir: Path | None = None):
+    """An ``InferenceSession`` on the CPU provider.
+
+    ``model_path`` may also be serialized model bytes (a dump's marked copy); then ``runtime_dir``
+    says where to look for ``runtime.json``. ``runtime`` given explicitly wins over the file.
+    """
+    import onnxruntime as ort
+
+    if isinstance(model_path, (bytes, bytearray)):
+        source, label = bytes(model_path), str(runtime_dir or "<model bytes>")
+        runtime_file = (Path(runtime_dir) / "model.onnx") if runtime_dir else None
+    else:
+        source = label = str(model_path)
+        runtime_file = Path(model_path)
+        if not runtime_file.is_file():
+            raise UserError("model file does not exist", Location(file=label))
+    if runtime is None and runtime_file is not None:
+        runtime = read_runtime(runtime_file)
+    where = Location(file=str(runtime_file.parent / RUNTIME_FILE) if runtime_file else None)
+    opts, disabled = session_options(runtime, fusions=fusions, profile_prefix=profile_prefix, where=where)
+    extra = {"disabled_optimizers": disabled} if disabled else {}
+    try:
+        return ort.InferenceSession(source, sess_options=opts, providers=["CPUExecutionProvider"], **extra)
+    except Exception as exc:  # ORT raises its own exception types for bad models
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise UserError(f"onnxruntime cannot load the model: {first}", Location(file=label)) from None
+
+
+def spec_from_node_arg(arg) -> InputSpec:
+    shape = tuple(d if isinstance(d, int) else (d or None) for d in (arg.shape or ()))
+    return InputSpec(arg.name, shape, _ORT_TYPES.get(arg.type, arg.type))
+
+
+def input_specs(session) -> list[InputSpec]:
+    """The session's inputs as ``InputSpec`` (dims: int, a dynamic dim's name, or None)."""
+    return [spec_from_node_arg(arg) for arg in session.get_inputs()]

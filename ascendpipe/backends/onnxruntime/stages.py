@@ -1,0 +1,46 @@
+"""onnxruntime backend stage functions: ``<kind>(ctx) -> StageResult``."""
+
+from __future__ import annotations
+
+from ascendpipe.stages.base import StageContext, StageResult, find_model_file, write_metrics
+
+
+def convert(ctx: StageContext) -> StageResult:
+    from ascendpipe.backends.onnxruntime.convert import convert_model
+    from ascendpipe.errors import Location, UserError
+    from ascendpipe.precision.settings import resolve
+
+    where = Location(stage=ctx.name)
+    try:
+        settings = resolve(ctx.params, ctx.path, where)
+        model = find_model_file(ctx.inputs["model"], what="input model")
+        result = convert_model(model, ctx.out_dir, settings)
+    except UserError as err:
+        raise err.with_location(stage=ctx.name) from None
+    metrics = {"ops_fp16": result.counts["float16"], "ops_fp32": result.counts["float32"],
+               "ops_other": result.counts["other"]}
+    write_metrics(ctx.out_dir, metrics)
+    ctx.say(f"converted {model} -> {result.model_path} ({metrics['ops_fp16']} ops fp16, {metrics['ops_fp32']} fp32)")
+    ctx.say("equivalent: " + " ".join(result.atc_argv))
+    return StageResult(
+        metrics=metrics,
+        remedy_files={name: path.relative_to(ctx.out_dir) for name, path in result.remedy_files.items()},
+        info={"atc_argv": result.atc_argv, "policy": settings.policy, "fusion": result.fusion,
+              "tune_bank": settings.tune_bank},
+    )
+
+
+# --- infer and dump (runtime area): thin, the work is in infer.py and dump.py ---------------------
+
+def infer(ctx: StageContext) -> StageResult:
+    """Run the model over the inputs (or random ones); outputs/*.npy, summary.json, latency metrics."""
+    from ascendpipe.backends.onnxruntime.infer import run_stage
+
+    return run_stage(ctx)
+
+
+def dump(ctx: StageContext) -> StageResult:
+    """Every op output for the first samples of the inputs; index.json and tensors/*.npy."""
+    from ascendpipe.backends.onnxruntime.dump import run_stage
+
+    return run_stage(ctx)

@@ -1,0 +1,41 @@
+"""ascendpipe build"""
+
+from __future__ import annotations
+
+import sys
+
+from ascendpipe.cli.common import add_pipeline_args, print_json
+
+HELP = "build a pipeline: run what is stale, restore what was built before, record the run"
+
+
+def add_arguments(p) -> None:
+    add_pipeline_args(p, stages=True)
+    p.add_argument("-f", "--force", action="store_true", help="rebuild the selected stages even if fresh (no run-cache)")
+    p.add_argument("-n", "--dry-run", action="store_true", help="print what would run and why; exit 1 if anything would")
+    p.add_argument("-j", "--jobs", type=int, default=1, metavar="N", help="run up to N independent stages at once")
+    p.add_argument("-k", "--keep-going", action="store_true", help="continue past a failed stage, skipping its dependents")
+    p.add_argument("--no-run-cache", action="store_true", help="never restore outputs from the cache; run stale stages")
+    p.add_argument("--no-wait", action="store_true", help="fail at once if another build holds the workspace lock")
+    p.add_argument("-q", "--quiet", action="store_true", help="print only failures and the summary")
+    p.add_argument("--json", action="store_true", help="print the run record as JSON (progress goes to stderr)")
+
+
+def main(args) -> int:
+    from ascendpipe.engine.build import BuildOptions, build
+
+    if args.jobs < 1:
+        from ascendpipe.errors import UserError
+
+        raise UserError(f"-j must be at least 1, got {args.jobs}")
+    options = BuildOptions(
+        targets=args.stages, force=args.force, dry_run=args.dry_run, jobs=args.jobs, overrides=args.overrides,
+        backend=args.backend, keep_going=args.keep_going, use_run_cache=not args.no_run_cache,
+        wait_for_lock=not args.no_wait, quiet=args.quiet, argv=["ascendpipe", *sys.argv[1:]],
+    )
+    record = build(args.pipeline, options, stream=sys.stderr if args.json else sys.stdout)
+    if args.json:
+        print_json(record)
+    if args.dry_run:
+        return 1 if record["would_run"] else 0
+    return 1 if any(s["state"] == "failed" for s in record["stages"].values()) else 0

@@ -1,0 +1,40 @@
+"""Small helpers shared by the CLI commands."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+
+def add_pipeline_args(p, *, stages: bool = False) -> None:
+    p.add_argument("pipeline", help="the pipeline YAML file")
+    if stages:
+        p.add_argument("stages", nargs="*", metavar="STAGE", help="only these stages (and what they need); a base name means all its variants")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a value, e.g. params.n=32 or stages.convert.params.precision_mode=allow_fp32_to_fp16 (repeatable)")
+    p.add_argument("--backend", choices=["onnxruntime", "ascend"], help="toolchain backend (default: the pipeline's, else onnxruntime)")
+
+
+def print_json(data) -> None:
+    sys.stdout.write(json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
+
+
+def fmt_value(v) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:.6g}"
+    if isinstance(v, (dict, list)):
+        return json.dumps(v, separators=(",", ":"))
+    return str(v)
+
+
+def table(rows: list[list[str]], header: list[str]) -> str:
+    widths = [len(h) for h in header]
+    for r in rows:
+        for i, c in enumerate(r):
+            widths[i] = max(widths[i], len(c))
+    line = lambda cells: "  ".join(c.ljust(widths[i]) for i, c in enumerate(cells)).rstrip()
+    out = [line(header), line(["-" * w for w in widths])]
+    out.extend(line(r) for r in rows)
+    return "\n".join(out) + "\n"

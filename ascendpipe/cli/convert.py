@@ -1,0 +1,51 @@
+"""``ascendpipe convert``: one model through the convert stage's library, ATC-style flags."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+HELP = "convert an ONNX model into the emulated fp16 device model (ATC-style flags)"
+
+_FLAGS = [
+    ("model", "ONNX model to convert", True),
+    ("output", "output directory (model.onnx, precision_plan.json, fused_map.json, remedy files)", True),
+    ("precision-mode", "force_fp16 (default), allow_fp32_to_fp16, allow_mix_precision, ...", False),
+    ("precision-mode-v2", "fp16, origin, mixed_float16, cube_fp16in_fp32out", False),
+    ("keep-dtype", "keep_dtype file, or a comma list of op names / OpType::T", False),
+    ("fusion-switch-file", "fusion switch file (either ATC format)", False),
+    ("insert-op-conf", "AIPP config (aipp_op { ... })", False),
+    ("modify-mixlist", "modify_mixlist JSON", False),
+    ("input-shape", "name:1,3,224,224;name2:...", False),
+    ("input-format", "NCHW, NHWC, ND...", False),
+    ("soc-version", "recorded, e.g. Ascend310P3", False),
+    ("tune-bank", "tune knowledge bank JSON (its 'session' goes to runtime.json)", False),
+]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    for flag, text, required in _FLAGS:
+        parser.add_argument(f"--{flag}", f"--{flag.replace('-', '_')}", dest=flag.replace("-", "_"),
+                            required=required, help=text)
+
+
+def params_from_args(args: argparse.Namespace) -> dict:
+    params = {f.replace("-", "_"): getattr(args, f.replace("-", "_")) for f, _, _ in _FLAGS[2:]}
+    keep = params.get("keep_dtype")
+    if keep and not Path(keep).is_file():
+        params["keep_dtype"] = [k.strip() for k in keep.split(",") if k.strip()]
+    return {k: v for k, v in params.items() if v}
+
+
+def main(args: argparse.Namespace) -> int:
+    from ascendpipe.backends.onnxruntime.convert import convert_model
+    from ascendpipe.precision.settings import resolve
+
+    settings = resolve(params_from_args(args))
+    result = convert_model(Path(args.model), Path(args.output), settings)
+    c = result.counts
+    print(f"{result.model_path}: {c['float16']} ops fp16, {c['float32']} ops fp32, {c['other']} non-float "
+          f"({settings.precision_mode_v2 or settings.precision_mode})")
+    for name, path in sorted(result.remedy_files.items()):
+        print(f"  {name}: {path}")
+    return 0

@@ -1,0 +1,49 @@
+"""``ascendpipe dump``: every op output of a model for the given inputs, one .npy per tensor."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+HELP = "dump every op output of a model (tensors/*.npy + index.json) for the first samples of the inputs"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", required=True, help=".onnx file or a convert output directory")
+    parser.add_argument("--input", help=".npy, .npz or a directory of them (default: random inputs)")
+    parser.add_argument("--output", required=True, help="dump directory")
+    fusions = parser.add_mutually_exclusive_group()
+    fusions.add_argument("--no-fusions", "--no_fusions", dest="fusions", action="store_false", default=None,
+                         help="run with onnxruntime fusions off (default for a plain ONNX)")
+    fusions.add_argument("--fusions", dest="fusions", action="store_true",
+                         help="run with fusions on (default for a converted model)")
+    parser.add_argument("--max-batch", "--max_batch", dest="max_batch", type=int, default=8)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--memory-budget-mb", "--memory_budget_mb", dest="memory_budget_mb", type=float)
+
+
+def main(args: argparse.Namespace) -> int:
+    from ascendpipe.backends.onnxruntime.dump import (DEFAULT_MEMORY_BUDGET, dump_model, first_samples,
+                                                      is_converted)
+    from ascendpipe.backends.onnxruntime.session import input_specs, make_session
+    from ascendpipe.inputs import load_inputs, random_inputs
+    from ascendpipe.stages.base import find_model_file
+
+    model = find_model_file(Path(args.model))
+    fusions = is_converted(model) if args.fusions is None else args.fusions
+    specs = input_specs(make_session(model, fusions=False))
+    static = any(s.static_batch is not None for s in specs)
+    if args.input:
+        batches = load_inputs(args.input, specs, batch_size=None if static else args.max_batch)
+    else:
+        batches = [random_inputs(specs, seed=args.seed, batch_size=args.max_batch)]
+    budget = int(args.memory_budget_mb * (1 << 20)) if args.memory_budget_mb else DEFAULT_MEMORY_BUDGET
+    index_path = dump_model(model, first_samples(batches, args.max_batch, static), Path(args.output),
+                            fusions=fusions, memory_budget_bytes=budget)
+    index = json.loads(index_path.read_text())
+    bad = [t["name"] for t in index["tensors"] if t["nan"] or t["inf"]]
+    print(f"dumped {len(index['tensors'])} tensors (fusions {'on' if fusions else 'off'}) to {index_path}")
+    if bad:
+        print(f"{len(bad)} tensors hold NaN or Inf; first: {bad[0]}")
+    return 0

@@ -1,0 +1,91 @@
+"""``ascendpipe`` command line: a thin shell over the API, one small module per command.
+
+Only the module of the command being run is imported, so ``ascendpipe build`` on a fresh pipeline
+pays for nothing else. Errors: a ``UserError`` is one line on stderr and exit code 2; a failed stage
+is exit code 1; anything else is a bug and shows its traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+COMMANDS = {
+    "build": "ascendpipe.cli.build",
+    "status": "ascendpipe.cli.status",
+    "dag": "ascendpipe.cli.dag",
+    "validate": "ascendpipe.cli.validate",
+    "runs": "ascendpipe.cli.runs",
+    "show": "ascendpipe.cli.show",
+    "diff": "ascendpipe.cli.diff",
+    "gc": "ascendpipe.cli.gc",
+    "convert": "ascendpipe.cli.convert",
+    "infer": "ascendpipe.cli.infer",
+    "dump": "ascendpipe.cli.dump",
+    "compare": "ascendpipe.cli.compare",
+    "profile": "ascendpipe.cli.profile",
+    "tune": "ascendpipe.cli.tune",
+    "fix": "ascendpipe.cli.fix",
+    "import": "ascendpipe.cli.import_",
+}
+
+
+def _parser(only: str | None) -> argparse.ArgumentParser:
+    from ascendpipe import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="ascendpipe",
+        description="Reproducible model deployment to Huawei Ascend NPUs: pipelines, device emulation, accuracy compare.",
+    )
+    parser.add_argument("--version", action="version", version=f"ascendpipe {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, module_name in COMMANDS.items():
+        if only is not None and name != only:
+            continue
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as exc:
+            if only is not None:
+                raise
+            sub.add_parser(name, help=f"(unavailable: {exc})")
+            continue
+        p = sub.add_parser(name, help=module.HELP, description=getattr(module, "DESCRIPTION", module.HELP))
+        module.add_arguments(p)
+        p.set_defaults(_main=module.main)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    from ascendpipe.errors import StageFailed, UserError
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    only = argv[0] if argv and argv[0] in COMMANDS else None
+    parser = _parser(only)
+    args = parser.parse_args(argv)
+    if not getattr(args, "_main", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args._main(args) or 0)
+    except UserError as err:
+        sys.stderr.write(f"ascendpipe: error: {err}\n")
+        return 2
+    except StageFailed as err:
+        sys.stderr.write(f"ascendpipe: {err}\n")
+        return 1
+    except KeyboardInterrupt:
+        sys.stderr.write("ascendpipe: interrupted\n")
+        return 130
+    except BrokenPipeError:
+        return 0
+    except Exception:
+        import traceback
+
+        traceback.print_exc()
+        sys.stderr.write("ascendpipe: internal error (a bug in ascendpipe, not in your input); please report it with the traceback above\n")
+        return 3
+
+
+if __name__ == "__main__":
+    sys.exit(main())

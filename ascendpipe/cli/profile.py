@@ -1,0 +1,35 @@
+"""``ascendpipe profile``: profile one model outside a pipeline (the emulation backend)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+HELP = "profile a model: latency, throughput, timeline.json, op_summary/op_statistic CSVs, profile.html"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", required=True, help="an .onnx file or a convert output directory")
+    parser.add_argument("--input", help=".npy/.npz file or a directory of them (default: random data)")
+    parser.add_argument("--output", required=True, help="directory for the profile files")
+    parser.add_argument("--warmup", "--warmup-count", "--warmup_count", dest="warmup", type=int, default=5)
+    parser.add_argument("--iterations", "--loop", dest="iterations", type=int, default=20)
+    parser.add_argument("--batch-size", "--batch_size", "--batchsize", dest="batch_size", type=int)
+    parser.add_argument("--json", action="store_true", help="print the metrics as JSON instead of the table")
+
+
+def main(args: argparse.Namespace) -> int:
+    from ascendpipe.backends.onnxruntime.profile_tune_stages import run_profile
+    from ascendpipe.errors import Location, UserError
+    from ascendpipe.stages.base import find_model_file
+
+    if args.warmup < 0 or args.iterations < 1:
+        raise UserError("--warmup must be >= 0 and --iterations >= 1", Location(field="--iterations"))
+    model = find_model_file(Path(args.model))
+    quiet = (lambda _: None) if args.json else print
+    result = run_profile(model, Path(args.input) if args.input else None, Path(args.output),
+                         warmup=args.warmup, iterations=args.iterations, batch_size=args.batch_size, say=quiet)
+    if args.json:
+        print(json.dumps({"metrics": result["metrics"], "info": result["info"]}, indent=2))
+    return 0

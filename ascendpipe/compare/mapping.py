@@ -1,0 +1,146 @@
+"""Pairing golden and target tensors: by name, through fused_map.json, or through the OM JSON.
+
+Pure: takes parsed dump index entries (``index.json["tensors"]``) and maps, returns pairs. Tensors on
+only one side are kept as one-sided pairs (msit shows an NPU-only op as ``GroundTruth="*"``).
+Graph inputs (op_type "Input") are not ops and are not paired.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+ORIGINAL_NAMES_ATTR = "_datadump_original_op_names"
+
+
+@dataclass
+class Pair:
+    golden: dict | None  # golden index entry, or None for a target-only tensor
+    target: dict | None  # target index entry, or None for a golden-only tensor
+    golden_ops: list[str] = field(default_factory=list)  # original ops the row stands for
+    fused: bool = False  # the target op is a fusion of several original ops
+    note: str = ""
+
+    @property
+    def side(self) -> str:
+        if self.golden and self.target:
+            return "both"
+        return "golden_only" if self.golden else "target_only"
+
+
+def _is_input(entry: dict) -> bool:
+    return entry.get("op_type") == "Input"
+
+
+def _output_positions(entries: list[dict]) -> list[int]:
+    """Which output of its op each tensor is, by order in the index."""
+    seen: dict[str, int] = {}
+    positions = []
+    for e in entries:
+        op = e.get("op_name", e["name"])
+        positions.append(seen.get(op, 0))
+        seen[op] = positions[-1] + 1
+    return positions
+
+
+def pair_tensors(
+    golden: list[dict],
+    target: list[dict],
+    *,
+    tensor_map: dict[str, str] | None = None,
+    op_map: dict[str, list[str]] | None = None,
+) -> list[Pair]:
+    """Pair every tensor. ``tensor_map``: target tensor -> original tensor (fused_map.json "tensors").
+    ``op_map``: target op -> original ops (fused_map.json "fused", or ``om_original_op_names``).
+
+    A target tensor pairs with the golden tensor of the same (mapped) name; failing that, a fused
+    op's k-th output pairs with the k-th output of the last of its original ops in golden order
+    (the op whose output the fusion produces)."""
+    tensor_map, op_map = tensor_map or {}, op_map or {}
+    golden = [e for e in golden if not _is_input(e)]
+    target = [e for e in target if not _is_input(e)]
+    by_name = {e["name"]: e for e in golden}
+    by_op: dict[str, list[dict]] = {}
+    for e in golden:
+        by_op.setdefault(e.get("op_name", e["name"]), []).append(e)
+    used: set[str] = set()
+    fused_into = {orig: t_op for t_op, origs in op_map.items() if len(origs) > 1 for orig in origs}
+    pairs: list[Pair] = []
+    for entry, position in zip(target, _output_positions(target)):
+        op = entry.get("op_name", entry["name"])
+        originals = list(op_map.get(op) or [op])
+        fused = len(originals) > 1
+        match = by_name.get(tensor_map.get(entry["name"], entry["name"]))
+        if match is None or match["name"] in used:
+            match = _by_original_op(originals, by_op, position, used)
+        if match is not None:
+            used.add(match["name"])
+            pairs.append(Pair(match, entry, originals, fused))
+        else:
+            pairs.append(Pair(None, entry, originals, fused, note="no golden tensor for this target op"))
+    for entry in golden:
+        if entry["name"] not in used:
+            op = entry.get("op_name", entry["name"])
+            note = f"fused into target op '{fused_into[op]}'" if op in fused_into else "not in the target dump"
+            pairs.append(Pair(entry, None, [op], False, note=note))
+    return pairs
+
+
+def _by_original_op(originals: list[str], by_op: dict, position: int, used: set[str]) -> dict | None:
+    present = [op for op in originals if op in by_op]
+    if not present:
+        return None
+    last = max(present, key=lambda op: by_op[op][0].get("topo_index", -1))
+    outputs = by_op[last]
+    if position < len(outputs) and outputs[position]["name"] not in used:
+        return outputs[position]
+    return None
+
+
+def fused_map_parts(fused_map: dict | None) -> tuple[dict[str, str], dict[str, list[str]], dict[str, str]]:
+    """(tensor_map, op_map, rules) from a parsed fused_map.json; ``rules`` (target op -> fusion rule)
+    is read from an optional "rules" key."""
+    if not fused_map:
+        return {}, {}, {}
+    return dict(fused_map.get("tensors") or {}), {k: list(v) for k, v in (fused_map.get("fused") or {}).items()}, dict(
+        fused_map.get("rules") or {}
+    )
+
+
+def _attr_values(attr: dict) -> list[str]:
+    value = attr.get("value") or {}
+    if "list" in value:
+        return [str(s) for s in (value["list"].get("s") or [])]
+    if "s" in value:
+        return [str(value["s"])]
+    return []
+
+
+def _om_ops(om_json: dict):
+    for graph in om_json.get("graph") or []:
+        yield from graph.get("op") or []
+
+
+def om_original_op_names(om_json: dict) -> dict[str, list[str]]:
+    """OM op -> the original ONNX ops it came from, from ``atc --mode=1`` JSON's
+    ``_datadump_original_op_names`` attr. Ops without the attr map to themselves."""
+    result: dict[str, list[str]] = {}
+    for op in _om_ops(om_json):
+        names = []
+        for attr in op.get("attr") or []:
+            if attr.get("key") == ORIGINAL_NAMES_ATTR:
+                names = [n for n in _attr_values(attr) if n]
+        result[op["name"]] = names or [op["name"]]
+    return result
+
+
+def om_fusion_passes(om_json: dict) -> dict[str, str]:
+    """OM op -> the fusion pass that made it (``pass_name`` list, else ``pass_name_ub``)."""
+    result: dict[str, str] = {}
+    for op in _om_ops(om_json):
+        passes: list[str] = []
+        for attr in op.get("attr") or []:
+            if attr.get("key") in ("pass_name", "pass_name_ub"):
+                passes += _attr_values(attr)
+        if passes:
+            result[op["name"]] = passes[0]
+    return result

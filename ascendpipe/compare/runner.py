@@ -1,0 +1,183 @@
+"""Compare two dump directories tensor by tensor (I/O layer over metrics, mapping, order, advisor).
+
+Only the two tensors of the pair being compared are in memory at any time; the metrics work in
+float64 chunks on top of them, so peak memory is about the two largest tensors plus a constant.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+
+from ascendpipe.compare import advisor, mapping, order, thresholds as thr
+from ascendpipe.compare.metrics import FP16_MAX, magnitude_max, tensor_metrics
+from ascendpipe.errors import Location, UserError
+
+DUMP_FORMAT = "ascendpipe-dump/1"
+
+
+def load_index(dump_dir: Path, what: str = "dump") -> dict:
+    path = Path(dump_dir) / "index.json"
+    if not path.is_file():
+        raise UserError(f"{what} directory {dump_dir} has no index.json; give a dump directory or a model", Location(file=str(dump_dir)))
+    try:
+        index = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise UserError(f"{path} is not valid JSON: {exc.msg} (line {exc.lineno})", Location(file=str(path))) from None
+    if index.get("format") != DUMP_FORMAT or not isinstance(index.get("tensors"), list):
+        raise UserError(f"{path} is not an ascendpipe dump index (expected format '{DUMP_FORMAT}')", Location(file=str(path)))
+    return index
+
+
+def _load_tensor(dump_dir: Path, entry: dict) -> np.ndarray:
+    path = Path(dump_dir) / entry["file"]
+    try:
+        return np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as exc:
+        raise UserError(f"cannot read tensor '{entry['name']}' from {path}: {exc}", Location(file=str(path))) from None
+
+
+def graph_info(model_path: Path | str | None) -> dict:
+    """Graph outputs and op edges of an ONNX model: {"outputs", "output_ops", "producers"}; {} if unreadable."""
+    if not model_path or not str(model_path).endswith(".onnx") or not Path(model_path).is_file():
+        return {}
+    import onnx
+
+    graph = onnx.load(str(model_path), load_external_data=False).graph
+    producer_of = {}
+    for i, node in enumerate(graph.node):
+        for out in node.output:
+            producer_of[out] = node.name or f"node_{i}"
+    producers = {}
+    for i, node in enumerate(graph.node):
+        producers[node.name or f"node_{i}"] = sorted({producer_of[x] for x in node.input if x in producer_of})
+    outputs = [o.name for o in graph.output]
+    return {"outputs": outputs, "output_ops": [producer_of[o] for o in outputs if o in producer_of], "producers": producers}
+
+
+def _overflow(target_entry: dict, m: dict | None, golden_max: float | None, target_max: float | None) -> str | None:
+    """'target': the target holds inf/NaN (where golden is finite) or reaches 65504 in fp16;
+    'fp16_range': the golden exceeds fp16's range though the target did not overflow."""
+    if m is not None:
+        nonfinite = m["nonfinite_mismatch"] > 0
+    else:
+        nonfinite = bool(target_entry.get("nan") or target_entry.get("inf")) if target_entry else False
+    saturated = target_entry is not None and target_entry.get("dtype") == "float16" and (target_max or 0.0) >= FP16_MAX
+    if nonfinite or saturated:
+        return "target"
+    if golden_max is not None and golden_max > FP16_MAX:
+        return "fp16_range"
+    return None
+
+
+def _row(pos: int, pair: mapping.Pair, golden_dir: Path, target_dir: Path, limits: dict, outputs: set) -> dict:
+    g, t = pair.golden, pair.target
+    main = t or g
+    row = {
+        "index": pos,
+        "op_name": main.get("op_name", main["name"]),
+        "op_type": main.get("op_type", ""),
+        "tensor": main["name"],
+        "golden_tensor": g["name"] if g else None,
+        "golden_ops": pair.golden_ops,
+        "shape": list(main.get("shape", [])),
+        "dtype": t.get("dtype") if t else None,
+        "golden_dtype": g.get("dtype") if g else None,
+        "golden_op": g.get("op_name", g["name"]) if g else None,
+        "golden_op_type": g.get("op_type", "") if g else None,
+        "side": pair.side,
+        "fused": pair.fused,
+        "note": pair.note,
+        "is_output": bool({main["name"], g["name"] if g else None} & outputs),
+    }
+    m = None
+    golden_max = target_max = None
+    if g and t:
+        golden = _load_tensor(golden_dir, g)
+        target = _load_tensor(target_dir, t)
+        golden_max, target_max = magnitude_max(golden), magnitude_max(target)
+        try:
+            m = tensor_metrics(golden, target)
+        except ValueError as exc:
+            row["note"] = str(exc)
+        del golden, target
+    elif g:
+        golden_max = max(abs(float(g.get("min", 0.0) or 0.0)), abs(float(g.get("max", 0.0) or 0.0)))
+    elif t:
+        target_max = max(abs(float(t.get("min", 0.0) or 0.0)), abs(float(t.get("max", 0.0) or 0.0)))
+    overflow = _overflow(t, m, golden_max, target_max)
+    reasons = thr.violations(m, limits) if m else []
+    if overflow == "target":
+        reasons.insert(0, "target overflows fp16 (inf/NaN or 65504)")
+    row.update(_metric_fields(m))
+    row.update(overflow=overflow, golden_abs_max=golden_max, failed=bool(reasons) and pair.side == "both" or overflow == "target",
+               reasons=reasons)
+    return row
+
+
+def _metric_fields(m: dict | None) -> dict:
+    keys = ("cosine", "max_abs_error", "mean_abs_error", "rmse", "max_rel_error", "mean_rel_error",
+            "accumulated_rel_error", "relative_euclidean", "kl", "target_mean", "target_std", "golden_mean",
+            "golden_std", "golden_nan", "golden_inf", "target_nan", "target_inf")
+    return {k: (None if m is None else m[k]) for k in keys}
+
+
+def compare_dumps(
+    golden_dir: Path,
+    target_dir: Path,
+    *,
+    limits: dict | None = None,
+    strategy: str = "first-overall",
+    fused_map: dict | None = None,
+    om_json: dict | None = None,
+    precision_plan: dict | None = None,
+    graph: dict | None = None,
+    stage: str = "compare",
+    convert_stage: str = "convert",
+) -> dict:
+    """The whole comparison: {"rows", "first_failure", "failures", "summary"} (rows in graph order)."""
+    golden_dir, target_dir = Path(golden_dir), Path(target_dir)
+    golden_index, target_index = load_index(golden_dir, "golden dump"), load_index(target_dir, "target dump")
+    limits = limits or thr.resolve()
+    tensor_map, op_map, rules = mapping.fused_map_parts(fused_map)
+    if om_json:
+        op_map = {**mapping.om_original_op_names(om_json), **op_map}
+        rules = {**mapping.om_fusion_passes(om_json), **rules}
+    if graph is None:
+        graph = graph_info(golden_index.get("model"))
+    pairs = order.order_pairs(mapping.pair_tensors(golden_index["tensors"], target_index["tensors"],
+                                                   tensor_map=tensor_map, op_map=op_map))
+    outputs = set(graph.get("outputs") or [])
+    rows = [_row(i, p, golden_dir, target_dir, limits, outputs) for i, p in enumerate(pairs)]
+    if not outputs and rows:  # no graph: the last compared tensor stands for the output
+        compared = [r for r in rows if r["side"] == "both"]
+        if compared:
+            compared[-1]["is_output"] = True
+    picked = order.select_failures(rows, strategy, output_ops=graph.get("output_ops"), producers=graph.get("producers"))
+    failures = [advisor.describe_failure(rows, i, precision_plan=precision_plan, fusion_rules=rules,
+                                         producers=graph.get("producers"), stage=convert_stage) for i in picked]
+    return {"rows": rows, "first_failure": failures[0] if failures else None, "failures": failures,
+            "summary": summarize(rows, failures), "thresholds": limits, "strategy": strategy}
+
+
+def summarize(rows: list[dict], failures: list[dict]) -> dict:
+    """The stage metrics: first_failure_index, failed_ops, min_cosine, output_cosine, overflow_ops."""
+    # A NaN cosine means exactly one side is all zeros (a collapsed tensor): count it as 0.0 here.
+    def cos(r):
+        return 0.0 if math.isnan(r["cosine"]) else r["cosine"]
+
+    cosines = [cos(r) for r in rows if r["cosine"] is not None]
+    out = [cos(r) for r in rows if r["is_output"] and r["cosine"] is not None]
+    return {
+        "first_failure_index": failures[0]["index"] if failures else None,
+        "failed_ops": sum(1 for r in rows if r["failed"]),
+        "min_cosine": min(cosines) if cosines else None,
+        "output_cosine": min(out) if out else None,
+        "overflow_ops": sum(1 for r in rows if r["overflow"] == "target"),
+        "compared_tensors": sum(1 for r in rows if r["side"] == "both"),
+        "golden_only": sum(1 for r in rows if r["side"] == "golden_only"),
+        "target_only": sum(1 for r in rows if r["side"] == "target_only"),
+    }

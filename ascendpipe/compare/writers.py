@@ -1,0 +1,164 @@
+"""result.csv (msit's columns, msit's order), result.json (the contract), and the terminal table."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+
+# msaccucmp + msit result_*.csv header, in order. The duplicated names are msit's (pandas reads them
+# as DataType.1 / Address.1). OpSequence is left out: msaccucmp writes it only with -r/-s.
+CSV_HEADER = [
+    "Index", "OpType", "NPUDump", "DataType", "Address", "GroundTruth", "DataType", "Address", "TensorIndex",
+    "Shape", "OverFlow", "CosineSimilarity", "MaxAbsoluteError", "AccumulatedRelativeError",
+    "RelativeEuclideanDistance", "KullbackLeiblerDivergence", "StandardDeviation", "MeanAbsoluteError",
+    "RootMeanSquareError", "MaxRelativeError", "MeanRelativeError", "CompareFailReason", "IsNpuOps",
+    "IsOutputNode", "IsPrecisionError",
+]
+CONTRACT_ROW_KEYS = ("index", "op_name", "op_type", "tensor", "shape", "dtype", "cosine", "max_abs_error",
+                     "max_rel_error", "rmse", "kl", "relative_euclidean", "overflow", "failed")
+EXTRA_ROW_KEYS = ("golden_tensor", "golden_ops", "golden_dtype", "side", "fused", "is_output", "reasons", "note",
+                  "mean_abs_error", "mean_rel_error", "accumulated_rel_error", "target_mean", "target_std",
+                  "golden_mean", "golden_std", "golden_nan", "golden_inf", "target_nan", "target_inf", "golden_abs_max")
+
+
+def write_atomic(path: Path, text: str) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
+            handle.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return path
+
+
+def _num(value) -> str:
+    if value is None:
+        return "NaN"
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "NaN"
+        if math.isinf(value):
+            return "inf" if value > 0 else "-inf"
+        return f"{value:.9g}"
+    return str(value)
+
+
+def _short(value) -> str:
+    if isinstance(value, float) and math.isfinite(value):
+        return f"{value:.6f}" if 0.01 <= abs(value) < 1000 or value == 0 else f"{value:.3e}"
+    return _num(value)
+
+
+def _dtype(value: str | None) -> str:
+    return {"float16": "DT_FLOAT16", "float32": "DT_FLOAT", "int64": "DT_INT64", "int32": "DT_INT32",
+            "uint8": "DT_UINT8", None: "NaN"}.get(value, str(value))
+
+
+def csv_text(result: dict) -> str:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(CSV_HEADER)
+    outputs_seen: dict[str, int] = {}
+    for row in result["rows"]:
+        k = outputs_seen.get(row["op_name"], 0)
+        outputs_seen[row["op_name"]] = k + 1
+        target = row["side"] != "golden_only"
+        golden = row["side"] != "target_only"
+        std = ("NaN" if row["target_mean"] is None else
+               f"({_num(row['target_mean'])};{_num(row['target_std'])}),({_num(row['golden_mean'])};{_num(row['golden_std'])})")
+        writer.writerow([
+            row["index"], row["op_type"], row["op_name"] if target else "*", _dtype(row["dtype"]), "NaN",
+            ",".join(row["golden_ops"]) if golden else "*", _dtype(row["golden_dtype"]), "NaN",
+            f"{row['op_name']}:output:{k}", "[" + ",".join(str(d) for d in row["shape"]) + "]",
+            "YES" if row["overflow"] == "target" else "NO",
+            _num(row["cosine"]), _num(row["max_abs_error"]), _num(row["accumulated_rel_error"]),
+            _num(row["relative_euclidean"]), _num(row["kl"]), std, _num(row["mean_abs_error"]), _num(row["rmse"]),
+            _num(row["max_rel_error"]), _num(row["mean_rel_error"]), row["note"] or "",
+            "YES" if row["side"] == "target_only" else "NO", "YES" if row["is_output"] else "NO",
+            "YES" if row["failed"] else "NO",
+        ])
+    return buffer.getvalue()
+
+
+def _clean(value):
+    """JSON has no NaN/inf: non-finite metric values become null."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_clean(v) for v in value]
+    return value
+
+
+def contract(result: dict, input_note: str | None = None) -> dict:
+    rows = [{k: row[k] for k in CONTRACT_ROW_KEYS + EXTRA_ROW_KEYS} for row in result["rows"]]
+    doc = {"rows": rows, "first_failure": result["first_failure"], "failures": result["failures"],
+           "summary": result["summary"], "thresholds": result["thresholds"], "strategy": result["strategy"]}
+    if input_note:
+        doc["input"] = input_note
+    return _clean(doc)
+
+
+def json_text(result: dict, input_note: str | None = None) -> str:
+    return json.dumps(contract(result, input_note), indent=2, allow_nan=False) + "\n"
+
+
+def write_results(result: dict, out_dir: Path, input_note: str | None = None) -> dict[str, Path]:
+    """result.csv, result.json and report.html in ``out_dir``."""
+    from ascendpipe.compare.report import report_html
+
+    out_dir = Path(out_dir)
+    return {
+        "csv": write_atomic(out_dir / "result.csv", csv_text(result)),
+        "json": write_atomic(out_dir / "result.json", json_text(result, input_note)),
+        "html": write_atomic(out_dir / "report.html", report_html(result, input_note)),
+    }
+
+
+_RED, _GREEN, _YELLOW, _BOLD, _RESET = "\033[31m", "\033[32m", "\033[33m", "\033[1m", "\033[0m"
+
+
+def terminal_text(result: dict, *, color: bool = False, worst: int = 10, input_note: str | None = None) -> str:
+    """A short table of the worst ops and the first failure with its advice."""
+    paint = (lambda code, text: f"{code}{text}{_RESET}") if color else (lambda code, text: text)
+    rows = [r for r in result["rows"] if r["side"] == "both"]
+
+    def badness(r):
+        c = r["cosine"]
+        return (not r["failed"], 0.0 if c is None or math.isnan(c) else c)
+
+    lines = []
+    if input_note:
+        lines.append(input_note)
+    s = result["summary"]
+    lines.append(f"compared {s['compared_tensors']} tensors ({s['golden_only']} golden-only, {s['target_only']} target-only): "
+                 f"{s['failed_ops']} failed, {s['overflow_ops']} overflow")
+    lines.append(f"{'#':>4}  {'op':<32} {'type':<18} {'cosine':>10} {'max_rel':>10} {'rmse':>10}  status")
+    for r in sorted(rows, key=badness)[:worst]:
+        status = ("FAIL" + (" overflow" if r["overflow"] == "target" else "")) if r["failed"] else "ok"
+        if r["overflow"] == "fp16_range" and not r["failed"]:
+            status = "ok (overflows in fp16)"
+        line = (f"{r['index']:>4}  {r['op_name'][:32]:<32} {r['op_type'][:18]:<18} {_short(r['cosine']):>10} "
+                f"{_short(r['max_rel_error']):>10} {_short(r['rmse']):>10}  {status}")
+        lines.append(paint(_RED if r["failed"] else (_YELLOW if r["overflow"] else _GREEN), line))
+    first = result["first_failure"]
+    if first is None:
+        lines.append(paint(_GREEN, "no op fails the thresholds"))
+    else:
+        lines.append(paint(_BOLD, f"first failure: #{first['index']} {first['op_name']} ({first['op_type']}): {first['reason']}"))
+        for item in first["advice"]:
+            lines.append(f"  advice: {item['message']}")
+            if item.get("set"):
+                lines.append(f"    {item['set']}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,56 @@
+"""``--set KEY=VALUE`` overrides, applied to the parsed pipeline before anything else.
+
+KEY is a dotted path into the pipeline document (``params.x``, ``stages.convert.params.precision_mode``,
+``stages.convert.matrix.fp16.precision_mode``); VALUE is parsed as a YAML scalar or flow collection,
+so ``n=32`` is a number and ``keep_dtype=[a,b]`` a list.
+"""
+
+from __future__ import annotations
+
+import copy
+
+from ascendpipe.errors import Location, UserError
+
+
+def parse_override(text: str) -> tuple[list[str], object]:
+    import yaml
+
+    key, eq, raw = text.partition("=")
+    if not eq or not key.strip():
+        raise UserError(f"--set expects KEY=VALUE, got '{text}'", Location(file="--set"))
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError as exc:
+        raise UserError(f"--set {key}: value '{raw}' is not valid YAML: {exc}", Location(file="--set")) from None
+    return key.strip().split("."), value
+
+
+def apply_overrides(data: dict, overrides, marks=None) -> dict:
+    if not overrides:
+        return data
+    data = copy.deepcopy(data)
+    for text in overrides:
+        parts, value = parse_override(text)
+        if parts[0] not in ("params", "stages", "backend", "thresholds", "env", "build_dir"):
+            raise UserError(
+                f"--set {text}: the key must start with params., stages., thresholds. or backend",
+                Location(file="--set"),
+            )
+        if parts[0] == "stages":
+            if len(parts) < 3:
+                raise UserError(f"--set {text}: expected stages.NAME.FIELD=VALUE", Location(file="--set"))
+            stages = data.get("stages") or {}
+            if parts[1] not in stages:
+                known = ", ".join(stages) or "none"
+                raise UserError(f"--set {text}: unknown stage '{parts[1]}'; stages: {known}", Location(file="--set"))
+        node = data
+        for part in parts[:-1]:
+            child = node.get(part) if isinstance(node, dict) else None
+            if child is None:
+                child = {}
+                node[part] = child
+            if not isinstance(child, dict):
+                raise UserError(f"--set {text}: '{part}' is not a mapping", Location(file="--set"))
+            node = child
+        node[parts[-1]] = value
+    return data

@@ -1,0 +1,405 @@
+"""From a pipeline file to resolved stages: overrides, matrix expansion, params overlay, templates,
+validation, inputs. Pure apart from reading the file; the DAG checks live in ``graph.dag``.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ascendpipe.config import schema as schema_mod
+from ascendpipe.config.template import AllowedEnv, RecordingParams, render_tree
+from ascendpipe.config.yamlmarks import Marks, load_yaml
+from ascendpipe.errors import Location, UserError
+
+DEFAULT_BUILD_DIR = "build"
+
+
+@dataclass
+class Stage:
+    name: str  # 'convert@fp16'
+    base: str  # 'convert'
+    variant: str | None
+    kind: str
+    params: dict[str, Any]  # what the stage is keyed on and sees
+    cmd: str | None = None
+    deps: list[str] = field(default_factory=list)  # workspace-relative files/dirs read
+    outs: list[str] = field(default_factory=list)  # workspace-relative files/dirs written
+    inputs: dict[str, str] = field(default_factory=dict)  # input field -> workspace path
+    upstream: dict[str, str] = field(default_factory=dict)  # input field -> stage name
+    metrics_file: str | None = None
+    always_changed: bool = False
+    env_used: dict[str, str] = field(default_factory=dict)
+    line: int | None = None
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class Pipeline:
+    path: str  # as given (for messages)
+    workspace: str  # absolute
+    backend: str
+    build_dir: str
+    thresholds: dict[str, float]
+    stages: dict[str, Stage]  # in file order, variants expanded
+    env_names: list[str]
+    marks: Marks | None = None
+
+    def to_json(self) -> dict:
+        return {
+            "path": self.path,
+            "workspace": self.workspace,
+            "backend": self.backend,
+            "build_dir": self.build_dir,
+            "thresholds": self.thresholds,
+            "env_names": self.env_names,
+            "stages": {n: s.to_json() for n, s in self.stages.items()},
+        }
+
+    @classmethod
+    def from_json(cls, data: dict) -> "Pipeline":
+        stages = {n: Stage(**s) for n, s in data["stages"].items()}
+        return cls(
+            path=data["path"],
+            workspace=data["workspace"],
+            backend=data["backend"],
+            build_dir=data["build_dir"],
+            thresholds=data["thresholds"],
+            stages=stages,
+            env_names=data["env_names"],
+        )
+
+
+def find_workspace(pipeline_path: Path) -> Path:
+    """The nearest folder above the pipeline holding ``.ascendpipe/`` or ``.git``; else its folder."""
+    start = pipeline_path.resolve().parent
+    for folder in (start, *start.parents):
+        if (folder / ".ascendpipe").is_dir() or (folder / ".git").exists():
+            return folder
+    return start
+
+
+def load_pipeline(
+    path: str | Path,
+    overrides: list[str] = (),
+    backend: str | None = None,
+    environ: dict[str, str] | None = None,
+) -> Pipeline:
+    path = Path(path)
+    display = str(path)
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise UserError(f"pipeline file {display} does not exist") from None
+    except (IsADirectoryError, UnicodeDecodeError) as exc:
+        raise UserError(f"cannot read pipeline file {display}: {exc}") from None
+    data, marks = load_yaml(text, display)
+    if not isinstance(data, dict):
+        raise UserError("a pipeline file must be a mapping with a `stages:` section", Location(display, 1, 1))
+    from ascendpipe.config.overrides import apply_overrides
+
+    data = apply_overrides(data, overrides, marks)
+    schema_mod.validate(data, schema_mod.pipeline_schema(), lambda p, m: _raise(marks, p, m, data))
+    workspace = find_workspace(path)
+    resolver = _Resolver(data, marks, workspace, environ if environ is not None else dict(os.environ))
+    stages = resolver.resolve()
+    pipeline = Pipeline(
+        path=display,
+        workspace=str(workspace),
+        backend=backend or data.get("backend", "onnxruntime"),
+        build_dir=data.get("build_dir", DEFAULT_BUILD_DIR),
+        thresholds=dict(data.get("thresholds") or {}),
+        stages=stages,
+        env_names=list(data.get("env") or []),
+        marks=marks,
+    )
+    if pipeline.backend not in schema_mod.BACKENDS:
+        raise UserError(f"unknown backend '{pipeline.backend}'; known: {', '.join(schema_mod.BACKENDS)}")
+    from ascendpipe.graph.dag import check_graph
+
+    check_graph(pipeline)
+    return pipeline
+
+
+def _raise(marks, path, message, data=None):
+    stage = path[1] if len(path) > 1 and path[0] == "stages" else None
+    raise schema_mod.located_error(marks, path, message, stage=stage)
+
+
+class _Resolver:
+    def __init__(self, data: dict, marks: Marks, workspace: Path, environ: dict):
+        self.data = data
+        self.marks = marks
+        self.workspace = workspace
+        self.environ = environ
+        self.top_params = dict(data.get("params") or {})
+        self.env_names = list(data.get("env") or [])
+        self.build_dir = data.get("build_dir", DEFAULT_BUILD_DIR)
+        self.raw_stages: dict[str, dict] = data["stages"]
+        self.variants: dict[str, list[tuple[str | None, dict, tuple]]] = {}
+
+    # -- matrix -------------------------------------------------------------------------------
+    def _own_variants(self, base: str, raw: dict) -> list[tuple[str | None, dict, tuple]]:
+        """(variant key, params overlay, YAML path of the overlay) for a stage's own matrix."""
+        matrix = raw.get("matrix")
+        if not matrix:
+            return [(None, {}, ())]
+        where = ("stages", base, "matrix")
+        values = list(matrix.values())
+        if all(isinstance(v, dict) for v in values):
+            return [(str(name), dict(overlay), where + (name,)) for name, overlay in matrix.items()]
+        if all(isinstance(v, list) and v for v in values):
+            keys = list(matrix)
+            out = []
+            for combo in itertools.product(*values):
+                name = "-".join(str(v) for v in combo)
+                out.append((name, dict(zip(keys, combo)), where))
+            return out
+        raise schema_mod.located_error(
+            self.marks,
+            where,
+            "a matrix is either NAME: {params overlay} for every entry, or PARAM: [values] for every entry",
+            stage=base,
+        )
+
+    # -- resolution ---------------------------------------------------------------------------
+    def resolve(self) -> dict[str, Stage]:
+        from ascendpipe.stages.registry import get_kind
+
+        for base, raw in self.raw_stages.items():
+            self.variants[base] = self._own_variants(base, raw)
+        resolved: dict[str, Stage] = {}
+        for base, raw in self.raw_stages.items():
+            try:
+                kind = get_kind(raw["kind"])
+            except UserError as err:
+                raise err.with_location(**_loc_parts(self.marks.location(("stages", base, "kind"), stage=base)))
+            for stage in self._expand(base, raw, kind):
+                resolved[stage.name] = stage
+        return resolved
+
+    def _fanout(self, base: str, raw: dict, kind) -> list[dict[str, str]]:
+        """Variant choices inherited from matrix stages this stage names in its input fields."""
+        referenced = []
+        for fieldname in kind.input_fields:
+            value = raw.get(fieldname)
+            if isinstance(value, str) and value in self.raw_stages and self._has_variants(value):
+                if value not in referenced:
+                    referenced.append(value)
+        if not referenced:
+            return [{}]
+        # A chain of fan-outs shares keys: infer(convert@k) feeding eval makes eval@k, not eval@k-k.
+        axes = []
+        for ref in referenced:
+            keys = [k for k, _, _ in self._expanded_variants(ref)]
+            axes.append([(ref, k) for k in keys])
+        combos = []
+        for combo in itertools.product(*axes):
+            choice = dict(combo)
+            combos.append(choice)
+        return combos
+
+    def _has_variants(self, base: str) -> bool:
+        return any(k is not None for k, _, _ in self._expanded_variants(base))
+
+    def _expanded_variants(self, base: str) -> list[tuple[str | None, dict, tuple]]:
+        """Own matrix variants, or the fan-out keys when the stage inherits them."""
+        cache = getattr(self, "_expanded_cache", None)
+        if cache is None:
+            cache = self._expanded_cache = {}
+        if base in cache:
+            return cache[base]
+        cache[base] = [(None, {}, ())]  # guards against reference cycles; check_graph reports them
+        from ascendpipe.stages.registry import get_kind
+
+        raw = self.raw_stages[base]
+        own = self.variants[base]
+        kind = get_kind(raw["kind"])
+        result = []
+        for choice in self._fanout(base, raw, kind):
+            for key, overlay, where in own:
+                parts = list(dict.fromkeys(choice.values()))
+                if key is not None:
+                    parts.append(key)
+                name = "-".join(p for p in parts if p is not None) or None
+                result.append((name, overlay, where) if not choice else (name, {**overlay, "__choice__": choice}, where))
+        cache[base] = result
+        return result
+
+    def _expand(self, base: str, raw: dict, kind) -> list[Stage]:
+        stages = []
+        for variant, overlay, where in self._expanded_variants(base):
+            overlay = dict(overlay)
+            choice = overlay.pop("__choice__", {})
+            name = f"{base}@{variant}" if variant else base
+            stages.append(self._one(base, name, variant, raw, kind, overlay, where, choice))
+        return stages
+
+    def _one(self, base, name, variant, raw, kind, overlay, overlay_where, choice) -> Stage:
+        marks = self.marks
+        stage_path = ("stages", base)
+        own = dict(raw.get("params") or {})
+        sources: dict[str, tuple] = {k: ("params", k) for k in self.top_params}
+        sources.update({k: stage_path + ("params", k) for k in own})
+        sources.update({k: overlay_where + (k,) for k in overlay})
+        merged = {**self.top_params, **own, **overlay}
+        accessed: set = set()
+        env_used: dict = {}
+        out_dir = f"{self.build_dir}/{name}"
+        context = {
+            "params": RecordingParams(merged, accessed),
+            "env": AllowedEnv(self.env_names, self.environ, env_used),
+            "stage": {"name": name, "base": base, "variant": variant or "", "out": out_dir},
+        }
+
+        def on_error(path, err):
+            raise err.with_location(**_loc_parts(marks.location(stage_path + path, stage=name)))
+
+        def on_param_error(path, err):
+            where = sources.get(path[0], stage_path + ("params",)) + tuple(path[1:])
+            raise err.with_location(**_loc_parts(marks.location(where, stage=name)))
+
+        # Params may be templated too (against the other params).
+        merged = render_tree(merged, context, on_param_error)
+        context["params"] = RecordingParams(merged, accessed)
+        fields = {k: v for k, v in raw.items() if k not in ("params", "matrix", "kind")}
+        fields = render_tree(fields, context, on_error)
+
+        if kind.name == "run":
+            # keyed on its own params (and matrix overlay) plus the top-level ones its templates read
+            keyed = {k: merged[k] for k in merged if k in own or k in overlay or k in accessed}
+        else:
+            known = set((kind.params_schema.get("properties") or {}).keys())
+            keyed = {k: v for k, v in merged.items() if k in known and (k in own or k in overlay or k in self.top_params)}
+            unknown = sorted(k for k in list(own) + list(overlay) if k not in known)
+            if unknown:
+                k = unknown[0]
+                raise UserError(
+                    f"unknown param '{k}' for kind '{kind.name}'; known: {', '.join(sorted(known)) or 'none'}",
+                    marks.location(sources[k], stage=name),
+                )
+            def on_schema_error(path, message):
+                where = sources.get(path[0], stage_path + ("params",)) + tuple(path[1:]) if path else stage_path
+                raise schema_mod.located_error(marks, where, message, stage=name)
+
+            schema_mod.validate(keyed, kind.params_schema, on_schema_error)
+            keyed = _with_defaults(keyed, kind.params_schema)
+
+        stage = Stage(
+            name=name,
+            base=base,
+            variant=variant,
+            kind=kind.name,
+            params=keyed,
+            env_used=env_used,
+            line=marks.location(stage_path).line,
+            always_changed=bool(raw.get("always_changed", False)),
+        )
+        self._fill_io(stage, fields, kind, choice, stage_path)
+        return stage
+
+    def _fill_io(self, stage: Stage, fields: dict, kind, choice: dict, stage_path: tuple) -> None:
+        marks = self.marks
+        if kind.name == "run":
+            cmd = fields.get("cmd")
+            if cmd is None:
+                raise UserError("a `run` stage needs `cmd`", marks.location(stage_path, stage=stage.name))
+            stage.cmd = cmd if isinstance(cmd, str) else " && ".join(cmd)
+            stage.deps = [self._rel(d, stage_path + ("deps", i), stage.name) for i, d in enumerate(fields.get("deps") or [])]
+            stage.outs = [self._rel(o, stage_path + ("outs", i), stage.name) for i, o in enumerate(fields.get("outs") or [])]
+            if fields.get("metrics"):
+                stage.metrics_file = self._rel(fields["metrics"], stage_path + ("metrics",), stage.name)
+                covered = any(stage.metrics_file == o or stage.metrics_file.startswith(o + "/") for o in stage.outs)
+                if not covered:  # a metrics file is an output of the stage too
+                    stage.outs.append(stage.metrics_file)
+            for extra in set(fields) - schema_mod.RESERVED_STAGE_FIELDS:
+                raise UserError(
+                    f"unknown field '{extra}' for kind 'run'; allowed: cmd, deps, outs, params, metrics, matrix, desc",
+                    marks.location(stage_path + (extra,), stage=stage.name),
+                )
+            return
+        for reserved in ("cmd", "deps", "outs", "metrics"):
+            if reserved in fields:
+                raise UserError(
+                    f"'{reserved}' is only for `run` stages; a '{kind.name}' stage declares its inputs as "
+                    f"{', '.join(kind.input_fields) or 'nothing'}",
+                    marks.location(stage_path + (reserved,), stage=stage.name),
+                )
+        allowed = set(kind.input_fields) | schema_mod.RESERVED_STAGE_FIELDS
+        for extra in sorted(set(fields) - allowed):
+            raise UserError(
+                f"unknown field '{extra}' for kind '{kind.name}'; inputs it takes: {', '.join(kind.input_fields) or 'none'}",
+                marks.location(stage_path + (extra,), stage=stage.name),
+            )
+        for required in kind.required_inputs:
+            if not fields.get(required):
+                raise UserError(
+                    f"a '{kind.name}' stage needs `{required}` (a path or a stage name)",
+                    marks.location(stage_path, stage=stage.name),
+                )
+        for fieldname in kind.input_fields:
+            value = fields.get(fieldname)
+            if value is None:
+                continue
+            where = stage_path + (fieldname,)
+            target = self._stage_ref(value, choice)
+            if target is not None:
+                stage.upstream[fieldname] = target
+                stage.inputs[fieldname] = f"{self.build_dir}/{target}"
+            else:
+                rel = self._rel(value, where, stage.name)
+                stage.inputs[fieldname] = rel
+                stage.deps.append(rel)
+        for pname in kind.path_params:
+            value = stage.params.get(pname)
+            if isinstance(value, str) and value:
+                where = ("stages", stage.base, "params", pname)
+                stage.deps.append(self._rel(value, where, stage.name))
+        stage.outs = [f"{self.build_dir}/{stage.name}"]
+
+    def _stage_ref(self, value: str, choice: dict) -> str | None:
+        if value in self.raw_stages:
+            variants = self._expanded_variants(value)
+            if any(k is not None for k, _, _ in variants):
+                key = choice.get(value)
+                return f"{value}@{key}"
+            return value
+        base, at, variant = value.partition("@")
+        if at and base in self.raw_stages:
+            names = [k for k, _, _ in self._expanded_variants(base)]
+            if variant not in names:
+                raise UserError(f"stage '{base}' has no variant '{variant}'; it has: {', '.join(map(str, names))}")
+            return value
+        return None
+
+    def _rel(self, value: str, where: tuple, stage: str) -> str:
+        if not isinstance(value, str) or not value.strip():
+            raise UserError("expected a path", self.marks.location(where, stage=stage))
+        p = Path(value)
+        absolute = (p if p.is_absolute() else self.workspace / p).resolve()
+        try:
+            rel = absolute.relative_to(self.workspace.resolve())
+        except ValueError:
+            raise UserError(
+                f"path '{value}' is outside the workspace {self.workspace}; keep every dep and out inside it",
+                self.marks.location(where, stage=stage),
+            ) from None
+        return rel.as_posix()
+
+
+def _with_defaults(params: dict, schema: dict) -> dict:
+    out = dict(params)
+    for key, spec in (schema.get("properties") or {}).items():
+        if key not in out and isinstance(spec, dict) and "default" in spec:
+            out[key] = copy.deepcopy(spec["default"])
+    return out
+
+
+def _loc_parts(loc: Location) -> dict:
+    return {k: getattr(loc, k) for k in ("file", "line", "column", "stage")}

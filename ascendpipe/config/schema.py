@@ -1,0 +1,154 @@
+"""The pipeline JSON Schema and the translation of schema errors into located one-line messages.
+
+The schema is assembled from the generic stage shape plus each kind's ``params_schema`` so that the
+kinds stay the one source of truth. ``schemas/pipeline.schema.json`` is this schema written out for
+editors; ``tests/engine/test_schema_file.py`` checks it is current (``python -m
+ascendpipe.config.schema > schemas/pipeline.schema.json`` regenerates it).
+"""
+
+from __future__ import annotations
+
+import json
+
+from ascendpipe.errors import UserError
+
+SCHEMA_ID = "https://ascendpipe.dev/schemas/pipeline.schema.json"
+
+RESERVED_STAGE_FIELDS = {"kind", "params", "matrix", "cmd", "deps", "outs", "metrics", "desc", "always_changed"}
+
+BACKENDS = ("onnxruntime", "ascend")
+
+
+def _stage_schema(kind_names: list[str]) -> dict:
+    return {
+        "type": "object",
+        "required": ["kind"],
+        "properties": {
+            "kind": {"enum": kind_names},
+            "desc": {"type": "string"},
+            "params": {"type": "object"},
+            "matrix": {
+                "type": "object",
+                "minProperties": 1,
+                "description": "Either NAME -> params overlay (named variants), or PARAM -> list of values (product).",
+            },
+            "cmd": {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}, "minItems": 1}]},
+            "deps": {"type": "array", "items": {"type": "string"}},
+            "outs": {"type": "array", "items": {"type": "string"}},
+            "metrics": {"type": "string"},
+            "always_changed": {"type": "boolean"},
+        },
+        "additionalProperties": {"type": "string", "description": "an input: a workspace path or a stage name"},
+    }
+
+
+def pipeline_schema() -> dict:
+    from ascendpipe.stages.registry import get_kind, kind_names
+
+    names = kind_names()
+    stage = _stage_schema(names)
+    per_kind = []
+    for name in names:
+        kind = get_kind(name)
+        params = dict(kind.params_schema)
+        params.pop("required", None)  # a stage's own params may rely on top-level ones
+        per_kind.append({"if": {"properties": {"kind": {"const": name}}}, "then": {"properties": {"params": params}}})
+    stage["allOf"] = per_kind
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": SCHEMA_ID,
+        "title": "ascendpipe pipeline",
+        "type": "object",
+        "required": ["stages"],
+        "additionalProperties": False,
+        "properties": {
+            "backend": {"enum": list(BACKENDS)},
+            "params": {"type": "object"},
+            "env": {"type": "array", "items": {"type": "string", "pattern": "^[A-Za-z_][A-Za-z0-9_]*$"}},
+            "thresholds": {"type": "object", "additionalProperties": {"type": "number"}},
+            "build_dir": {"type": "string"},
+            "stages": {
+                "type": "object",
+                "minProperties": 1,
+                "propertyNames": {"pattern": "^[A-Za-z_][A-Za-z0-9_.-]*$"},
+                "additionalProperties": stage,
+            },
+        },
+    }
+
+
+def describe_error(err) -> str:
+    """One readable sentence for a jsonschema ValidationError (field named by the caller)."""
+    v = err.validator
+    value = err.instance
+    if v == "enum":
+        allowed = ", ".join(str(x) for x in err.validator_value)
+        return f"'{value}' is not one of {allowed}"
+    if v == "type":
+        want = err.validator_value
+        want = " or ".join(want) if isinstance(want, list) else want
+        return f"expected {want}, got {type(value).__name__} {json.dumps(value, default=str)[:60]}"
+    if v == "required":
+        missing = [k for k in err.validator_value if k not in (value or {})]
+        return f"missing required field '{missing[0] if missing else err.validator_value}'"
+    if v == "additionalProperties" and isinstance(value, dict):
+        known = sorted((err.schema.get("properties") or {}).keys())
+        extra = sorted(set(value) - set(known))
+        return f"unknown field '{extra[0] if extra else '?'}'; allowed: {', '.join(known)}"
+    if v in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
+        return f"{value} violates {v} {err.validator_value}"
+    if v == "pattern":
+        return f"'{value}' does not match the pattern {err.validator_value}"
+    if v == "propertyNames":
+        return f"invalid name: {err.message}"
+    if v == "oneOf" and isinstance(value, (int, float, str, bool)):
+        return f"{json.dumps(value)} is not a valid value here"
+    return err.message
+
+
+def field_name(path) -> str:
+    parts = [str(p) for p in path if not isinstance(p, int)]
+    return parts[-1] if parts else "pipeline"
+
+
+_validators: dict[int, object] = {}
+
+
+def validate(instance, schema: dict, on_error) -> None:
+    """Validate; for the first (most specific) error call ``on_error(path_tuple, message)``."""
+    import jsonschema
+
+    key = id(schema)
+    validator = _validators.get(key)
+    if validator is None:
+        validator = jsonschema.Draft202012Validator(schema)
+        _validators[key] = validator
+    errors = list(validator.iter_errors(instance))
+    if not errors:
+        return
+    best = jsonschema.exceptions.best_match(errors)
+    # Errors inside if/then surface at the deepest path; prefer the deepest error for precision.
+    deepest = max(errors, key=lambda e: len(list(e.absolute_path)))
+    if len(list(deepest.absolute_path)) > len(list(best.absolute_path)):
+        best = deepest
+    while best.context:
+        best = max(best.context, key=lambda e: len(list(e.absolute_path)))
+    path = tuple(best.absolute_path)
+    if best.validator == "additionalProperties" and isinstance(best.instance, dict):
+        known = set((best.schema.get("properties") or {}).keys())
+        extra = sorted(set(best.instance) - known)
+        if extra:
+            path = path + (extra[0],)
+    on_error(path, describe_error(best))
+
+
+def located_error(marks, path, message, stage=None) -> UserError:
+    """``precision_mode 'fp17' is not one of ...`` at the value's ``file:line:col``."""
+    if path:
+        sep = " " if message.startswith("'") else ": "
+        message = f"{field_name(path)}{sep}{message}"
+    return UserError(message, marks.location(path, stage=stage))
+
+
+if __name__ == "__main__":  # regenerate schemas/pipeline.schema.json
+    print(json.dumps(pipeline_schema(), indent=2, sort_keys=False))

@@ -1,0 +1,233 @@
+"""A build: resolve, lock, decide, then either record a no-op at once or let doit run what is stale."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+
+from ascendpipe.errors import UserError
+from ascendpipe.graph.dag import edges, topo_order, upstream_closure
+from ascendpipe.graph.key import key_of
+
+VERSION = "0.1.0"
+
+
+@dataclass
+class BuildOptions:
+    targets: list[str] = field(default_factory=list)
+    force: bool = False
+    dry_run: bool = False
+    jobs: int = 1
+    overrides: list[str] = field(default_factory=list)
+    backend: str | None = None
+    keep_going: bool = False
+    use_run_cache: bool = True
+    wait_for_lock: bool = True
+    quiet: bool = False
+    argv: list[str] = field(default_factory=list)
+    run_command: object = None  # injected subprocess runner for the ascend backend (tests)
+
+
+def select(pipeline, graph, targets: list[str]) -> list[str]:
+    """The stages a build covers, in topological order: the targets and everything upstream."""
+    order = topo_order(pipeline, graph)
+    if not targets:
+        return order
+    chosen = set()
+    for t in targets:
+        if t in pipeline.stages:
+            chosen.add(t)
+            continue
+        variants = [n for n, s in pipeline.stages.items() if s.base == t]
+        if not variants:
+            known = ", ".join(dict.fromkeys(s.base for s in pipeline.stages.values()))
+            raise UserError(f"unknown stage '{t}'; stages: {known}")
+        chosen.update(variants)
+    closure = upstream_closure(graph, chosen)
+    return [n for n in order if n in closure]
+
+
+def open_stores(pipeline):
+    from ascendpipe.engine.workspace import Workspace
+    from ascendpipe.store.db import Database
+    from ascendpipe.store.hashing import Hasher
+    from ascendpipe.store.objects import ObjectStore
+
+    ws = Workspace(pipeline.workspace)
+    db = Database(ws.db_path)
+    hasher = Hasher(db, ws.root)
+    objects = ObjectStore(ws.cache_root)
+    return ws, db, hasher, objects
+
+
+def build(path: str, options: BuildOptions, stream=None) -> dict:
+    from ascendpipe.engine.executor import Outcome, StageExecutor
+    from ascendpipe.engine.plan import resolve
+    from ascendpipe.engine.progress import Progress
+    from ascendpipe.engine.workspace import BuildLock
+
+    started = time.monotonic()
+    stream = stream or sys.stdout
+    pipeline = resolve(path, options.overrides, options.backend)
+    graph = edges(pipeline)
+    order = select(pipeline, graph, options.targets)
+    if options.dry_run:
+        return dry_run(pipeline, graph, order, options, stream)
+    ws, db, hasher, objects = open_stores(pipeline)
+    progress = Progress(stream, quiet=options.quiet, workspace=ws.root)
+    with BuildLock(ws, wait=options.wait_for_lock, stream=sys.stderr):
+        run_id = db.start_run(ws.rel_pipeline(pipeline.path), options.argv or sys.argv, pipeline.backend, VERSION)
+        forced = set(order) if options.force else set()
+        executor = StageExecutor(pipeline, ws, db, hasher, objects, run_id, forced=forced, use_run_cache=options.use_run_cache, run_command=options.run_command)
+        try:
+            if not forced and _all_fresh(executor, order):
+                _record_noop(executor, order)
+                for name in order:
+                    progress.finished(executor.outcomes[name])
+            else:
+                from ascendpipe.engine.doit_glue import run_stages
+
+                def execute(name):
+                    outcome = executor.execute(name)
+                    progress.finished(outcome)
+                    return outcome
+
+                def on_skip(name, because):
+                    executor.record_skipped(name, because)
+                    progress.finished(executor.outcomes[name])
+
+                run_stages(order, graph, execute, on_skip, jobs=options.jobs, keep_going=options.keep_going, dep_file=ws.doit_db)
+                for name in order:
+                    if name not in executor.outcomes:
+                        executor.outcomes[name] = Outcome(name, "skipped", error="not run: the build stopped at a failure (use --keep-going)")
+                        progress.finished(executor.outcomes[name])
+        finally:
+            hasher.flush()
+            failed = any(o.state == "failed" for o in executor.outcomes.values())
+            db.finish_run(run_id, "failed" if failed else "done")
+    progress.summary({n: executor.outcomes[n] for n in order if n in executor.outcomes}, time.monotonic() - started, run_id)
+    from ascendpipe.records import run_record
+
+    record = run_record(db, run_id)
+    db.close()
+    return record
+
+
+def _all_fresh(executor, order) -> bool:
+    """Decide every stage in order; True when nothing needs to run (the no-op fast path)."""
+    from ascendpipe.engine.executor import Outcome
+
+    decided = {}
+    for name in order:
+        stage = executor.pipeline.stages[name]
+        decision, comps = executor.decide(stage)
+        if decision.stale:
+            return False
+        decided[name] = comps
+    executor._noop = decided
+    for name in order:
+        old = executor.state[name]
+        executor.outcomes[name] = Outcome(name, "fresh", outputs=old["outs"], metrics=old["metrics"])
+    return True
+
+
+def _record_noop(executor, order) -> None:
+    recs = []
+    for seq, name in enumerate(order, 1):
+        stage = executor.pipeline.stages[name]
+        comps = executor._noop[name]
+        old = executor.state[name]
+        recs.append(
+            {
+                "seq": seq, "name": name, "kind": stage.kind, "state": "fresh", "key": key_of(comps), "params": stage.params,
+                "deps": comps["deps"], "outputs": old["outs"], "tools": comps["tools"], "metrics": old["metrics"],
+            }
+        )
+    executor.db.record_fresh(executor.run_id, recs)
+
+
+def stage_status(path: str, overrides=(), backend=None, targets=()) -> dict:
+    """``{"stages": {NAME: {"state": "fresh"|"stale", "reasons": [...]}}}`` without building."""
+    from ascendpipe.engine.plan import resolve
+
+    pipeline = resolve(path, overrides, backend)
+    graph = edges(pipeline)
+    order = select(pipeline, graph, list(targets))
+    return {"stages": _decide_all(pipeline, graph, order)}
+
+
+def _decide_all(pipeline, graph, order) -> dict:
+    from ascendpipe.engine.executor import StageExecutor
+
+    ws, db, hasher, objects = open_stores(pipeline)
+    try:
+        executor = StageExecutor(pipeline, ws, db, hasher, objects, run_id=0)
+        result: dict[str, dict] = {}
+        for name in order:
+            stage = pipeline.stages[name]
+            stale_ups = [u for u in graph.get(name, ()) if result.get(u, {}).get("state") == "stale"]
+            comps = None
+            try:
+                decision, comps = executor.decide(stage)
+                reasons = list(decision.reasons)
+                stale = decision.stale
+            except UserError as err:
+                stale, reasons = True, [err.message]
+            if stale_ups:
+                # its inputs will change when the upstream rebuilds (unless byte-identical: early cutoff)
+                reasons.append(f"upstream '{stale_ups[0]}' is stale")
+                stale = True
+            if stale:
+                cached = db.cache_get(key_of(comps)) if comps is not None and not stale_ups else None
+                entry = {"state": "stale", "reasons": reasons}
+                if cached is not None:
+                    entry["restorable"] = True
+                result[name] = entry
+            else:
+                result[name] = {"state": "fresh", "reasons": []}
+        hasher.flush()
+        return result
+    finally:
+        db.close()
+
+
+def dry_run(pipeline, graph, order, options, stream) -> dict:
+    decisions = _decide_all(pipeline, graph, order)
+    would = [n for n in order if decisions[n]["state"] == "stale"]
+    for name in order:
+        d = decisions[name]
+        if d["state"] == "fresh":
+            stream.write(f"  fresh      {name}\n")
+            continue
+        verb = "restore" if d.get("restorable") else "run"
+        stream.write(f"  would {verb:<8} {name}: {'; '.join(d['reasons'])}\n")
+        for argv in _commands(pipeline, pipeline.stages[name]):
+            import shlex
+
+            stream.write(f"      $ {shlex.join(argv)}\n")
+    stream.write(f"{len(would)} of {len(order)} stages would run\n")
+    return {"dry_run": True, "would_run": would, "stages": decisions}
+
+
+def _commands(pipeline, stage) -> list[list[str]]:
+    """External command lines a stage would run (for --dry-run; mostly the ascend backend)."""
+    if stage.kind == "run":
+        return [["/bin/sh", "-c", stage.cmd]]
+    from pathlib import Path
+
+    from ascendpipe.stages.base import StageContext
+    from ascendpipe.stages.registry import get_kind
+
+    kind = get_kind(stage.kind)
+    root = Path(pipeline.workspace)
+    ctx = StageContext(
+        name=stage.name, kind=stage.kind, workspace=root, out_dir=root / stage.outs[0], final_out_dir=root / stage.outs[0],
+        params=dict(stage.params), inputs={k: root / v for k, v in stage.inputs.items()}, upstream={}, backend=pipeline.backend,
+        log=open(os.devnull, "w"), thresholds=dict(pipeline.thresholds),
+    )
+    try:
+        return kind.commands(ctx) or []
+    except UserError:
+        return []

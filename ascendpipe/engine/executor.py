@@ -1,0 +1,318 @@
+"""Deciding and doing one stage: fresh, restored from the run-cache, or run; then stored and recorded.
+
+The order of effects is what makes a killed build safe:
+1. outputs are produced (built-in kinds into a temp folder, moved into place only on success);
+2. outputs are hashed and copied into the object store (each object written atomically);
+3. one database transaction records the stage (its state, its run-cache entry, its run record).
+A kill before 3 leaves the stage unrecorded, so the next build decides it again from scratch.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+
+from ascendpipe.errors import Location, StageFailed, UserError
+from ascendpipe.graph import key as keymod
+from ascendpipe.store.hashing import DIR_SUFFIX, hash_bytes
+from ascendpipe.store.objects import CorruptObject, replace_path
+
+REMEDY_SUFFIXES = (".cfg", ".json", ".txt", ".ini")
+MAX_REMEDY_BYTES = 1 << 20
+
+
+@dataclass
+class Outcome:
+    name: str
+    state: str  # ran | restored | fresh | failed | skipped
+    reasons: list[str] = field(default_factory=list)
+    duration: float = 0.0
+    metrics: dict = field(default_factory=dict)
+    outputs: dict = field(default_factory=dict)
+    error: str | None = None
+    log: str | None = None
+    note: str | None = None  # e.g. "cache object corrupted, rebuilt"
+
+
+class StageExecutor:
+    def __init__(self, pipeline, ws, db, hasher, objects, run_id: int, *, forced: set[str] = frozenset(), use_run_cache: bool = True, run_command=None):
+        self.pipeline = pipeline
+        self.ws = ws
+        self.db = db
+        self.hasher = hasher
+        self.objects = objects
+        self.run_id = run_id
+        self.forced = set(forced)
+        self.use_run_cache = use_run_cache
+        self.run_command = run_command
+        self.pipeline_key = ws.rel_pipeline(pipeline.path)
+        self.state = db.all_state(self.pipeline_key)
+        self.outcomes: dict[str, Outcome] = {}
+        self._lock = threading.Lock()
+        self._seq = 0
+        self._tool_cache: dict[tuple, dict] = {}
+        self._produced = {o for st in pipeline.stages.values() for o in st.outs}
+
+    def _made_by_a_stage(self, dep: str) -> bool:
+        if dep in self._produced:
+            return True
+        prefix = dep.rstrip("/") + "/"
+        parts = dep.split("/")
+        return any("/".join(parts[:i]) in self._produced for i in range(1, len(parts))) or any(o.startswith(prefix) for o in self._produced)
+
+    # -- deciding ------------------------------------------------------------------------------
+    def _kind(self, stage):
+        from ascendpipe.stages.registry import get_kind
+
+        return get_kind(stage.kind)
+
+    def tools(self, stage) -> dict:
+        kind = self._kind(stage)
+        cache_key = (stage.kind, self.pipeline.backend)
+        if cache_key not in self._tool_cache:
+            self._tool_cache[cache_key] = kind.tool_versions(self.pipeline.backend) if stage.kind != "run" else {}
+        return self._tool_cache[cache_key]
+
+    def components(self, stage) -> dict:
+        kind = self._kind(stage)
+        deps = {}
+        for dep in stage.deps:
+            digest = self.hasher.hash_path(dep)
+            if digest is None and not self._made_by_a_stage(dep):
+                raise UserError(
+                    f"dep '{dep}' does not exist; create it or fix the path",
+                    Location(file=self.pipeline.path, line=stage.line, stage=stage.name),
+                )
+            deps[dep] = digest
+        for fieldname, up in sorted(stage.upstream.items()):
+            deps[stage.inputs[fieldname]] = self.hasher.hash_path(stage.inputs[fieldname])
+        extra = {}
+        if getattr(kind, "uses_thresholds", stage.kind in ("compare", "tune", "fix")) and self.pipeline.thresholds:
+            extra["thresholds"] = self.pipeline.thresholds
+        return keymod.components(stage, kind.version, deps, self.tools(stage), self.pipeline.backend, extra)
+
+    def current_outs(self, stage) -> dict:
+        return {o: self.hasher.hash_path(o) for o in stage.outs}
+
+    def decide(self, stage) -> tuple[keymod.Decision, dict]:
+        comps = self.components(stage)
+        if stage.name in self.forced:
+            return keymod.Decision(True, ["forced"]), comps
+        old = self.state.get(stage.name)
+        decision = keymod.decide(
+            old["components"] if old else None, old["outs"] if old else None, comps, self.current_outs(stage), stage.always_changed
+        )
+        return decision, comps
+
+    # -- doing ---------------------------------------------------------------------------------
+    def log_path(self, stage) -> str:
+        return os.path.join(self.pipeline.build_dir, f"{stage.name}.log")
+
+    def execute(self, name: str) -> Outcome:
+        stage = self.pipeline.stages[name]
+        started = time.monotonic()
+        try:
+            outcome = self._execute(stage, started)
+        except StageFailed as exc:
+            outcome = Outcome(name, "failed", error=exc.message, log=exc.log_path, duration=time.monotonic() - started)
+            self._record_failure(stage, outcome)
+        except UserError as exc:
+            outcome = Outcome(name, "failed", error=str(exc), duration=time.monotonic() - started)
+            self._record_failure(stage, outcome)
+        with self._lock:
+            self.outcomes[name] = outcome
+        return outcome
+
+    def _execute(self, stage, started: float) -> Outcome:
+        decision, comps = self.decide(stage)
+        key = keymod.key_of(comps)
+        if not decision.stale:
+            old = self.state[stage.name]
+            self._record(stage, "fresh", key, comps, old["outs"], old["metrics"], [], {}, [], 0.0, None, state_update=False, cache=False)
+            return Outcome(stage.name, "fresh", outputs=old["outs"], metrics=old["metrics"])
+        note = None
+        if self.use_run_cache and stage.name not in self.forced and not stage.always_changed:
+            restored, note = self._try_restore(stage, key)
+            if restored is not None:
+                duration = time.monotonic() - started
+                self._record(stage, "restored", key, comps, restored["outs"], restored["metrics"], restored["remedy"], restored["info"], decision.reasons, duration, None, state_update=True, cache=False)
+                return Outcome(stage.name, "restored", decision.reasons, duration, restored["metrics"], restored["outs"])
+        log = self.log_path(stage)
+        result = self._run(stage, log)
+        for out in stage.outs:
+            self.hasher.forget(out)
+        outputs = self._store_outputs(stage)
+        remedy = self._remedy_blobs(stage, result)
+        duration = time.monotonic() - started
+        self._record(stage, "ran", key, comps, outputs, result.metrics, remedy, result.info, decision.reasons, duration, log, state_update=True, cache=True)
+        return Outcome(stage.name, "ran", decision.reasons, duration, result.metrics, outputs, log=log, note=note)
+
+    def _try_restore(self, stage, key: str):
+        entry = self.db.cache_get(key)
+        if entry is None or set(entry["outs"]) != set(stage.outs):
+            return None, None
+        try:
+            for digest in entry["outs"].values():
+                self.objects.verify(digest)
+            for out, digest in entry["outs"].items():
+                self.objects.restore(digest, self.ws.abs(out))
+                self.hasher.forget(out)
+        except FileNotFoundError:
+            self.db.cache_drop(key)
+            return None, "cache object missing, rebuilt"
+        except CorruptObject as exc:
+            self.db.cache_drop(key)
+            return None, f"{exc}; rebuilt"
+        return entry, None
+
+    def _run(self, stage, log: str):
+        os.makedirs(os.path.dirname(self.ws.abs(log)), exist_ok=True)
+        log_abs = self.ws.abs(log)
+        with open(log_abs, "w") as f:
+            f.write(f"# ascendpipe stage {stage.name} ({stage.kind}), run {self.run_id}\n")
+        kind = self._kind(stage)
+        if stage.kind == "run":
+            try:
+                return kind.execute(stage, self.ws.root, log_abs)
+            except StageFailed as exc:
+                raise StageFailed(stage.name, exc.message, log) from None
+        return self._run_builtin(stage, kind, log, log_abs)
+
+    def _run_builtin(self, stage, kind, log: str, log_abs: str):
+        from ascendpipe.stages.base import METRICS_FILE, StageContext, Upstream, write_metrics
+
+        final = self.ws.abs(stage.outs[0])
+        os.makedirs(os.path.dirname(final), exist_ok=True)
+        tmp = tempfile.mkdtemp(dir=os.path.dirname(final), prefix=f".tmp-{os.path.basename(final)}-")
+        try:
+            with open(log_abs, "a") as logf:
+                ctx = StageContext(
+                    name=stage.name,
+                    kind=stage.kind,
+                    workspace=_P(self.ws.root),
+                    out_dir=_P(tmp),
+                    final_out_dir=_P(final),
+                    params=dict(stage.params),
+                    inputs={k: _P(self.ws.abs(v)) for k, v in stage.inputs.items()},
+                    upstream={
+                        k: Upstream(stage=up, kind=self.pipeline.stages[up].kind, out_dir=_P(self.ws.abs(stage.inputs[k])))
+                        for k, up in stage.upstream.items()
+                    },
+                    backend=self.pipeline.backend,
+                    log=logf,
+                    thresholds=dict(self.pipeline.thresholds),
+                    run_command=self.run_command,
+                )
+                try:
+                    result = kind.run(ctx)
+                except (StageFailed, UserError):
+                    raise
+                except Exception as exc:  # a kind's bug: keep the traceback in the log, fail the stage
+                    import traceback
+
+                    logf.write(traceback.format_exc())
+                    raise StageFailed(stage.name, f"{type(exc).__name__}: {exc}", log) from exc
+            if result.metrics and not os.path.exists(os.path.join(tmp, METRICS_FILE)):
+                write_metrics(_P(tmp), result.metrics)
+            # remedy paths are inside the temp folder: make them relative to the final one
+            result.remedy_files = {n: os.path.relpath(str(p), tmp) if os.path.isabs(str(p)) else str(p) for n, p in result.remedy_files.items()}
+            replace_path(tmp, final)
+        except UserError as exc:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise StageFailed(stage.name, str(exc), log) from None
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        return result
+
+    def _store_outputs(self, stage) -> dict:
+        outputs = {}
+        for out in stage.outs:
+            absolute = self.ws.abs(out)
+            if os.path.isdir(absolute):
+                digest, entries = self.hasher.dir_manifest(out)
+                self.objects.put_dir(absolute, digest, entries)
+            else:
+                digest = self.hasher.hash_path(out)
+                self.objects.put_file(absolute, digest)
+            outputs[out] = digest
+        self.hasher.flush()
+        return outputs
+
+    def _remedy_blobs(self, stage, result) -> list[dict]:
+        blobs = []
+        base = self.ws.abs(stage.outs[0]) if stage.kind != "run" else self.ws.root
+        for name, rel in sorted(result.remedy_files.items()):
+            path = os.path.join(base, str(rel))
+            try:
+                data = open(path, "rb").read(MAX_REMEDY_BYTES)
+            except OSError:
+                continue
+            text = data.decode("utf-8", errors="replace")
+            blobs.append({"name": name, "path": os.path.relpath(path, self.ws.root), "hash": hash_bytes(data), "content": text})
+        return blobs
+
+    # -- recording -----------------------------------------------------------------------------
+    def _next_seq(self) -> int:
+        with self._lock:
+            self._seq += 1
+            return self._seq
+
+    def _record(self, stage, state, key, comps, outputs, metrics, remedy, info, reasons, duration, log, *, state_update, cache):
+        rec = {
+            "seq": self._next_seq(),
+            "name": stage.name,
+            "kind": stage.kind,
+            "state": state,
+            "key": key,
+            "components": comps,
+            "params": stage.params,
+            "deps": comps.get("deps"),
+            "outputs": outputs,
+            "tools": comps.get("tools"),
+            "metrics": metrics,
+            "remedy_blobs": remedy if remedy and "content" in remedy[0] else [],
+            "remedy": remedy,
+            "info": info,
+            "reasons": reasons,
+            "duration": round(duration, 4),
+            "log": log,
+        }
+        if state == "fresh":
+            self.db.record_fresh(self.run_id, [rec])
+            return
+        self.db.record_stage(self.run_id, self.pipeline_key, rec, state_update=state_update, cache_key=key if cache else None)
+        if state_update:
+            with self._lock:
+                self.state[stage.name] = {"key": key, "components": comps, "outs": outputs, "metrics": metrics, "run_id": self.run_id}
+
+    def _record_failure(self, stage, outcome: Outcome) -> None:
+        rec = {
+            "seq": self._next_seq(),
+            "name": stage.name,
+            "kind": stage.kind,
+            "state": outcome.state,
+            "params": stage.params,
+            "duration": round(outcome.duration, 4),
+            "log": outcome.log,
+            "error": outcome.error,
+            "reasons": outcome.reasons,
+        }
+        self.db.record_fresh(self.run_id, [rec])
+
+    def record_skipped(self, name: str, because: str) -> None:
+        stage = self.pipeline.stages[name]
+        outcome = Outcome(name, "skipped", error=f"upstream '{because}' failed")
+        with self._lock:
+            self.outcomes[name] = outcome
+        self._record_failure(stage, outcome)
+
+
+def _P(path: str):
+    from pathlib import Path
+
+    return Path(path)

@@ -1,0 +1,50 @@
+"""Garbage collection of the object store: drop what no record or run-cache entry still needs."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+from ascendpipe.store.hashing import DIR_SUFFIX
+
+
+def collect(workspace: str, *, dry_run: bool = False, only_current: bool = False) -> dict:
+    from ascendpipe.engine.workspace import BuildLock, Workspace
+    from ascendpipe.store.db import Database
+    from ascendpipe.store.objects import ObjectStore
+
+    ws = Workspace(workspace)
+    db = Database(ws.db_path)
+    objects = ObjectStore(ws.cache_root)
+    try:
+        with BuildLock(ws):
+            if only_current and not dry_run:
+                current = {h for h in db.referenced_hashes(current_only=True)}
+                db.cache_prune(keep=current)
+            keep = set()
+            for digest in db.referenced_hashes():
+                keep.add(digest)
+                if digest.endswith(DIR_SUFFIX) and objects.has(digest):
+                    try:
+                        keep.update(e["hash"] for e in objects.manifest(digest))
+                    except (OSError, ValueError):
+                        pass
+            removed, freed = 0, 0
+            for digest, path in list(objects.all_digests()):
+                if digest not in keep:
+                    removed += 1
+                    freed += os.path.getsize(path)
+                    if not dry_run:
+                        os.unlink(path)
+            # stale temp files from killed writes, and plans
+            for folder in (objects.root, ws.plans_dir):
+                if not os.path.isdir(folder):
+                    continue
+                for root, dirs, files in os.walk(folder):
+                    for name in files:
+                        if name.startswith(".tmp-") or ".tmp" in name and folder == ws.plans_dir:
+                            if not dry_run:
+                                os.unlink(os.path.join(root, name))
+            return {"removed_objects": removed, "freed_bytes": freed, "kept_objects": len(keep), "dry_run": dry_run}
+    finally:
+        db.close()

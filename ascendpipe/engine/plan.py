@@ -1,0 +1,92 @@
+"""The resolved-pipeline cache that keeps a no-op build cheap.
+
+Resolving a pipeline (YAML, templates, JSON Schema, matrix, graph checks) costs more than the rest
+of a no-op build, and its result depends only on the file's bytes, the overrides, the backend flag,
+the allow-listed environment variables and ascendpipe's own code. We store the resolved pipeline
+under ``.ascendpipe/plans/<fingerprint>.json`` and reuse it while all of those are unchanged.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+
+from ascendpipe.config.pipeline import Pipeline, find_workspace
+from ascendpipe.errors import UserError
+
+PLAN_FORMAT = 1
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def code_stamp() -> str:
+    """Changes whenever ascendpipe's resolution code or a stage kind changes (dev installs too)."""
+    parts = []
+    for sub in ("config", "graph", "stages", "engine"):
+        folder = os.path.join(_PACKAGE, sub)
+        try:
+            names = sorted(os.listdir(folder))
+        except OSError:
+            continue
+        for name in names:
+            if name.endswith(".py"):
+                st = os.stat(os.path.join(folder, name))
+                parts.append(f"{sub}/{name}:{st.st_mtime_ns}:{st.st_size}")
+    return hashlib.sha256("|".join(parts).encode()).hexdigest()
+
+
+def fingerprint(text: bytes, overrides, backend) -> str:
+    h = hashlib.sha256()
+    h.update(f"plan{PLAN_FORMAT}\0".encode())
+    h.update(text)
+    h.update(json.dumps([list(overrides or []), backend]).encode())
+    h.update(code_stamp().encode())
+    return h.hexdigest()
+
+
+def resolve(path: str, overrides=(), backend: str | None = None, environ: dict | None = None, use_cache: bool = True) -> Pipeline:
+    environ = dict(os.environ) if environ is None else environ
+    try:
+        text = open(path, "rb").read()
+    except FileNotFoundError:
+        raise UserError(f"pipeline file {path} does not exist") from None
+    except IsADirectoryError:
+        raise UserError(f"{path} is a folder; give the pipeline's YAML file") from None
+    workspace = find_workspace(_abs(path))
+    plans = os.path.join(str(workspace), ".ascendpipe", "plans")
+    fp = fingerprint(text, overrides, backend)
+    plan_file = os.path.join(plans, fp + ".json")
+    if use_cache:
+        try:
+            with open(plan_file) as f:
+                data = json.load(f)
+        except (OSError, ValueError):
+            data = None
+        if data and data.get("format") == PLAN_FORMAT and data.get("path") == str(path):
+            if all(environ.get(k) == v for k, v in (data.get("env_values") or {}).items()):
+                return Pipeline.from_json(data["pipeline"])
+    from ascendpipe.config.pipeline import load_pipeline
+
+    pipeline = load_pipeline(path, overrides, backend, environ)
+    if use_cache:
+        payload = {
+            "format": PLAN_FORMAT,
+            "path": str(path),
+            "env_values": {k: environ.get(k) for k in pipeline.env_names},
+            "pipeline": pipeline.to_json(),
+        }
+        try:
+            os.makedirs(plans, exist_ok=True)
+            tmp = plan_file + f".tmp{os.getpid()}"
+            with open(tmp, "w") as f:
+                json.dump(payload, f)
+            os.replace(tmp, plan_file)
+        except OSError:
+            pass  # a read-only workspace still builds; it only pays for resolution again
+    return pipeline
+
+
+def _abs(path):
+    from pathlib import Path
+
+    return Path(path)

@@ -1,0 +1,67 @@
+"""What a build prints: one line per stage as it finishes, the failure's log tail, a summary."""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+
+_COLOURS = {"ran": "32", "restored": "36", "fresh": "2", "failed": "1;31", "skipped": "33", "running": "34"}
+
+
+class Progress:
+    def __init__(self, stream=None, *, quiet: bool = False, workspace: str = "."):
+        self.stream = stream or sys.stdout
+        self.quiet = quiet
+        self.workspace = workspace
+        self.colour = hasattr(self.stream, "isatty") and self.stream.isatty() and os.environ.get("NO_COLOR") is None
+        self._lock = threading.Lock()
+
+    def _paint(self, state: str, text: str) -> str:
+        code = _COLOURS.get(state)
+        return f"\033[{code}m{text}\033[0m" if self.colour and code else text
+
+    def write(self, text: str) -> None:
+        with self._lock:
+            self.stream.write(text)
+            self.stream.flush()
+
+    def started(self, name: str, reasons: list[str]) -> None:
+        if self.quiet:
+            return
+        why = f"  ({reasons[0]}{' ...' if len(reasons) > 1 else ''})" if reasons else ""
+        self.write(f"  {self._paint('running', 'running ')}  {name}{why}\n")
+
+    def finished(self, outcome) -> None:
+        if self.quiet and outcome.state not in ("failed",):
+            return
+        label = {"ran": "ran", "restored": "restored", "fresh": "fresh", "failed": "FAILED", "skipped": "skipped"}[outcome.state]
+        elapsed = f"{outcome.duration:7.2f}s" if outcome.state in ("ran", "restored", "failed") else " " * 8
+        extra = ""
+        if outcome.state == "restored":
+            extra = "  from the run-cache"
+        elif outcome.state in ("failed", "skipped") and outcome.error:
+            extra = f"  {outcome.error}"
+        if outcome.note:
+            extra += f"  [{outcome.note}]"
+        self.write(f"  {self._paint(outcome.state, f'{label:<9}')} {outcome.name:<28} {elapsed}{extra}\n")
+        if outcome.state == "failed" and outcome.log:
+            self.write(self.log_tail(outcome.log))
+
+    def log_tail(self, log: str, lines: int = 15) -> str:
+        try:
+            with open(os.path.join(self.workspace, log), errors="replace") as f:
+                tail = f.readlines()[-lines:]
+        except OSError:
+            return ""
+        body = "".join(f"      | {line.rstrip()}\n" for line in tail)
+        return f"    last lines of {log}:\n{body}"
+
+    def summary(self, outcomes: dict, elapsed: float, run_id: int) -> None:
+        counts: dict[str, int] = {}
+        for o in outcomes.values():
+            counts[o.state] = counts.get(o.state, 0) + 1
+        order = ["ran", "restored", "fresh", "failed", "skipped"]
+        parts = [f"{counts[s]} {s}" for s in order if counts.get(s)]
+        total = sum(counts.values())
+        self.write(f"{total} stage{'s' if total != 1 else ''}: {', '.join(parts) or 'nothing to do'} in {elapsed:.2f}s (run {run_id})\n")

@@ -1,0 +1,119 @@
+"""Where a workspace keeps its state, and the lock that lets only one build write it at a time."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass
+
+from ascendpipe.errors import UserError
+
+
+@dataclass
+class Workspace:
+    root: str
+
+    @property
+    def state_dir(self) -> str:
+        return os.path.join(self.root, ".ascendpipe")
+
+    @property
+    def db_path(self) -> str:
+        return os.path.join(self.state_dir, "ascendpipe.db")
+
+    @property
+    def doit_db(self) -> str:
+        return os.path.join(self.state_dir, "doit.sqlite3")
+
+    @property
+    def plans_dir(self) -> str:
+        return os.path.join(self.state_dir, "plans")
+
+    @property
+    def cache_root(self) -> str:
+        return os.path.join(self.root, "cache")
+
+    @property
+    def lock_path(self) -> str:
+        return os.path.join(self.state_dir, "build.lock")
+
+    def abs(self, rel: str) -> str:
+        return os.path.join(self.root, rel)
+
+    def rel_pipeline(self, path: str) -> str:
+        absolute = os.path.abspath(path)
+        try:
+            return os.path.relpath(absolute, self.root)
+        except ValueError:
+            return absolute
+
+
+class BuildLock:
+    """An exclusive ``flock`` on ``.ascendpipe/build.lock``; the holder writes who it is into it.
+
+    The kernel releases a flock when its process dies (SIGKILL included), so a stale lock file never
+    blocks a later build.
+    """
+
+    def __init__(self, ws: Workspace, *, wait: bool = True, timeout: float | None = None, stream=None):
+        self.ws = ws
+        self.wait = wait
+        self.timeout = timeout
+        self.stream = stream or sys.stderr
+        self.fd = None
+
+    def _holder(self) -> str:
+        try:
+            with open(self.ws.lock_path) as f:
+                info = json.loads(f.read() or "{}")
+        except (OSError, ValueError):
+            return "another process"
+        argv = " ".join(info.get("argv", [])) or "?"
+        return f"pid {info.get('pid', '?')} (`{argv}`, since {info.get('since', '?')})"
+
+    def acquire(self) -> "BuildLock":
+        os.makedirs(self.ws.state_dir, exist_ok=True)
+        self.fd = os.open(self.ws.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = self._holder()
+            if not self.wait:
+                os.close(self.fd)
+                self.fd = None
+                raise UserError(
+                    f"another build holds the workspace lock: {holder}; wait for it, or run without --no-wait",
+                ) from None
+            self.stream.write(f"waiting for the workspace lock held by {holder} ...\n")
+            self.stream.flush()
+            deadline = None if self.timeout is None else time.monotonic() + self.timeout
+            while True:
+                try:
+                    fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if deadline is not None and time.monotonic() > deadline:
+                        os.close(self.fd)
+                        self.fd = None
+                        raise UserError(f"gave up waiting for the workspace lock held by {holder}") from None
+                    time.sleep(0.1)
+        info = {"pid": os.getpid(), "argv": sys.argv, "since": time.strftime("%Y-%m-%d %H:%M:%S")}
+        os.ftruncate(self.fd, 0)
+        os.pwrite(self.fd, json.dumps(info).encode(), 0)
+        return self
+
+    def release(self) -> None:
+        if self.fd is not None:
+            os.ftruncate(self.fd, 0)
+            fcntl.flock(self.fd, fcntl.LOCK_UN)
+            os.close(self.fd)
+            self.fd = None
+
+    def __enter__(self):
+        return self.acquire()
+
+    def __exit__(self, *exc):
+        self.release()

@@ -1,0 +1,119 @@
+"""Stage keys and staleness decisions. Pure: hashes and records are handed in.
+
+A stage's key is the hash of its *components*: kind and kind version, resolved params, the command,
+the content hash of every dep, the tool versions the kind reports, the backend and the declared
+outputs. Two builds with equal components produce the same outputs, so the key indexes the run-cache.
+Keeping the components (not only the hash) lets us say *why* a stage is stale.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+
+KEY_FORMAT = 1  # bump when the components' meaning changes: every stage becomes stale once
+
+
+def canonical(obj) -> str:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def components(stage, kind_version: str, dep_hashes: dict[str, str], tools: dict[str, str], backend: str, extra: dict | None = None) -> dict:
+    comp = {
+        "format": KEY_FORMAT,
+        "kind": stage.kind,
+        "kind_version": kind_version,
+        "params": stage.params,
+        "cmd": stage.cmd,
+        "deps": dep_hashes,
+        "tools": tools,
+        "outs": sorted(stage.outs),
+        "env": stage.env_used,
+    }
+    if stage.kind != "run":
+        comp["backend"] = backend
+    if extra:
+        comp.update(extra)
+    return comp
+
+
+def key_of(comp: dict) -> str:
+    return hashlib.sha256(canonical(comp).encode()).hexdigest()
+
+
+@dataclass
+class Decision:
+    stale: bool
+    reasons: list[str] = field(default_factory=list)
+
+
+def _short(value) -> str:
+    text = value if isinstance(value, str) else canonical(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def explain(old: dict | None, new: dict) -> list[str]:
+    """Human reasons for the difference between recorded and current components."""
+    if old is None:
+        return ["never built"]
+    reasons: list[str] = []
+    if old.get("format") != new.get("format"):
+        reasons.append("ascendpipe's key format changed")
+    if old.get("kind") != new.get("kind"):
+        reasons.append(f"kind {old.get('kind')} -> {new.get('kind')}")
+    elif old.get("kind_version") != new.get("kind_version"):
+        reasons.append(f"kind version {old.get('kind_version')} -> {new.get('kind_version')}")
+    if old.get("cmd") != new.get("cmd"):
+        reasons.append(f"cmd changed: {_short(old.get('cmd'))} -> {_short(new.get('cmd'))}")
+    if old.get("backend") != new.get("backend"):
+        reasons.append(f"backend {old.get('backend')} -> {new.get('backend')}")
+    op, np_ = old.get("params") or {}, new.get("params") or {}
+    for k in sorted(set(op) | set(np_)):
+        if k not in op:
+            reasons.append(f"param {k} added: {_short(np_[k])}")
+        elif k not in np_:
+            reasons.append(f"param {k} removed (was {_short(op[k])})")
+        elif canonical(op[k]) != canonical(np_[k]):
+            reasons.append(f"param {k}: {_short(op[k])} -> {_short(np_[k])}")
+    od, nd = old.get("deps") or {}, new.get("deps") or {}
+    for d in sorted(set(od) | set(nd)):
+        if d not in od:
+            reasons.append(f"dep {d} added")
+        elif d not in nd:
+            reasons.append(f"dep {d} removed")
+        elif od[d] != nd[d]:
+            reasons.append(f"dep {d} {'deleted' if nd[d] is None else 'modified'}")
+    ot, nt = old.get("tools") or {}, new.get("tools") or {}
+    for t in sorted(set(ot) | set(nt)):
+        if ot.get(t) != nt.get(t):
+            reasons.append(f"tool {t} {ot.get(t)} -> {nt.get(t)}")
+    if (old.get("env") or {}) != (new.get("env") or {}):
+        reasons.append("environment variables used by the stage changed")
+    if old.get("outs") != new.get("outs"):
+        reasons.append("declared outs changed")
+    for k in sorted(set(old) | set(new)):
+        if k not in ("format", "kind", "kind_version", "cmd", "backend", "params", "deps", "tools", "env", "outs"):
+            if canonical(old.get(k)) != canonical(new.get(k)):
+                reasons.append(f"{k} changed")
+    return reasons or ["key changed"]
+
+
+def out_reasons(recorded: dict[str, str], current: dict[str, str | None]) -> list[str]:
+    reasons = []
+    for path in sorted(recorded):
+        now = current.get(path)
+        if now is None:
+            reasons.append(f"out {path} missing")
+        elif now != recorded[path]:
+            reasons.append(f"out {path} modified")
+    return reasons
+
+
+def decide(old_components: dict | None, old_outs: dict | None, new_components: dict, current_outs: dict, always_changed: bool = False) -> Decision:
+    if always_changed:
+        return Decision(True, ["always_changed is set"])
+    if old_components is None or key_of(old_components) != key_of(new_components):
+        return Decision(True, explain(old_components, new_components))
+    reasons = out_reasons(old_outs or {}, current_outs)
+    return Decision(bool(reasons), reasons)

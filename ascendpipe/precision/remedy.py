@@ -1,0 +1,229 @@
+"""Remedy files in the exact formats ATC reads: keep_dtype list, fusion switch, modify_mixlist, AIPP.
+
+Readers take the file path for error locations (file:line); parsers on text are pure.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from ascendpipe.errors import Location, UserError
+
+KEEP_TYPE_PREFIX = "OpType::"
+MIXLIST_KEYS = ("black-list", "white-list", "gray-list")
+MIXLIST_ACTIONS = ("to-remove", "to-add")
+
+
+def write_text_atomic(path: Path, text: str) -> Path:
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    with os.fdopen(fd, "w") as handle:
+        handle.write(text)
+    os.replace(tmp, path)
+    return path
+
+
+def _read(path: Path, field: str) -> str:
+    try:
+        return Path(path).read_text()
+    except OSError as exc:
+        raise UserError(f"cannot read {field} file: {exc.strerror}", Location(file=str(path), field=field)) from None
+
+
+# --- keep_dtype: one op name or OpType::TypeName per line --------------------------------------
+
+def parse_keep_dtype(text: str) -> list[str]:
+    return [line.strip() for line in text.splitlines() if line.strip() and not line.strip().startswith("#")]
+
+
+def read_keep_dtype(path: Path) -> list[str]:
+    return parse_keep_dtype(_read(path, "keep_dtype"))
+
+
+def format_keep_dtype(entries: list[str]) -> str:
+    return "".join(f"{entry}\n" for entry in entries)
+
+
+def split_keep_entries(entries: list[str]) -> tuple[list[str], list[str]]:
+    """(op names, op types) from keep_dtype entries."""
+    names = [e for e in entries if not e.startswith(KEEP_TYPE_PREFIX)]
+    types = [e[len(KEEP_TYPE_PREFIX):] for e in entries if e.startswith(KEEP_TYPE_PREFIX)]
+    return names, types
+
+
+# --- fusion switch: 'Rule:off' lines, or {"Switch": {"GraphFusion": {...}, "UBFusion": {...}}} ----
+
+def _switch_value(value: Any, where: Location, rule: str) -> str:
+    text = str(value).strip().lower()
+    if text not in ("on", "off"):
+        raise UserError(f"fusion rule '{rule}' must be 'on' or 'off', not '{value}'", where)
+    return text
+
+
+def parse_fusion_switch(text: str, file: str = "<fusion_switch_file>") -> dict[str, str]:
+    """Rule -> 'on'/'off' from either documented format (GraphFusion and UBFusion are merged)."""
+    if text.lstrip().startswith("{"):
+        return _parse_fusion_json(text, file)
+    switches: dict[str, str] = {}
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        where = Location(file=file, line=number)
+        rule, sep, value = line.partition(":")
+        if not sep or not rule.strip():
+            raise UserError(f"expected 'RuleName:on' or 'RuleName:off', got '{line}'", where)
+        switches[rule.strip()] = _switch_value(value, where, rule.strip())
+    return switches
+
+
+def _parse_fusion_json(text: str, file: str) -> dict[str, str]:
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UserError(f"invalid JSON: {exc.msg}", Location(file=file, line=exc.lineno, column=exc.colno)) from None
+    where = Location(file=file)
+    switch = data.get("Switch") if isinstance(data, dict) else None
+    if not isinstance(switch, dict):
+        raise UserError('expected {"Switch": {"GraphFusion": {...}, "UBFusion": {...}}}', where)
+    switches: dict[str, str] = {}
+    for section, rules in switch.items():
+        if section not in ("GraphFusion", "UBFusion") or not isinstance(rules, dict):
+            raise UserError(f"unknown fusion section '{section}'; expected GraphFusion or UBFusion (objects)", where)
+        for rule, value in rules.items():
+            switches[rule] = _switch_value(value, where, rule)
+    return switches
+
+
+def read_fusion_switch(path: Path) -> dict[str, str]:
+    return parse_fusion_switch(_read(path, "fusion_switch_file"), str(path))
+
+
+def format_fusion_switch(switches: dict[str, str]) -> str:
+    """The JSON format (it is the one that also carries ALL)."""
+    return json.dumps({"Switch": {"GraphFusion": dict(switches), "UBFusion": {}}}, indent=2) + "\n"
+
+
+# --- modify_mixlist JSON ----------------------------------------------------------------------
+
+def parse_mixlist(text: str, file: str = "<modify_mixlist>") -> dict[str, dict[str, list[str]]]:
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UserError(f"invalid JSON: {exc.msg}", Location(file=file, line=exc.lineno, column=exc.colno)) from None
+    return validate_mixlist(data, file)
+
+
+def validate_mixlist(data: Any, file: str = "<modify_mixlist>") -> dict[str, dict[str, list[str]]]:
+    where = Location(file=file, field="modify_mixlist")
+    if not isinstance(data, dict):
+        raise UserError('expected {"black-list": {"to-add": [...], "to-remove": [...]}, ...}', where)
+    result: dict[str, dict[str, list[str]]] = {}
+    for key, edits in data.items():
+        if key not in MIXLIST_KEYS:
+            raise UserError(f"unknown list '{key}'; expected one of {', '.join(MIXLIST_KEYS)}", where)
+        if not isinstance(edits, dict):
+            raise UserError(f"'{key}' must be an object with to-add / to-remove lists", where)
+        result[key] = {}
+        for action, types in edits.items():
+            if action not in MIXLIST_ACTIONS:
+                raise UserError(f"unknown action '{key}.{action}'; expected to-add or to-remove", where)
+            if not isinstance(types, list) or not all(isinstance(t, str) for t in types):
+                raise UserError(f"'{key}.{action}' must be a list of op type names", where)
+            result[key][action] = list(types)
+    return result
+
+
+def read_mixlist(path: Path) -> dict[str, dict[str, list[str]]]:
+    return parse_mixlist(_read(path, "modify_mixlist"), str(path))
+
+
+def format_mixlist(mixlist: dict) -> str:
+    return json.dumps(mixlist, indent=2) + "\n"
+
+
+# --- AIPP config: protobuf text 'aipp_op { key: value ... }' ------------------------------------
+
+_TOKEN = re.compile(r'\s*(?:(#[^\n]*)|([{}])|(:)|("(?:[^"\\]|\\.)*")|([^\s{}:#"]+))')
+
+
+def _tokens(text: str, file: str):
+    line, pos = 1, 0
+    while pos < len(text):
+        match = _TOKEN.match(text, pos)
+        if not match or match.end() == pos:
+            if text[pos:].strip() == "":
+                return
+            raise UserError(f"unexpected character '{text[pos]}'", Location(file=file, line=line))
+        line += text.count("\n", pos, match.start(0) + len(match.group(0)) - len(match.group(0).lstrip()))
+        start_line = line
+        line += match.group(0).lstrip().count("\n")
+        pos = match.end()
+        if match.group(1) is None and match.group(0).strip():
+            yield match.group(0).strip(), start_line
+
+
+def _scalar(token: str) -> Any:
+    if token.startswith('"'):
+        return token[1:-1]
+    if token in ("true", "false"):
+        return token == "true"
+    try:
+        return int(token)
+    except ValueError:
+        pass
+    try:
+        return float(token)
+    except ValueError:
+        return token  # an enum name such as static or RGB888_U8
+
+
+def parse_aipp(text: str, file: str = "<insert_op_conf>") -> list[dict[str, Any]]:
+    """Every ``aipp_op { ... }`` block as a dict; fields keep their types (int, float, bool, enum)."""
+    blocks: list[dict[str, Any]] = []
+    tokens = list(_tokens(text, file))
+    i = 0
+    while i < len(tokens):
+        word, line = tokens[i]
+        if word != "aipp_op" or i + 1 >= len(tokens) or tokens[i + 1][0] != "{":
+            raise UserError(f"expected 'aipp_op {{', got '{word}'", Location(file=file, line=line))
+        i += 2
+        block: dict[str, Any] = {}
+        while True:
+            if i >= len(tokens):
+                raise UserError("unclosed 'aipp_op {' block", Location(file=file, line=line))
+            key, key_line = tokens[i]
+            if key == "}":
+                i += 1
+                break
+            if i + 2 >= len(tokens) or tokens[i + 1][0] != ":" or tokens[i + 2][0] in "{}:":
+                raise UserError(f"expected 'field: value' after '{key}'", Location(file=file, line=key_line))
+            block[key] = _scalar(tokens[i + 2][0])
+            block.setdefault("__lines__", {})[key] = key_line
+            i += 3
+        blocks.append(block)
+    if not blocks:
+        raise UserError("no 'aipp_op { ... }' block", Location(file=file))
+    return blocks
+
+
+def read_aipp(path: Path) -> list[dict[str, Any]]:
+    return parse_aipp(_read(path, "insert_op_conf"), str(path))
+
+
+def format_aipp(blocks: list[dict[str, Any]]) -> str:
+    out = []
+    for block in blocks:
+        out.append("aipp_op {")
+        for key, value in block.items():
+            if key.startswith("__"):
+                continue
+            text = ("true" if value else "false") if isinstance(value, bool) else str(value)
+            out.append(f"  {key}: {text}")
+        out.append("}")
+    return "\n".join(out) + "\n"

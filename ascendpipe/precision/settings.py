@@ -1,0 +1,156 @@
+"""Resolve convert params (YAML or CLI) into one ``ConvertSettings``, shared by both backends.
+
+Reads the remedy files the params point at (through the readers in ``remedy``) and nothing else;
+the ATC argv it builds names the remedy files as the stage writes them into its output dir.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from ascendpipe.errors import Location, UserError
+from ascendpipe.precision import remedy
+from ascendpipe.precision.policy import MODE_POLICY, MODE_V2_POLICY
+
+PRECISION_MODES = tuple(MODE_POLICY)
+PRECISION_MODES_V2 = tuple(MODE_V2_POLICY)
+DEFAULT_MODE = "force_fp16"
+REMEDY_NAMES = {
+    "keep_dtype": "keep_dtype.cfg",
+    "fusion_switch": "fusion_switch.cfg",
+    "aipp": "aipp.cfg",
+    "modify_mixlist": "modify_mixlist.json",
+}
+
+
+@dataclass
+class ConvertSettings:
+    precision_mode: str | None = DEFAULT_MODE
+    precision_mode_v2: str | None = None
+    keep_dtype: list[str] = field(default_factory=list)
+    fusion_switch: dict[str, str] = field(default_factory=dict)
+    aipp: list[dict[str, Any]] = field(default_factory=list)
+    aipp_file: str = "<aipp>"  # where the AIPP blocks came from, for error locations
+    modify_mixlist: dict[str, dict[str, list[str]]] | None = None
+    input_shape: dict[str, list[int]] = field(default_factory=dict)
+    input_format: str | None = None
+    soc_version: str | None = None
+    tune_bank: str | None = None
+
+    @property
+    def policy(self) -> str:
+        return MODE_V2_POLICY[self.precision_mode_v2] if self.precision_mode_v2 else MODE_POLICY[self.precision_mode]
+
+    def record(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["aipp"] = [{k: v for k, v in block.items() if not k.startswith("__")} for block in self.aipp]
+        data["policy"] = self.policy
+        return data
+
+    def remedy_files(self) -> dict[str, str]:
+        """remedy name -> file text in ATC's format, for the remedies in use."""
+        files = {}
+        if self.keep_dtype:
+            files["keep_dtype"] = remedy.format_keep_dtype(self.keep_dtype)
+        if self.fusion_switch:
+            files["fusion_switch"] = remedy.format_fusion_switch(self.fusion_switch)
+        if self.aipp:
+            files["aipp"] = remedy.format_aipp(self.aipp)
+        if self.modify_mixlist:
+            files["modify_mixlist"] = remedy.format_mixlist(self.modify_mixlist)
+        return files
+
+    def atc_argv(self, model: str, output: str, remedy_dir: str = ".") -> list[str]:
+        argv = ["atc", "--framework=5", f"--model={model}", f"--output={output}"]
+        if self.soc_version:
+            argv.append(f"--soc_version={self.soc_version}")
+        if self.precision_mode_v2:
+            argv.append(f"--precision_mode_v2={self.precision_mode_v2}")
+        else:
+            argv.append(f"--precision_mode={self.precision_mode}")
+        if self.input_shape:
+            shape = ";".join(f"{k}:{','.join(map(str, v))}" for k, v in self.input_shape.items())
+            argv.append(f"--input_shape={shape}")
+        if self.input_format:
+            argv.append(f"--input_format={self.input_format}")
+        option = {"keep_dtype": "--keep_dtype", "fusion_switch": "--fusion_switch_file",
+                  "aipp": "--insert_op_conf", "modify_mixlist": "--modify_mixlist"}
+        for name in self.remedy_files():
+            argv.append(f"{option[name]}={remedy_dir}/{REMEDY_NAMES[name]}")
+        return argv
+
+
+def parse_input_shape(text: str, where: Location | None = None) -> dict[str, list[int]]:
+    """``name:1,3,224,224;name2:...`` -> {name: dims}."""
+    where = where or Location(field="input_shape")
+    shapes: dict[str, list[int]] = {}
+    for part in filter(None, (p.strip() for p in text.split(";"))):
+        name, sep, dims = part.rpartition(":")
+        try:
+            values = [int(d) for d in dims.split(",")]
+        except ValueError:
+            values = None
+        if not sep or not name or values is None:
+            raise UserError(f"input_shape entry '{part}' is not 'name:d1,d2,...' (e.g. input:1,3,224,224)", where)
+        shapes[name] = values
+    return shapes
+
+
+def _on_off(value: Any, rule: str, where: Location) -> str:
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    text = str(value).strip().lower()
+    if text not in ("on", "off"):
+        raise UserError(f"fusion_switch '{rule}' must be on or off, not '{value}'", where)
+    return text
+
+
+def resolve(params: dict[str, Any], read_path: Callable[[str], Path] = Path, where: Location | None = None) -> ConvertSettings:
+    """Settings from params. File-valued params are opened through ``read_path`` (relative -> absolute)."""
+    where = where or Location()
+    loc = lambda f: Location(**{**where.__dict__, "field": f})
+    mode, mode_v2 = params.get("precision_mode"), params.get("precision_mode_v2")
+    if mode and mode_v2:
+        raise UserError("precision_mode and precision_mode_v2 cannot be combined (as on ATC); keep one", loc("precision_mode_v2"))
+    if mode and mode not in PRECISION_MODES:
+        raise UserError(f"'{mode}' is not one of {', '.join(PRECISION_MODES)}", loc("precision_mode"))
+    if mode_v2 and mode_v2 not in PRECISION_MODES_V2:
+        raise UserError(f"'{mode_v2}' is not one of {', '.join(PRECISION_MODES_V2)}", loc("precision_mode_v2"))
+    s = ConvertSettings(precision_mode=None if mode_v2 else (mode or DEFAULT_MODE), precision_mode_v2=mode_v2)
+
+    keep = params.get("keep_dtype")
+    if isinstance(keep, str):
+        s.keep_dtype = remedy.read_keep_dtype(read_path(keep))
+    elif keep:
+        s.keep_dtype = [str(k).strip() for k in keep]
+
+    if params.get("fusion_switch_file"):
+        s.fusion_switch.update(remedy.read_fusion_switch(read_path(params["fusion_switch_file"])))
+    for rule, value in (params.get("fusion_switch") or {}).items():
+        s.fusion_switch[str(rule)] = _on_off(value, rule, loc("fusion_switch"))
+
+    if params.get("insert_op_conf") and params.get("aipp"):
+        raise UserError("give aipp or insert_op_conf, not both", loc("aipp"))
+    if params.get("insert_op_conf"):
+        path = read_path(params["insert_op_conf"])
+        s.aipp, s.aipp_file = remedy.read_aipp(path), str(path)
+    elif params.get("aipp"):
+        aipp = params["aipp"]
+        s.aipp = [dict(b) for b in (aipp if isinstance(aipp, list) else [aipp])]
+        s.aipp_file = where.file or "<aipp>"
+
+    mixlist = params.get("modify_mixlist")
+    if mixlist:
+        s.modify_mixlist = remedy.read_mixlist(read_path(mixlist)) if isinstance(mixlist, str) else remedy.validate_mixlist(mixlist)
+        if s.policy != "mixed":
+            raise UserError("modify_mixlist needs a mixed mode (allow_mix_precision or mixed_float16), as on ATC",
+                            loc("modify_mixlist"))
+
+    if params.get("input_shape"):
+        s.input_shape = parse_input_shape(str(params["input_shape"]), loc("input_shape"))
+    s.input_format = params.get("input_format")
+    s.soc_version = params.get("soc_version")
+    s.tune_bank = str(read_path(params["tune_bank"])) if params.get("tune_bank") else None
+    return s

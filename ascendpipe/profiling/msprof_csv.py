@@ -1,0 +1,92 @@
+"""op_summary.csv and op_statistic.csv with msprof's column names, in msprof's order (pure).
+
+Columns the emulation cannot know (block counts, cycle counters) hold ``N/A``, as msprof itself
+writes them with ``--task-time=l0``.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from typing import Iterable, Sequence
+
+from ascendpipe.profiling.oprows import OpRow, ProfileData, TensorDesc
+
+OP_SUMMARY_COLUMNS = (
+    "Device_id", "Model Name", "Model ID", "Task ID", "Stream ID", "Infer ID", "Op Name", "OP Type",
+    "OP State", "Task Type", "Task Start Time(us)", "Task Duration(us)", "Task Wait Time(us)",
+    "Block Num", "Mix Block Num", "HF32 Eligible", "Input Shapes", "Input Data Types",
+    "Input Formats", "Output Shapes", "Output Data Types", "Output Formats", "Context ID",
+)
+OP_STATISTIC_COLUMNS = (
+    "Device_id", "Model Name", "OP Type", "Core Type", "Count", "Total Time(us)", "Avg Time(us)",
+    "Min Time(us)", "Max Time(us)", "Ratio(%)",
+)
+NA = "N/A"
+
+
+def _shapes(descs: Sequence[TensorDesc]) -> str:
+    # msprof: tensors separated by ';', dims by ','; a scalar is an empty field
+    return ";".join(",".join(str(d) for d in t.shape) for t in descs)
+
+
+def _dtypes(descs: Sequence[TensorDesc]) -> str:
+    return ";".join(t.dtype for t in descs)
+
+
+def _formats(descs: Sequence[TensorDesc]) -> str:
+    return ";".join("NCHW" if len(t.shape) == 4 else "ND" for t in descs)
+
+
+def _us(value: float) -> str:
+    return f"{value:.3f}"
+
+
+def op_summary_rows(data: ProfileData, *, device_id: int = 0, model_id: int = 1) -> list[dict]:
+    rows = []
+    for op in data.ops:
+        rows.append({
+            "Device_id": device_id, "Model Name": data.model_name, "Model ID": model_id,
+            "Task ID": op.index, "Stream ID": 0, "Infer ID": op.iteration, "Op Name": op.op_name,
+            "OP Type": op.op_type, "OP State": "static", "Task Type": op.task_type,
+            "Task Start Time(us)": _us(op.start_us), "Task Duration(us)": _us(op.duration_us),
+            "Task Wait Time(us)": _us(op.wait_us), "Block Num": NA, "Mix Block Num": NA,
+            "HF32 Eligible": NA, "Input Shapes": _shapes(op.inputs),
+            "Input Data Types": _dtypes(op.inputs), "Input Formats": _formats(op.inputs),
+            "Output Shapes": _shapes(op.outputs), "Output Data Types": _dtypes(op.outputs),
+            "Output Formats": _formats(op.outputs), "Context ID": NA,
+        })
+    return rows
+
+
+def op_type_totals(ops: Iterable[OpRow]) -> list[dict]:
+    """Per (op type, core type): count and times in us, largest total first. Numbers, not text."""
+    groups: dict[tuple[str, str], list[float]] = {}
+    for op in ops:
+        groups.setdefault((op.op_type, op.task_type), []).append(op.duration_us)
+    grand = sum(sum(v) for v in groups.values())
+    out = []
+    for (op_type, core), durations in groups.items():
+        total = sum(durations)
+        out.append({"op_type": op_type, "core_type": core, "count": len(durations), "total_us": total,
+                    "avg_us": total / len(durations), "min_us": min(durations),
+                    "max_us": max(durations), "ratio_pct": 100.0 * total / grand if grand else 0.0})
+    out.sort(key=lambda r: (-r["total_us"], r["op_type"]))
+    return out
+
+
+def op_statistic_rows(data: ProfileData, *, device_id: int = 0) -> list[dict]:
+    return [{
+        "Device_id": device_id, "Model Name": data.model_name, "OP Type": t["op_type"],
+        "Core Type": t["core_type"], "Count": t["count"], "Total Time(us)": _us(t["total_us"]),
+        "Avg Time(us)": _us(t["avg_us"]), "Min Time(us)": _us(t["min_us"]),
+        "Max Time(us)": _us(t["max_us"]), "Ratio(%)": f"{t['ratio_pct']:.3f}",
+    } for t in op_type_totals(data.ops)]
+
+
+def render_csv(columns: Sequence[str], rows: Iterable[dict]) -> str:
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=list(columns), lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    return buf.getvalue()

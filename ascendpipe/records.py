@@ -1,0 +1,95 @@
+"""Experiment records as users see them: runs, one run, and the diff of two runs.
+
+``runs --json`` is a list, newest first, of run records; ``show RUN --json`` is one run record:
+``{"id", "pipeline", "started", "finished", "state", "backend", "argv", "stages": {NAME: {"kind",
+"state", "params", "outputs", "metrics", "tools", "deps", "remedy_files", "reasons", "duration",
+"log", "error"}}}``. The first keys of each stage (kind, state, params, outputs, metrics) are the
+contract; the rest are extensions.
+"""
+
+from __future__ import annotations
+
+from ascendpipe.errors import UserError
+
+
+def run_record(db, run_id: int, *, with_remedy_content: bool = False) -> dict:
+    run = db.run(run_id)
+    if run is None:
+        raise UserError(f"no run {run_id}; `ascendpipe runs` lists them")
+    stages = db.stage_runs([run_id]).get(run_id, {})
+    if with_remedy_content:
+        for st in stages.values():
+            for rf in st.get("remedy_files", []):
+                rf["content"] = db.blob(rf["hash"])
+    run["stages"] = stages
+    return run
+
+
+def list_runs(db, limit: int | None = None) -> list[dict]:
+    runs = db.runs(limit)
+    by_id = db.stage_runs([r["id"] for r in runs])
+    for r in runs:
+        r["stages"] = by_id.get(r["id"], {})
+    return runs
+
+
+def resolve_run_id(db, ref: str) -> int:
+    """``12``, ``latest`` / ``@``, ``latest~1`` / ``-1`` (one before the latest)."""
+    ids = db.run_ids()
+    if not ids:
+        raise UserError("no runs recorded yet; run `ascendpipe build PIPELINE` first")
+    text = str(ref).strip()
+    back = None
+    if text in ("latest", "@", "HEAD"):
+        back = 0
+    elif text.startswith(("latest~", "HEAD~", "@~")):
+        back = _int(text.split("~", 1)[1], ref)
+    elif text.startswith("-"):
+        back = _int(text[1:], ref)
+    if back is not None:
+        if back >= len(ids):
+            raise UserError(f"run {ref}: only {len(ids)} runs are recorded")
+        return ids[back]
+    run_id = _int(text, ref)
+    if run_id not in ids:
+        raise UserError(f"no run {run_id}; recorded runs: {ids[-1]}..{ids[0]}")
+    return run_id
+
+
+def _int(text: str, ref) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise UserError(f"'{ref}' is not a run id (use a number, 'latest' or 'latest~N')") from None
+
+
+def _flat(d: dict, prefix: str = "") -> dict:
+    out = {}
+    for k, v in (d or {}).items():
+        if isinstance(v, dict):
+            out.update(_flat(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def diff_runs(a: dict, b: dict) -> dict:
+    """Params and metrics of every stage side by side: ``{"a": id, "b": id, "stages": {NAME: {
+    "params": {K: {"a", "b", "changed"}}, "metrics": {K: {"a", "b", "changed", "delta"}}, "state": {"a", "b"}}}}``."""
+    names = list(dict.fromkeys(list(a["stages"]) + list(b["stages"])))
+    stages = {}
+    for name in names:
+        sa, sb = a["stages"].get(name, {}), b["stages"].get(name, {})
+        entry = {"state": {"a": sa.get("state"), "b": sb.get("state")}, "params": {}, "metrics": {}, "outputs_changed": sa.get("outputs") != sb.get("outputs")}
+        pa, pb = _flat(sa.get("params")), _flat(sb.get("params"))
+        for k in sorted(set(pa) | set(pb)):
+            entry["params"][k] = {"a": pa.get(k), "b": pb.get(k), "changed": pa.get(k) != pb.get(k)}
+        ma, mb = _flat(sa.get("metrics")), _flat(sb.get("metrics"))
+        for k in sorted(set(ma) | set(mb)):
+            va, vb = ma.get(k), mb.get(k)
+            row = {"a": va, "b": vb, "changed": va != vb}
+            if isinstance(va, (int, float)) and isinstance(vb, (int, float)) and not isinstance(va, bool):
+                row["delta"] = vb - va
+            entry["metrics"][k] = row
+        stages[name] = entry
+    return {"a": a["id"], "b": b["id"], "stages": stages}

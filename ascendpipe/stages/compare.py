@@ -1,0 +1,61 @@
+"""The ``compare`` stage kind: per-op accuracy of a target (converted model or dump) against a golden.
+
+Inputs: ``golden`` (an fp32 .onnx, a stage that made one, or a dump), ``target`` (a converted model
+dir of either backend, an .onnx, or a dump dir: on the Ascend backend, the target's converted dump),
+``inputs`` (optional .npy/.npz; without it a seeded random input, said in the log and result.json).
+Outputs: result.csv, result.json, report.html and the first failure's remedy file, if any.
+"""
+
+from __future__ import annotations
+
+from ascendpipe.errors import Location
+from ascendpipe.stages.base import StageContext, StageKind, StageResult, package_version, write_metrics
+
+_THRESHOLD_PROPS = {name: {"type": "number"} for name in ("cosine", "relative_euclidean", "kl", "rmse", "mean_relative_error")}
+
+
+class CompareKind(StageKind):
+    name = "compare"
+    version = "1"
+    summary = "per-op accuracy vs the fp32 golden (msit metrics), first failure and advice"
+    input_fields = ("golden", "target", "inputs")
+    required_inputs = ("golden", "target")
+    params_schema = {
+        "type": "object",
+        "properties": {
+            "strategy": {"enum": ["first-overall", "first-per-output", "all"], "default": "first-overall"},
+            "thresholds": {"type": "object", "properties": _THRESHOLD_PROPS, "additionalProperties": False},
+            "seed": {"type": "integer", "default": 0},
+        },
+    }
+
+    def tool_versions(self, backend: str) -> dict[str, str]:
+        return {"numpy": package_version("numpy"), "onnxruntime": package_version("onnxruntime")}
+
+    def run(self, ctx: StageContext) -> StageResult:
+        from ascendpipe.compare import thresholds as thr
+        from ascendpipe.compare.sources import run_compare
+        from ascendpipe.compare.writers import terminal_text, write_atomic, write_results
+
+        where = Location(stage=ctx.name, field="params.thresholds")
+        limits = thr.resolve(ctx.thresholds, ctx.params.get("thresholds"), location=where)
+        upstream = ctx.upstream.get("target")
+        convert_stage = upstream.stage if upstream is not None and upstream.kind == "convert" else "convert"
+        result, note = run_compare(
+            ctx.inputs["golden"], ctx.inputs["target"], input_path=ctx.inputs.get("inputs"), work_dir=ctx.out_dir,
+            limits=limits, strategy=ctx.params.get("strategy", "first-overall"), seed=int(ctx.params.get("seed", 0)),
+            convert_stage=convert_stage,
+        )
+        write_results(result, ctx.out_dir, note)
+        ctx.say(terminal_text(result, input_note=note))
+        remedies = {}
+        first = result["first_failure"]
+        for item in (first or {}).get("advice", []):
+            if item.get("file"):
+                remedies[item["file"]["name"]] = write_atomic(ctx.out_dir / item["file"]["name"], item["file"]["content"])
+        s = result["summary"]
+        metrics = {k: s[k] for k in ("first_failure_index", "failed_ops", "min_cosine", "output_cosine", "overflow_ops")}
+        write_metrics(ctx.out_dir, metrics)
+        info = {"first_failure": first and {k: first[k] for k in ("op_name", "op_type", "reason", "kind")},
+                "input": note, "thresholds": limits}
+        return StageResult(metrics=metrics, remedy_files=remedies, info=info)

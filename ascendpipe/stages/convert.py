@@ -1,0 +1,51 @@
+"""The ``convert`` stage kind: ONNX -> device model (ATC on ascend, the fp16 emulation on onnxruntime)."""
+
+from __future__ import annotations
+
+import importlib
+
+from ascendpipe.precision.settings import PRECISION_MODES, PRECISION_MODES_V2
+from ascendpipe.stages.base import StageContext, StageKind, StageResult, package_version
+
+_STR_LIST = {"type": "array", "items": {"type": "string"}}
+
+
+class ConvertKind(StageKind):
+    name = "convert"
+    version = "1"
+    summary = "convert an ONNX model for the device (ATC flags; fp16 emulation on onnxruntime)"
+    input_fields = ("model",)
+    required_inputs = ("model",)
+    path_params = ("keep_dtype", "fusion_switch_file", "insert_op_conf", "modify_mixlist", "tune_bank")
+    params_schema = {
+        "type": "object",
+        "properties": {
+            "precision_mode": {"enum": list(PRECISION_MODES)},
+            "precision_mode_v2": {"enum": list(PRECISION_MODES_V2)},
+            "keep_dtype": {"oneOf": [{"type": "string"}, _STR_LIST]},
+            "fusion_switch": {"type": "object",
+                              "additionalProperties": {"oneOf": [{"enum": ["on", "off"]}, {"type": "boolean"}]}},
+            "fusion_switch_file": {"type": "string"},
+            "aipp": {"oneOf": [{"type": "object"}, {"type": "array", "items": {"type": "object"}}]},
+            "insert_op_conf": {"type": "string"},
+            "modify_mixlist": {"oneOf": [{"type": "string"}, {"type": "object"}]},
+            "input_shape": {"type": "string"},
+            "input_format": {"enum": ["NCHW", "NHWC", "ND", "NCDHW", "NDHWC"]},
+            "soc_version": {"type": "string"},
+            "tune_bank": {"type": "string"},
+        },
+    }
+
+    def tool_versions(self, backend: str) -> dict[str, str]:
+        if backend == "onnxruntime":
+            return {"onnxruntime": package_version("onnxruntime"), "onnx": package_version("onnx")}
+        return {"onnx": package_version("onnx")}
+
+    def commands(self, ctx: StageContext) -> list[list[str]]:
+        from ascendpipe.precision.settings import resolve
+
+        return [resolve(ctx.params, ctx.path).atc_argv(str(ctx.inputs.get("model", "MODEL")), "model")]
+
+    def run(self, ctx: StageContext) -> StageResult:
+        module = importlib.import_module(f"ascendpipe.backends.{ctx.backend}.stages")
+        return module.convert(ctx)

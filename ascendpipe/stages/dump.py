@@ -1,0 +1,31 @@
+"""``dump``: every op output of a model for the first samples of its inputs, with an index."""
+
+from __future__ import annotations
+
+from ascendpipe.stages.base import StageContext, StageKind, StageResult
+from ascendpipe.stages.infer import dispatch, runtime_versions
+
+
+class DumpKind(StageKind):
+    name = "dump"
+    version = "1"
+    summary = "dump every op output (tensors/*.npy + index.json); fusions off for a golden ONNX"
+    input_fields = ("model", "inputs")
+    required_inputs = ("model",)
+    params_schema = {
+        "type": "object",
+        "properties": {
+            # auto: off for a plain ONNX (every original tensor exists), as converted for a convert output
+            "fusions": {"enum": ["auto", True, False], "default": "auto"},
+            "max_batch": {"type": "integer", "minimum": 1, "default": 8},
+            "seed": {"type": "integer", "default": 0},
+            # marked outputs held at once; above it the model is run once per chunk of tensors
+            "memory_budget_mb": {"type": "number", "exclusiveMinimum": 0},
+        },
+    }
+
+    def tool_versions(self, backend: str) -> dict[str, str]:
+        return runtime_versions(backend)
+
+    def run(self, ctx: StageContext) -> StageResult:
+        return dispatch(ctx, "dump")

@@ -1,0 +1,227 @@
+"""``eval``: accuracy metrics on the outputs of ``infer`` stages (golden or converted model).
+
+Pipeline shape::
+
+    eval:
+      kind: eval
+      query: infer_query         # reid: the infer stages of the query and gallery images, or
+      gallery: infer_gallery     #   `outputs`: one infer stage over query then gallery images
+      outputs: infer_val         # classification / detection: one infer stage
+      labels: data/reid/labels   # a folder (or, for classification, one .npy) of ground truth
+      golden: eval_golden        # optional: another eval stage; its metrics give delta_<metric>
+      params: {task: reid, output_name: embedding, postprocess: pipelines/post.py,
+               postprocess_function: postprocess}
+
+Labels, by task (``.npy`` files in the ``labels`` folder):
+- classification: ``labels.npy`` (class index per sample); ``labels`` may also be that file itself.
+- reid: ``query_ids.npy``, ``gallery_ids.npy``, and optionally ``query_cams.npy`` and
+  ``gallery_cams.npy`` (then the Market-1501 same-identity-same-camera rule applies). With
+  ``outputs`` instead of ``query``/``gallery``, the first len(query_ids) rows are the queries.
+- detection: ``ground_truth.json``: a list over images of ``{"boxes": [[x1, y1, x2, y2], ...],
+  "labels": [...]}``.
+
+Post-processing: ``postprocess`` is a Python file (hashed as a dep) and ``postprocess_function``
+the function in it, called with ``{output name: array}`` of one infer stage. It returns what the
+metric needs: logits (N, C) for classification, features (N, D) for reid (called once for query
+and once for gallery), and for detection ``{"boxes": [...], "scores": [...], "labels": [...]}``,
+one array per image. Without it, the output named ``output_name`` (or the only output) is used.
+
+Metrics are fractions in [0, 1] (one "point" of mAP is 0.01): ``top1``, ``top5``; ``mAP``,
+``rank1``, ``rank5``, ``rank10``; ``mAP50``, ``mAP50_95``; plus ``delta_<name>`` (this minus golden).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ascendpipe.errors import Location, UserError
+from ascendpipe.stages.base import StageContext, StageKind, StageResult, package_version, write_metrics
+
+TASKS = ("classification", "reid", "detection")
+OUTPUTS_DIR = "outputs"  # where an infer stage keeps its outputs inside its out dir
+
+
+def read_outputs(path: Path, where: Location) -> dict:
+    """``{output name: array}`` from an infer stage dir, an outputs folder, one .npy or one .npz."""
+    import numpy as np
+
+    path = Path(path)
+    if path.is_file():
+        if path.suffix == ".npz":
+            with np.load(path) as data:
+                return {k: data[k] for k in data.files}
+        if path.suffix == ".npy":
+            return {path.stem: np.load(path)}
+        raise UserError(f"{path} is not a .npy or .npz file of model outputs", where)
+    if not path.is_dir():
+        raise UserError(f"{path} does not exist", where)
+    names = {}
+    summary = path / "summary.json"
+    if summary.is_file():  # the infer stage's own name -> file table (file names are sanitised)
+        for name, spec in (json.loads(summary.read_text()).get("outputs") or {}).items():
+            names[name] = path / spec["file"]
+    if not names:
+        folder = path / OUTPUTS_DIR if (path / OUTPUTS_DIR).is_dir() else path
+        names = {p.stem: p for p in sorted(folder.glob("*.npy"))}
+    if not names:
+        raise UserError(f"no model outputs (*.npy) in {path}; expected an infer stage's output folder", where)
+    return {name: np.load(file) for name, file in names.items()}
+
+
+def pick_output(outputs: dict, output_name: str | None, where: Location):
+    if output_name:
+        if output_name not in outputs:
+            raise UserError(f"no output '{output_name}'; the infer stage wrote: {', '.join(sorted(outputs))}", where)
+        return outputs[output_name]
+    if len(outputs) == 1:
+        return next(iter(outputs.values()))
+    raise UserError(f"the infer stage wrote several outputs ({', '.join(sorted(outputs))}); "
+                    "choose one with params.output_name or give params.postprocess", where)
+
+
+def golden_deltas(metrics: dict, golden: dict) -> dict:
+    """``delta_<name>`` = this stage's value minus the golden stage's, for numbers both have."""
+    out = {}
+    for name, value in metrics.items():
+        ref = golden.get(name)
+        if name.startswith("delta_") or isinstance(value, bool) or not isinstance(value, (int, float)):
+            continue
+        if isinstance(ref, (int, float)) and not isinstance(ref, bool):
+            out[f"delta_{name}"] = float(value) - float(ref)
+    return out
+
+
+class EvalKind(StageKind):
+    name = "eval"
+    version = "1"
+    summary = "Top-1/Top-5, ReID mAP/CMC or detection mAP on infer outputs, with the delta to golden"
+    input_fields = ("outputs", "query", "gallery", "labels", "golden")
+    required_inputs = ("labels",)
+    path_params = ("postprocess",)
+    params_schema = {
+        "type": "object",
+        "properties": {
+            "task": {"enum": list(TASKS)},
+            "output_name": {"type": "string"},
+            "postprocess": {"type": "string", "pattern": r"\.py$"},
+            "postprocess_function": {"type": "string", "default": "postprocess"},
+            "topk": {"type": "array", "items": {"type": "integer", "minimum": 1}, "default": [1, 5]},
+            "max_detections": {"type": "integer", "minimum": 1, "default": 100},
+        },
+        "required": ["task"],
+    }
+
+    def tool_versions(self, backend: str) -> dict[str, str]:
+        return {"numpy": package_version("numpy")}
+
+    def run(self, ctx: StageContext) -> StageResult:
+        task = ctx.params["task"]
+        metrics = {"classification": _classification, "reid": _reid, "detection": _detection}[task](ctx)
+        if ctx.inputs.get("golden"):
+            golden = _golden_metrics(ctx)
+            metrics.update(golden_deltas(metrics, golden))
+        write_metrics(ctx.out_dir, metrics)
+        ctx.say("  ".join(f"{k}={v:.4f}" if isinstance(v, float) else f"{k}={v}" for k, v in sorted(metrics.items())))
+        return StageResult(metrics=metrics, info={"task": task})
+
+
+def _where(ctx: StageContext, field: str) -> Location:
+    return Location(stage=ctx.name, field=field)
+
+
+def _prepared(ctx: StageContext, field: str):
+    """One infer stage's outputs, through the user's post-processing when given."""
+    if not ctx.inputs.get(field):
+        raise UserError(f"task '{ctx.params['task']}' needs `{field}` (an infer stage or its outputs)",
+                        Location(stage=ctx.name))
+    outputs = read_outputs(ctx.inputs[field], _where(ctx, field))
+    if ctx.params.get("postprocess"):
+        from ascendpipe.metrics.postprocess import load_user_function
+
+        spec = f"{ctx.params['postprocess']}:{ctx.params.get('postprocess_function', 'postprocess')}"
+        fn = load_user_function(spec, ctx.workspace, _where(ctx, "postprocess"))
+        return fn(outputs)
+    return pick_output(outputs, ctx.params.get("output_name"), _where(ctx, "output_name"))
+
+
+def _label_file(ctx: StageContext, name: str, required: bool = True):
+    import numpy as np
+
+    base = Path(ctx.inputs["labels"])
+    path = base if base.is_file() else base / name
+    if not path.is_file():
+        if not required:
+            return None
+        raise UserError(f"labels: {path} does not exist (task '{ctx.params['task']}' needs {name})",
+                        _where(ctx, "labels"))
+    return np.load(path)
+
+
+def _classification(ctx: StageContext) -> dict:
+    from ascendpipe.metrics import topk_accuracy
+
+    logits = _prepared(ctx, "outputs")
+    labels = _label_file(ctx, "labels.npy")
+    try:
+        return {f"top{k}": topk_accuracy(logits, labels, k) for k in ctx.params.get("topk", [1, 5])}
+    except UserError as err:
+        raise err.with_location(stage=ctx.name, field="labels") from None
+
+
+def _reid(ctx: StageContext) -> dict:
+    from ascendpipe.metrics import reid_map_cmc
+
+    import numpy as np
+
+    ids = [_label_file(ctx, f"{part}_ids.npy") for part in ("query", "gallery")]
+    if ctx.inputs.get("outputs") and not (ctx.inputs.get("query") or ctx.inputs.get("gallery")):
+        both = np.asarray(_prepared(ctx, "outputs"))
+        if both.shape[0] != ids[0].size + ids[1].size:
+            raise UserError(f"outputs hold {both.shape[0]} rows but labels give {ids[0].size} queries and "
+                            f"{ids[1].size} gallery entries", _where(ctx, "outputs"))
+        query, gallery = both[:ids[0].size], both[ids[0].size:]
+    else:
+        query, gallery = _prepared(ctx, "query"), _prepared(ctx, "gallery")
+    cams = [_label_file(ctx, f"{part}_cams.npy", required=False) for part in ("query", "gallery")]
+    if (cams[0] is None) != (cams[1] is None):
+        raise UserError("labels: give both query_cams.npy and gallery_cams.npy, or neither", _where(ctx, "labels"))
+    try:
+        result = reid_map_cmc(query, gallery, ids[0], ids[1], cams[0], cams[1])
+    except UserError as err:
+        raise err.with_location(stage=ctx.name, field="labels") from None
+    ctx.say(f"reid: {result['queries']} queries with a true match; camera rule: {cams[0] is not None}")
+    return {k: result[k] for k in ("mAP", "rank1", "rank5", "rank10")}
+
+
+def _detection(ctx: StageContext) -> dict:
+    from ascendpipe.metrics import detection_map
+
+    if not ctx.params.get("postprocess"):
+        raise UserError("task 'detection' needs params.postprocess returning boxes, scores and labels per image",
+                        Location(stage=ctx.name))
+    pred = _prepared(ctx, "outputs")
+    if not isinstance(pred, dict) or not {"boxes", "scores", "labels"} <= set(pred):
+        raise UserError("the detection postprocess must return a dict with 'boxes', 'scores' and 'labels'",
+                        _where(ctx, "postprocess"))
+    base = Path(ctx.inputs["labels"])
+    gt_path = base if base.is_file() else base / "ground_truth.json"
+    if not gt_path.is_file():
+        raise UserError(f"labels: {gt_path} does not exist (task 'detection' needs ground_truth.json)",
+                        _where(ctx, "labels"))
+    truth = json.loads(gt_path.read_text())
+    result = detection_map(pred["boxes"], pred["scores"], pred["labels"],
+                           [t["boxes"] for t in truth], [t["labels"] for t in truth],
+                           max_detections=ctx.params.get("max_detections", 100))
+    return {"mAP50": result["mAP50"], "mAP50_95": result["mAP50_95"]}
+
+
+def _golden_metrics(ctx: StageContext) -> dict:
+    upstream = ctx.upstream.get("golden")
+    if upstream is not None:
+        return upstream.metrics()
+    path = Path(ctx.inputs["golden"])
+    path = path / "metrics.json" if path.is_dir() else path
+    if not path.is_file():
+        raise UserError(f"golden: {path} has no metrics.json; name an eval stage", _where(ctx, "golden"))
+    return json.loads(path.read_text())

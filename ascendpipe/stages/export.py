@@ -1,0 +1,214 @@
+"""``export``: PyTorch -> ONNX with ``torch.onnx.export`` (the TorchScript exporter), then checked.
+
+Pipeline shape::
+
+    export:
+      kind: export
+      model: models/reid_net.py          # the Python file (hashed as a dep)
+      checkpoint: data/model.pt          # optional: a state_dict (or a dict holding one)
+      params:
+        factory: build                   # function in that file returning the nn.Module
+        factory_args: {num_ids: 10}      # keyword arguments for the factory
+        input_names: [image]
+        input_shapes: {image: [1, 1, 32, 32]}
+        dynamic_axes: {image: {0: batch}}
+        opset: 17
+        extra_args: [true]               # non-tensor args after the dummy input: (dummy, True)
+
+The factory is split into a file (an input field, so its content is part of the stage key) and a
+function name (a param), rather than one ``file.py:fn`` string, because input fields are paths.
+Modules that file imports are not hashed; list them with a ``run`` stage's deps if they change.
+
+After exporting: ``onnx.checker`` (full check), then onnxruntime and torch run on the same seeded
+dummy input (uniform [0, 1) for float inputs, zeros for integer ones); cosine and max absolute
+error go into ``export.json`` and the metrics ``export_cosine`` / ``export_max_abs_error``. The
+stage fails when the cosine is below ``min_cosine``. torch is an optional extra; without it the
+stage fails with one line saying how to install it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from ascendpipe.errors import Location, StageFailed, UserError
+from ascendpipe.stages.base import StageContext, StageKind, StageResult, package_version, write_metrics
+
+TORCH_MISSING = "the export stage needs PyTorch; install it with: pip install 'ascendpipe[torch]' (or pip install torch)"
+
+
+def cosine_and_max_error(reference, candidate) -> tuple[float, float]:
+    """Cosine similarity (float64, 1.0 for two zero tensors) and max absolute difference."""
+    import numpy as np
+
+    a = np.asarray(reference, np.float64).ravel()
+    b = np.asarray(candidate, np.float64).ravel()
+    if a.shape != b.shape:
+        return 0.0, float("inf")
+    if not (np.isfinite(a).all() and np.isfinite(b).all()):
+        return 0.0, float("inf")
+    na, nb = np.linalg.norm(a), np.linalg.norm(b)
+    if na == 0 and nb == 0:
+        cosine = 1.0
+    elif na == 0 or nb == 0:
+        cosine = 0.0
+    else:
+        cosine = float(a @ b / (na * nb))
+    return cosine, float(np.abs(a - b).max()) if a.size else 0.0
+
+
+def dummy_inputs(names: list[str], shapes: dict, dtypes: dict, seed: int) -> dict:
+    """Seeded example inputs, one per name, in the given order."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    out = {}
+    for name in names:
+        if name not in shapes:
+            raise UserError(f"params.input_shapes has no shape for input '{name}'", Location(field="input_shapes"))
+        dtype = np.dtype(dtypes.get(name, "float32"))
+        shape = tuple(int(d) for d in shapes[name])
+        out[name] = rng.random(shape).astype(dtype) if dtype.kind == "f" else np.zeros(shape, dtype)
+    return out
+
+
+def _normalise_dynamic_axes(axes: dict | None) -> dict | None:
+    if not axes:
+        return None
+    # YAML keys may arrive as strings ("0"); torch wants ints
+    return {name: ({int(k): v for k, v in spec.items()} if isinstance(spec, dict) else [int(a) for a in spec])
+            for name, spec in axes.items()}
+
+
+class ExportKind(StageKind):
+    name = "export"
+    version = "1"
+    summary = "PyTorch -> ONNX with torch.onnx.export, checked against torch with onnxruntime"
+    input_fields = ("model", "checkpoint")
+    required_inputs = ("model",)
+    params_schema = {
+        "type": "object",
+        "properties": {
+            "factory": {"type": "string", "default": "build", "minLength": 1},
+            "factory_args": {"type": "object", "default": {}},
+            "input_names": {"type": "array", "items": {"type": "string"}, "minItems": 1},
+            "input_shapes": {"type": "object", "additionalProperties": {
+                "type": "array", "items": {"type": "integer", "minimum": 1}}},
+            "input_dtypes": {"type": "object", "additionalProperties": {"type": "string"}, "default": {}},
+            "output_names": {"type": "array", "items": {"type": "string"}},
+            "dynamic_axes": {"type": "object"},
+            "opset": {"type": "integer", "minimum": 7, "maximum": 23, "default": 17},
+            "extra_args": {"type": "array", "default": []},
+            "checkpoint_key": {"type": "string"},
+            "seed": {"type": "integer", "default": 0},
+            "min_cosine": {"type": "number", "default": 0.999},
+        },
+        "required": ["input_names", "input_shapes"],
+    }
+
+    def tool_versions(self, backend: str) -> dict[str, str]:
+        return {"torch": package_version("torch"), "onnx": package_version("onnx"),
+                "onnxruntime": package_version("onnxruntime")}
+
+    def run(self, ctx: StageContext) -> StageResult:
+        try:
+            import torch
+        except ImportError:
+            raise UserError(TORCH_MISSING, Location(stage=ctx.name)) from None
+        from ascendpipe.metrics.postprocess import load_user_function
+
+        p = ctx.params
+        where = Location(stage=ctx.name, field="model")
+        factory = load_user_function(f"{ctx.inputs['model']}:{p['factory']}", ctx.workspace, where)
+        model = factory(**p.get("factory_args", {}))
+        if not isinstance(model, torch.nn.Module):
+            raise UserError(f"factory '{p['factory']}' returned {type(model).__name__}, not a torch.nn.Module", where)
+        if ctx.inputs.get("checkpoint"):
+            _load_checkpoint(model, ctx.inputs["checkpoint"], p.get("checkpoint_key"), ctx.name)
+        model.eval()
+        feeds = dummy_inputs(p["input_names"], p["input_shapes"], p.get("input_dtypes", {}), p.get("seed", 0))
+        args = tuple(torch.from_numpy(v) for v in feeds.values()) + tuple(p.get("extra_args", []))
+        onnx_path = ctx.out_dir / "model.onnx"
+        ctx.say(f"exporting {ctx.inputs['model']}:{p['factory']} with opset {p['opset']}")
+        with torch.no_grad():
+            expected = model(*args)
+            _torch_export(torch, model, args, onnx_path, p, ctx.name)
+        expected = [t.detach().numpy() for t in (expected if isinstance(expected, (tuple, list)) else [expected])]
+        report = _check(onnx_path, feeds, expected, ctx)
+        report.update({"model": str(ctx.inputs["model"]), "factory": p["factory"], "opset": p["opset"],
+                       "extra_args": p.get("extra_args", []), "input_shapes": p["input_shapes"],
+                       "versions": {"torch": torch.__version__, "onnx": package_version("onnx"),
+                                    "onnxruntime": package_version("onnxruntime")}})
+        _write_json(ctx.out_dir / "export.json", report)
+        metrics = {"export_cosine": report["cosine"], "export_max_abs_error": report["max_abs_error"]}
+        write_metrics(ctx.out_dir, metrics)
+        if report["cosine"] < p.get("min_cosine", 0.999):
+            raise StageFailed(ctx.name, f"onnxruntime disagrees with torch on the exported model: cosine "
+                                        f"{report['cosine']:.6f} < min_cosine {p['min_cosine']}")
+        return StageResult(metrics=metrics, info={"checker": report["checker"], "outputs": report["outputs"]})
+
+
+def _load_checkpoint(model, path: Path, key: str | None, stage: str) -> None:
+    import torch
+
+    where = Location(stage=stage, field="checkpoint")
+    path = Path(path)
+    if path.is_dir():
+        found = sorted(p for p in path.iterdir() if p.suffix in (".pt", ".pth", ".ckpt"))
+        if len(found) != 1:
+            raise UserError(f"expected one .pt/.pth/.ckpt checkpoint in {path}, found {len(found)}", where)
+        path = found[0]
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:
+        raise UserError(f"cannot read checkpoint {path}: {type(exc).__name__}: {str(exc).splitlines()[0]}", where) from None
+    if key:
+        if not isinstance(state, dict) or key not in state:
+            raise UserError(f"checkpoint {path} has no key '{key}' (params.checkpoint_key)", where)
+        state = state[key]
+    try:
+        model.load_state_dict(state)
+    except (RuntimeError, TypeError, AttributeError) as exc:
+        first = str(exc).strip().splitlines()
+        raise UserError(f"checkpoint {path} does not fit the model: {' '.join(first[:2])[:300]}", where) from None
+
+
+def _torch_export(torch, model, args, onnx_path: Path, p: dict, stage: str) -> None:
+    try:
+        torch.onnx.export(model, args, str(onnx_path), input_names=p["input_names"],
+                          output_names=p.get("output_names"), opset_version=p["opset"],
+                          dynamic_axes=_normalise_dynamic_axes(p.get("dynamic_axes")), dynamo=False,
+                          do_constant_folding=True)
+    except Exception as exc:
+        message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise StageFailed(stage, f"torch.onnx.export failed: {message[:300]}") from exc
+
+
+def _check(onnx_path: Path, feeds: dict, expected: list, ctx: StageContext) -> dict:
+    import onnx
+    import onnxruntime as ort
+
+    try:
+        onnx.checker.check_model(str(onnx_path), full_check=True)
+        checker = "ok"
+    except Exception as exc:  # a checker failure is recorded and fails the stage below
+        raise StageFailed(ctx.name, f"onnx.checker rejected the exported model: {str(exc).splitlines()[0]}") from exc
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 2
+    session = ort.InferenceSession(str(onnx_path), options, providers=["CPUExecutionProvider"])
+    got = session.run(None, feeds)
+    outputs = {}
+    for meta, ref, val in zip(session.get_outputs(), expected, got):
+        cosine, max_err = cosine_and_max_error(ref, val)
+        outputs[meta.name] = {"shape": list(val.shape), "cosine": cosine, "max_abs_error": max_err}
+        ctx.say(f"output {meta.name}: cosine {cosine:.8f}, max abs error {max_err:.3e}")
+    return {"checker": checker, "outputs": outputs,
+            "cosine": min(o["cosine"] for o in outputs.values()),
+            "max_abs_error": max(o["max_abs_error"] for o in outputs.values())}
+
+
+def _write_json(path: Path, data: dict) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    os.replace(tmp, path)

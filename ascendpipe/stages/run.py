@@ -1,0 +1,73 @@
+"""The generic ``run`` kind: a shell command with declared deps and outs, as in DVC.
+
+The command runs in the workspace root through ``/bin/sh -c``, with stdout and stderr going to the
+stage's log. It sees its params as JSON in ``ASCENDPIPE_PARAMS`` and its name in
+``ASCENDPIPE_STAGE``. Declared outs are deleted before it runs (a stale output must never pass for
+a new one) and must all exist after it succeeds.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+
+from ascendpipe.errors import StageFailed
+from ascendpipe.stages.base import StageKind, StageResult
+
+
+class RunKind(StageKind):
+    name = "run"
+    version = "1"
+    summary = "run a shell command with declared deps and outs"
+    params_schema = {"type": "object"}
+
+    def execute(self, stage, workspace: str, log_path: str) -> StageResult:
+        for out in stage.outs:
+            target = os.path.join(workspace, out)
+            if os.path.isdir(target) and not os.path.islink(target):
+                shutil.rmtree(target)
+            elif os.path.lexists(target):
+                os.unlink(target)
+            os.makedirs(os.path.dirname(target) or workspace, exist_ok=True)
+        env = dict(os.environ)
+        env["ASCENDPIPE_PARAMS"] = json.dumps(stage.params, sort_keys=True, default=str)
+        env["ASCENDPIPE_STAGE"] = stage.name
+        with open(log_path, "ab") as log:
+            log.write(f"$ {stage.cmd}\n".encode())
+            log.flush()
+            proc = subprocess.run(["/bin/sh", "-c", stage.cmd], cwd=workspace, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        if proc.returncode != 0:
+            raise StageFailed(stage.name, f"command exited with code {proc.returncode}", log_path)
+        missing = [o for o in stage.outs if not os.path.exists(os.path.join(workspace, o))]
+        if missing:
+            raise StageFailed(stage.name, f"the command succeeded but did not write {', '.join(missing)}", log_path)
+        metrics = {}
+        if stage.metrics_file:
+            metrics = read_metrics_file(os.path.join(workspace, stage.metrics_file), stage.name, log_path)
+        return StageResult(metrics=metrics)
+
+
+def read_metrics_file(path: str, stage: str, log_path: str) -> dict:
+    try:
+        with open(path) as f:
+            data = json.load(f)
+    except FileNotFoundError:
+        raise StageFailed(stage, f"metrics file {path} was not written", log_path) from None
+    except ValueError as exc:
+        raise StageFailed(stage, f"metrics file {path} is not JSON: {exc}", log_path) from None
+    return flatten_numbers(data)
+
+
+def flatten_numbers(data, prefix: str = "") -> dict:
+    """Nested numbers as dotted keys: {"eval": {"mAP": 0.8}} -> {"eval.mAP": 0.8}."""
+    out = {}
+    if isinstance(data, dict):
+        for k, v in data.items():
+            out.update(flatten_numbers(v, f"{prefix}{k}."))
+    elif isinstance(data, bool):
+        out[prefix[:-1]] = data
+    elif isinstance(data, (int, float)):
+        out[prefix[:-1]] = data
+    return out

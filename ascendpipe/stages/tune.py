@@ -1,0 +1,56 @@
+"""``tune``: a measured search over the session settings the backend can change (AOE's role, issue #7)."""
+
+from __future__ import annotations
+
+from ascendpipe.stages.base import StageContext, StageKind, StageResult, package_version, write_metrics
+
+_SESSION = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "graph_optimization_level": {"enum": ["ORT_DISABLE_ALL", "ORT_ENABLE_BASIC", "ORT_ENABLE_EXTENDED",
+                                              "ORT_ENABLE_ALL"]},
+        "intra_op_num_threads": {"type": "integer", "minimum": 0},
+        "execution_mode": {"enum": ["ORT_SEQUENTIAL", "ORT_PARALLEL"]},
+        "disabled_optimizers": {"type": "array", "items": {"type": "string"}},
+    },
+}
+
+
+class TuneKind(StageKind):
+    name = "tune"
+    version = "1"
+    summary = "measured search of session settings; writes a knowledge bank (tune_bank.json) and aoe_result_opat.json"
+    input_fields = ("model", "inputs")
+    required_inputs = ("model",)
+    params_schema = {
+        "type": "object",
+        "properties": {
+            "job_type": {"oneOf": [{"enum": [1, 2]},
+                                   {"type": "array", "items": {"enum": [1, 2]}, "minItems": 1, "uniqueItems": True}],
+                         "default": 1},
+            "repeats": {"type": "integer", "minimum": 3, "default": 7},
+            "iterations": {"type": "integer", "minimum": 1, "default": 10},
+            "max_candidates": {"type": "integer", "minimum": 1, "default": 24},
+            "min_gain_pct": {"type": "number", "minimum": 0, "default": 2.0},
+            "thresholds": {"type": "object", "additionalProperties": {"type": "number"}},
+            "baseline": _SESSION,  # settings to start from (default: runtime.json beside the model, else ORT's)
+            "batch_size": {"type": "integer", "minimum": 1},
+        },
+    }
+
+    def tool_versions(self, backend: str) -> dict[str, str]:
+        if backend == "ascend":
+            return {}
+        return {"onnxruntime": package_version("onnxruntime")}
+
+    def run(self, ctx: StageContext) -> StageResult:
+        if ctx.backend == "ascend":
+            from ascendpipe.backends.ascend import stages as ascend_stages
+
+            return ascend_stages.tune(ctx)
+        from ascendpipe.backends.onnxruntime.profile_tune_stages import tune
+
+        result = tune(ctx)
+        write_metrics(ctx.out_dir, result.metrics)
+        return result

@@ -1,0 +1,103 @@
+"""Content hashes of files and folders, with a stat cache so unchanged files are not re-read.
+
+A file's hash is the sha256 of its bytes. A folder's hash is the sha256 of its manifest (the sorted
+list of relative paths, sizes and file hashes) with the suffix ``.dir``, as DVC does, so a folder
+output can be stored file by file. The stat cache maps a path to (inode, mtime_ns, size, hash); any
+change of the three stat fields means re-hashing. Touching a file without changing it re-hashes it
+once and finds the same hash: content, not mtime, decides staleness.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import threading
+
+CHUNK = 1 << 20
+DIR_SUFFIX = ".dir"
+
+
+def hash_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def hash_file(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while True:
+            block = f.read(CHUNK)
+            if not block:
+                break
+            h.update(block)
+    return h.hexdigest()
+
+
+def manifest_bytes(entries: list[dict]) -> bytes:
+    return json.dumps(sorted(entries, key=lambda e: e["path"]), sort_keys=True, separators=(",", ":")).encode()
+
+
+class Hasher:
+    """Hashes workspace paths through a stat cache held in the state database."""
+
+    def __init__(self, db, workspace: str):
+        self.db = db
+        self.workspace = workspace
+        self._memo: dict[str, str | None] = {}
+        self._lock = threading.Lock()
+        self._pending: list[tuple] = []
+
+    def _stat_hash(self, abspath: str, st) -> str:
+        row = self.db.stat_get(abspath)
+        if row and row[:3] == (st.st_ino, st.st_mtime_ns, st.st_size):
+            return row[3]
+        digest = hash_file(abspath)
+        with self._lock:
+            self._pending.append((abspath, st.st_ino, st.st_mtime_ns, st.st_size, digest))
+        return digest
+
+    def flush(self) -> None:
+        with self._lock:
+            pending, self._pending = self._pending, []
+        if pending:
+            self.db.stat_store(pending)
+
+    def forget(self, rel: str) -> None:
+        """Drop memoised hashes at or below ``rel`` (after a stage rewrote it)."""
+        with self._lock:
+            for key in [k for k in self._memo if k == rel or k.startswith(rel.rstrip("/") + "/")]:
+                del self._memo[key]
+
+    def hash_path(self, rel: str) -> str | None:
+        """Hash of a workspace-relative file or folder; ``None`` if it does not exist."""
+        with self._lock:
+            if rel in self._memo:
+                return self._memo[rel]
+        abspath = os.path.join(self.workspace, rel)
+        try:
+            st = os.stat(abspath)
+        except FileNotFoundError:
+            digest = None
+        else:
+            if os.path.isdir(abspath):
+                digest = self._hash_dir(abspath)[0]
+            else:
+                digest = self._stat_hash(abspath, st)
+        with self._lock:
+            self._memo[rel] = digest
+        return digest
+
+    def _hash_dir(self, abspath: str) -> tuple[str, list[dict]]:
+        entries = []
+        for root, dirs, files in os.walk(abspath):
+            dirs.sort()
+            for name in sorted(files):
+                full = os.path.join(root, name)
+                st = os.stat(full)
+                entries.append(
+                    {"path": os.path.relpath(full, abspath).replace(os.sep, "/"), "size": st.st_size, "hash": self._stat_hash(full, st)}
+                )
+        return hash_bytes(manifest_bytes(entries)) + DIR_SUFFIX, entries
+
+    def dir_manifest(self, rel: str) -> tuple[str, list[dict]]:
+        return self._hash_dir(os.path.join(self.workspace, rel))

@@ -1,0 +1,153 @@
+"""Bench: dump every tensor of a ResNet-18-sized model (batch 8, 3x256x128) against one plain inference.
+
+Target (issue #3): the whole dump takes at most 2x one plain inference. Each case runs in its own
+child process so its peak RSS is its own. Run: ``python bench/dump.py [--budget-mb 64]``.
+
+- plain: default session (fusions on), warmed up; the median of 5 runs is "one plain inference".
+- dump: ``dump_model`` end to end with fusions off (model load, marking, session, run, every tensor
+  written as .npy with stats, index), one call, cold.
+- dump (budget): the same with a small memory budget, to show chunking bounds peak memory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+BATCH, SHAPE = 8, (3, 256, 128)
+
+
+def build_resnet18(path: Path, seed: int = 0) -> Path:
+    """ResNet-18 (BN folded into conv bias, as a constant-folded export has it), random weights."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(seed)
+    nodes, inits, count = [], [], [0]
+
+    def conv(x, cin, cout, k, stride, relu=True):
+        count[0] += 1
+        n = count[0]
+        w = (rng.standard_normal((cout, cin, k, k)) * np.sqrt(2.0 / (cin * k * k))).astype(np.float32)
+        inits.extend([numpy_helper.from_array(w, f"conv{n}.w"), numpy_helper.from_array(np.zeros(cout, np.float32), f"conv{n}.b")])
+        nodes.append(helper.make_node("Conv", [x, f"conv{n}.w", f"conv{n}.b"], [f"conv{n}"], name=f"Conv_{n}",
+                                      strides=[stride, stride], pads=[k // 2] * 4))
+        if not relu:
+            return f"conv{n}"
+        nodes.append(helper.make_node("Relu", [f"conv{n}"], [f"relu{n}"], name=f"Relu_{n}"))
+        return f"relu{n}"
+
+    def block(x, cin, cout, stride):
+        y = conv(x, cin, cout, 3, stride)
+        y = conv(y, cout, cout, 3, 1, relu=False)
+        skip = conv(x, cin, cout, 1, stride, relu=False) if (stride != 1 or cin != cout) else x
+        name = f"add{len(nodes)}"
+        nodes.append(helper.make_node("Add", [y, skip], [name], name=f"Add_{len(nodes)}"))
+        nodes.append(helper.make_node("Relu", [name], [name + ".relu"], name=f"Relu_{len(nodes)}"))
+        return name + ".relu"
+
+    x = conv("input", 3, 64, 7, 2)
+    nodes.append(helper.make_node("MaxPool", [x], ["pool"], name="MaxPool_0", kernel_shape=[3, 3], strides=[2, 2], pads=[1] * 4))
+    x, cin = "pool", 64
+    for cout, stride in ((64, 1), (128, 2), (256, 2), (512, 2)):
+        x = block(x, cin, cout, stride)
+        x = block(x, cout, cout, 1)
+        cin = cout
+    nodes.append(helper.make_node("GlobalAveragePool", [x], ["gap"], name="GlobalAveragePool_0"))
+    nodes.append(helper.make_node("Flatten", ["gap"], ["feat"], name="Flatten_0"))
+    fc = (rng.standard_normal((751, 512)) * 0.05).astype(np.float32)
+    inits.extend([numpy_helper.from_array(fc, "fc.w"), numpy_helper.from_array(np.zeros(751, np.float32), "fc.b")])
+    nodes.append(helper.make_node("Gemm", ["feat", "fc.w", "fc.b"], ["logits"], name="Gemm_0", transB=1))
+    graph = helper.make_graph(nodes, "resnet18", [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["N", *SHAPE])],
+                              [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", 751])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    onnx.save(model, str(path))
+    return path
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # Linux: KiB
+
+
+def case_plain(model: Path, feeds: dict, out: Path, budget_mb: float | None) -> dict:
+    from ascendpipe.backends.onnxruntime.session import make_session
+
+    start = time.perf_counter()
+    session = make_session(model)
+    session.run(None, feeds)
+    cold = time.perf_counter() - start
+    times = []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        session.run(None, feeds)
+        times.append(time.perf_counter() - t0)
+    return {"seconds": float(np.median(times)), "cold_seconds": cold}
+
+
+def case_dump(model: Path, feeds: dict, out: Path, budget_mb: float | None) -> dict:
+    from ascendpipe.backends.onnxruntime.dump import DEFAULT_MEMORY_BUDGET, dump_model
+
+    budget = int(budget_mb * (1 << 20)) if budget_mb else DEFAULT_MEMORY_BUDGET
+    start = time.perf_counter()
+    index_path = dump_model(model, feeds, out, fusions=False, memory_budget_bytes=budget)
+    seconds = time.perf_counter() - start
+    index = json.loads(index_path.read_text())
+    total = sum(p.stat().st_size for p in (out / "tensors").iterdir())
+    return {"seconds": seconds, "tensors": len(index["tensors"]), "chunks": index["chunks"], "bytes": total}
+
+
+def child(args) -> None:
+    model, out = Path(args.model), Path(args.out)
+    feeds = {"input": np.random.default_rng(1).standard_normal((BATCH, *SHAPE)).astype(np.float32)}
+    result = {"plain": case_plain, "dump": case_dump}[args.child](model, feeds, out, args.budget_mb)
+    result["peak_rss_mb"] = peak_rss_mb()
+    print(json.dumps(result))
+
+
+def run_child(case: str, model: Path, out: Path, budget_mb: float | None) -> dict:
+    argv = [sys.executable, __file__, "--child", case, "--model", str(model), "--out", str(out)]
+    if budget_mb:
+        argv += ["--budget-mb", str(budget_mb)]
+    done = subprocess.run(argv, capture_output=True, text=True, check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--child")
+    parser.add_argument("--model")
+    parser.add_argument("--out")
+    parser.add_argument("--budget-mb", type=float, default=None)
+    args = parser.parse_args()
+    if args.child:
+        child(args)
+        return 0
+    with tempfile.TemporaryDirectory(prefix="ascendpipe-bench-dump-") as tmp:
+        tmp = Path(tmp)
+        model = build_resnet18(tmp / "resnet18.onnx")
+        plain = run_child("plain", model, tmp / "plain", None)
+        dump = run_child("dump", model, tmp / "dump", None)
+        small = run_child("dump", model, tmp / "dump-small", args.budget_mb or 64)
+    ratio = dump["seconds"] / plain["seconds"]
+    print(f"ResNet-18, batch {BATCH}, input {list(SHAPE)}")
+    print(f"plain inference (fusions on, warm, median of 5): {plain['seconds'] * 1000:8.1f} ms   "
+          f"(cold incl. session: {plain['cold_seconds'] * 1000:.1f} ms)   peak RSS {plain['peak_rss_mb']:.0f} MB")
+    print(f"dump, fusions off, end to end:                   {dump['seconds'] * 1000:8.1f} ms   "
+          f"{dump['tensors']} tensors, {dump['bytes'] / 1e6:.0f} MB, {dump['chunks']} run(s)   peak RSS {dump['peak_rss_mb']:.0f} MB")
+    print(f"dump, budget {args.budget_mb or 64:.0f} MB:                            {small['seconds'] * 1000:8.1f} ms   "
+          f"{small['chunks']} run(s)   peak RSS {small['peak_rss_mb']:.0f} MB")
+    print(f"ratio dump / plain inference: {ratio:.2f}x (target <= 2x: {'met' if ratio <= 2 else 'NOT met'}); "
+          f"vs cold plain: {dump['seconds'] / plain['cold_seconds']:.2f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,50 @@
+#!/usr/bin/env python3
+"""TEST DOUBLE of CANN's msaccucmp.py (not the real tool): only `convert`, for the dump double's files."""
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[4] / "pylib"))
+import _cann_double as d  # noqa: E402
+
+TOOL = "msaccucmp.py"
+
+
+def main(argv):
+    if not argv or argv[0] != "convert":
+        d.fail(TOOL, "the double supports only the 'convert' subcommand")
+    opts, i = {}, 1
+    while i < len(argv):
+        flag = argv[i]
+        if flag not in ("-d", "-out", "-f", "-s", "-o", "-i", "-v", "-t"):
+            d.fail(TOOL, f"unknown option {flag}")
+        if i + 1 >= len(argv):
+            d.fail(TOOL, f"{flag} needs a value")
+        opts[flag] = argv[i + 1]
+        i += 2
+    if "-d" not in opts or "-out" not in opts:
+        d.fail(TOOL, "convert needs -d <file|dir|f1,f2> and -out <dir>")
+    if opts.get("-t", "npy") not in ("npy", "msnpy", "bin", "pt"):
+        d.fail(TOOL, "-t must be npy|msnpy|bin|pt")
+    if "-o" in opts and "-i" in opts:
+        d.fail(TOOL, "-o and -i exclude each other")
+    sources = []
+    for part in opts["-d"].split(","):
+        p = Path(part)
+        sources += sorted(f for f in p.iterdir() if f.is_file()) if p.is_dir() else [p]
+    out = Path(opts["-out"])
+    if not out.is_dir():
+        d.fail(TOOL, f"-out {out} is not a directory")
+    for src in sources:
+        with np.load(src) as data:
+            for key in data.files:
+                io, _, index = key.partition("_")
+                array = data[key]
+                shape = "x".join(str(s) for s in array.shape)
+                np.save(out / f"{src.name}.{io}.{index}.{shape}.npy", array)
+    print(f"[INFO] The command was completed and took {len(sources)} files.")
+    return 0
+
+
+sys.exit(main(sys.argv[1:]))

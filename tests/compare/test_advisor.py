@@ -1,0 +1,69 @@
+from ascendpipe.compare import advisor
+
+
+def _row(i, op, op_type="Mul", *, failed=False, overflow=None, peak=1.0, fused=False, ops=None, out=False):
+    return {"index": i, "op_name": op, "op_type": op_type, "tensor": op + "_out", "golden_ops": ops or [op],
+            "golden_op": (ops or [op])[-1], "golden_op_type": op_type, "failed": failed, "overflow": overflow,
+            "golden_abs_max": peak, "fused": fused, "is_output": out, "side": "both",
+            "reasons": ["CosineSimilarity 0.5 < 0.99"] if failed else []}
+
+
+def test_overflow_names_the_op_and_the_producer_whose_output_already_exceeds_fp16():
+    rows = [_row(0, "square", peak=4.9e5, overflow="fp16_range"), _row(1, "sum", "ReduceSum", failed=True,
+            overflow="target", peak=1.25e8), _row(2, "sqrt", "Sqrt", failed=True, peak=1.1e4, out=True)]
+    first = advisor.describe_failure(rows, 1, producers={"sum": ["square"], "sqrt": ["sum"]}, stage="convert@force_fp16")
+    assert first["kind"] == "overflow" and first["op_name"] == "sum"
+    item = first["advice"][0]
+    assert item["ops"] == ["square", "sum"]
+    assert item["file"] == {"name": "keep_dtype.cfg", "content": "square\nsum\n"}
+    assert item["set"] == "--set stages.convert.params.keep_dtype=[square, sum]"
+    assert item["yaml"] == "stages:\n  convert:\n    params:\n      keep_dtype:\n        - square\n        - sum\n"
+
+
+def test_overflow_without_an_overflowed_input_keeps_only_the_op():
+    rows = [_row(0, "branch0", peak=3e4), _row(1, "sum", "Sum", failed=True, overflow="target", peak=7.5e4, out=True)]
+    first = advisor.describe_failure(rows, 1, producers={"sum": ["branch0"]})
+    assert first["advice"][0]["ops"] == ["sum"]
+
+
+def test_fused_op_failing_with_passing_inputs_switches_its_rule_off():
+    rows = [_row(0, "conv", "Conv"), _row(1, "bn", "BatchNormalization"),
+            _row(2, "F", "FusedConv", failed=True, fused=True, ops=["bn", "conv", "relu"], out=True)]
+    rows[0]["side"] = rows[1]["side"] = "golden_only"
+    first = advisor.describe_failure(rows, 2)
+    item = first["advice"][0]
+    assert first["kind"] == "fusion" and item["kind"] == "fusion_switch"
+    assert item["rules"] == ["ConvBNFusion"]
+    assert item["file"]["content"] == "ConvBNFusion:off\n"
+    assert item["set"] == "--set stages.convert.params.fusion_switch.ConvBNFusion=off"
+    named = advisor.describe_failure(rows, 2, fusion_rules={"F": "ConvBatchnormFusionPass"})
+    assert named["advice"][0]["rules"] == ["ConvBatchnormFusionPass"]
+
+
+def test_loss_without_overflow_offers_keep_dtype_or_allow_fp32_to_fp16():
+    rows = [_row(0, "a"), _row(1, "softmax", "Softmax", failed=True), _row(2, "out", "Add", failed=True, out=True)]
+    first = advisor.describe_failure(rows, 1)
+    kinds = [a["kind"] for a in first["advice"]]
+    assert first["kind"] == "precision_loss" and kinds == ["keep_dtype", "precision_mode"]
+    assert first["advice"][0]["file"]["content"] == "softmax\n"
+    assert first["advice"][1]["set"] == "--set stages.convert.params.precision_mode=allow_fp32_to_fp16"
+
+
+def test_underflow_keeps_the_later_underflowing_ops_too():
+    rows = [_row(0, "square", failed=True, peak=9e-9), _row(1, "var", "ReduceMean", failed=True, peak=5e-9),
+            _row(2, "div", "Div", failed=True, out=True)]
+    first = advisor.describe_failure(rows, 0)
+    assert first["advice"][0]["ops"] == ["square", "var"] and "underflows" in first["advice"][0]["message"]
+
+
+def test_single_bad_op_near_the_output_while_outputs_pass_is_likely_harmless():
+    rows = [_row(0, "a"), _row(1, "transpose", "Transpose", failed=True), _row(2, "out", "Add", out=True)]
+    first = advisor.describe_failure(rows, 1)
+    assert first["kind"] == "harmless" and "likely harmless" in first["advice"][0]["message"]
+
+
+def test_an_op_the_plan_already_keeps_in_fp32_gets_implementation_advice():
+    rows = [_row(0, "a"), _row(1, "exp", "Exp", failed=True), _row(2, "out", "Add", failed=True, out=True)]
+    plan = {"nodes": {"exp": {"op_type": "Exp", "dtype": "float32", "reason": "keep_dtype"}}}
+    first = advisor.describe_failure(rows, 1, precision_plan=plan)
+    assert first["advice"][0]["kind"] == "implementation"

@@ -1,0 +1,84 @@
+import math
+
+import numpy as np
+import pytest
+
+from ascendpipe.compare import metrics as M
+
+
+G = np.array([1.0, 2.0, 3.0, 4.0], dtype=np.float32)
+T = np.array([1.0, 2.0, 3.0, 5.0], dtype=np.float32)
+
+
+def test_each_metric_against_hand_computed_values():
+    m = M.tensor_metrics(G, T)
+    assert m["cosine"] == pytest.approx(34 / math.sqrt(30 * 39), abs=1e-15)
+    assert m["max_abs_error"] == 1.0
+    assert m["mean_abs_error"] == 0.25
+    assert m["rmse"] == 0.5
+    assert m["max_rel_error"] == 0.25  # |5-4|/4
+    assert m["mean_rel_error"] == 0.0625
+    assert m["accumulated_rel_error"] == 0.25
+    assert m["relative_euclidean"] == pytest.approx(1 / math.sqrt(30), abs=1e-15)
+    p = np.exp(G.astype(float)) / np.exp(G.astype(float)).sum()
+    q = np.exp(T.astype(float)) / np.exp(T.astype(float)).sum()
+    assert m["kl"] == pytest.approx(float((p * np.log(p / q)).sum()), rel=1e-12)
+    assert m["target_mean"] == 2.75 and m["target_std"] == pytest.approx(math.sqrt(8.75 / 4))
+    assert m["golden_mean"] == 2.5 and m["golden_std"] == pytest.approx(math.sqrt(1.25))
+    assert M.cosine_similarity(G, T) == m["cosine"] and M.root_mean_square_error(G, T) == 0.5
+    assert M.standard_deviation(G, T)[0] == 2.75
+
+
+def test_zero_golden_elements_are_left_out_of_relative_errors():
+    m = M.tensor_metrics(np.array([0.0, 2.0]), np.array([1.0, 3.0]))
+    assert m["max_rel_error"] == 0.5 and m["mean_rel_error"] == 0.25 and m["max_abs_error"] == 1.0
+
+
+def test_cosine_of_zero_tensors():
+    zeros = np.zeros(5, dtype=np.float32)
+    assert M.cosine_similarity(zeros, zeros) == 1.0
+    assert math.isnan(M.cosine_similarity(np.ones(5), zeros))
+    assert M.relative_euclidean_distance(zeros, np.ones(5)) == 0.0  # msit: ||g|| ~ 0 gives 0
+
+
+def test_nan_and_inf_are_counted_and_left_out():
+    target = np.array([1.0, np.nan, np.inf, 4.0], dtype=np.float16)
+    m = M.tensor_metrics(G, target)
+    assert (m["target_nan"], m["target_inf"], m["nonfinite_mismatch"], m["compared"]) == (1, 1, 2, 2)
+    assert m["cosine"] == pytest.approx(1.0) and m["max_abs_error"] == 0.0
+    both = M.tensor_metrics(np.array([np.inf, 1.0]), np.array([np.inf, 1.0]))
+    assert both["golden_inf"] == 1 and both["nonfinite_mismatch"] == 0
+
+
+def test_all_nonfinite_gives_nan_metrics_without_crashing():
+    m = M.tensor_metrics(np.ones(3), np.full(3, np.nan))
+    assert m["compared"] == 0 and all(math.isnan(m[k]) for k in M.METRIC_NAMES)
+
+
+def test_size_mismatch_is_reported():
+    with pytest.raises(ValueError, match="size mismatch"):
+        M.tensor_metrics(np.ones(3), np.ones(4))
+
+
+def test_kl_of_large_values_does_not_overflow():
+    kl = M.kullback_leibler_divergence(np.array([1000.0, 0.0]), np.array([999.0, 0.0]))
+    assert math.isfinite(kl) and kl == pytest.approx(0.0, abs=1e-300)
+
+
+def test_chunked_accumulation_matches_whole_tensor_float64(monkeypatch):
+    rng = np.random.default_rng(3)
+    g = rng.standard_normal(10_007).astype(np.float32)
+    t = (g + rng.standard_normal(g.size).astype(np.float32) * 0.01).astype(np.float16)
+    monkeypatch.setattr(M, "CHUNK", 1000)
+    m = M.tensor_metrics(g, t)
+    g64, t64 = g.astype(np.float64), t.astype(np.float64)
+    assert m["cosine"] == pytest.approx(g64 @ t64 / np.linalg.norm(g64) / np.linalg.norm(t64), rel=1e-12)
+    assert m["rmse"] == pytest.approx(np.sqrt(np.mean((t64 - g64) ** 2)), rel=1e-12)
+    assert m["target_std"] == pytest.approx(np.std(t64), rel=1e-10)
+    p = np.exp(g64 - g64.max()); p /= p.sum()
+    q = np.exp(t64 - t64.max()); q /= q.sum()
+    assert m["kl"] == pytest.approx(float(np.sum(p * np.log(p / q))), rel=1e-8)
+
+
+def test_magnitude_max_ignores_nonfinite():
+    assert M.magnitude_max(np.array([-7.0, np.inf, 3.0, np.nan])) == 7.0

@@ -1,0 +1,142 @@
+import argparse
+import csv
+import io
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ascendpipe.compare import writers
+from ascendpipe.compare.runner import compare_dumps
+from ascendpipe.compare.sources import run_compare
+from ascendpipe.compare.thresholds import resolve
+from ascendpipe.errors import UserError
+from tests import modelzoo as mz
+from tests.compare.dumps import write_dump
+
+MSIT_HEADER = ("Index,OpType,NPUDump,DataType,Address,GroundTruth,DataType,Address,TensorIndex,Shape,OverFlow,"
+               "CosineSimilarity,MaxAbsoluteError,AccumulatedRelativeError,RelativeEuclideanDistance,"
+               "KullbackLeiblerDivergence,StandardDeviation,MeanAbsoluteError,RootMeanSquareError,MaxRelativeError,"
+               "MeanRelativeError,CompareFailReason,IsNpuOps,IsOutputNode,IsPrecisionError")
+
+
+@pytest.fixture()
+def small_result(tmp_path):
+    x = np.array([[1.0, 2.0, 3.0, 4.0]], dtype=np.float32)
+    golden = write_dump(tmp_path / "g", [("x", "x", "Input", x), ("y", "mul", "Mul", x * 2), ("z", "add", "Add", x * 2 + 1)])
+    target = write_dump(tmp_path / "t", [("x", "x", "Input", x), ("y", "mul", "Mul", (x * 2).astype(np.float16)),
+                                         ("z", "add", "Add", np.array([[3, 5, 7, 10]], dtype=np.float16)),
+                                         ("w", "cast", "Cast", np.ones((1, 4), np.float16))])
+    return compare_dumps(golden, target)
+
+
+def test_csv_has_msits_columns_in_msits_order(small_result):
+    text = writers.csv_text(small_result)
+    assert text.splitlines()[0] == MSIT_HEADER
+    rows = list(csv.reader(io.StringIO(text)))[1:]
+    add = next(r for r in rows if r[2] == "add")
+    assert add[-1] == "YES" and add[-2] == "YES"  # IsPrecisionError, IsOutputNode (last compared tensor)
+    assert float(add[18]) == pytest.approx(0.5)  # RootMeanSquareError: one error of 1 in 4
+    assert next(r for r in rows if r[2] == "cast")[5] == "*"  # target-only: GroundTruth "*", IsNpuOps YES
+    assert next(r for r in rows if r[2] == "cast")[22] == "YES"
+
+
+def test_json_contract(small_result, tmp_path):
+    doc = json.loads(writers.json_text(small_result))
+    keys = {"index", "op_name", "op_type", "tensor", "shape", "dtype", "cosine", "max_abs_error", "max_rel_error",
+            "rmse", "kl", "relative_euclidean", "overflow", "failed"}
+    assert all(keys <= set(row) for row in doc["rows"])
+    assert [r["op_name"] for r in doc["rows"]] == ["mul", "add", "cast"]
+    assert doc["first_failure"]["op_name"] == "add" and {"op_type", "reason", "advice"} <= set(doc["first_failure"])
+    paths = writers.write_results(small_result, tmp_path / "out")
+    html = paths["html"].read_text()
+    assert "<svg" in html and "first failure: add" in html and "http" not in html.split("<svg", 1)[1].replace(
+        "http://www.w3.org/2000/svg", "")
+
+
+def test_terminal_table_is_coloured_only_when_asked(small_result):
+    assert "\033[31m" in writers.terminal_text(small_result, color=True)
+    plain = writers.terminal_text(small_result)
+    assert "\033" not in plain and "first failure: #1 add" in plain
+
+
+def test_bad_dump_dir_is_a_user_error(tmp_path):
+    with pytest.raises(UserError, match="has no index.json"):
+        compare_dumps(tmp_path, tmp_path)
+
+
+def _convert(model, out):
+    from ascendpipe.backends.onnxruntime.convert import convert_model
+    from ascendpipe.precision.settings import ConvertSettings
+
+    convert_model(model, out, ConvertSettings(precision_mode="force_fp16"))
+    return out
+
+
+def _save_inputs(feeds, path):
+    np.savez(path, **feeds)
+    return path
+
+
+@pytest.mark.parametrize("name, first_op, kind, keep", [
+    ("l2norm", "square", "overflow", ["square", "sum"]),
+    ("addn", "sum", "overflow", ["sum"]),
+    ("epsilon", "square", "precision_loss", ["square", "var", "add_eps"]),
+])
+def test_emulation_models_first_failure_is_the_overflowing_op(tmp_path, name, first_op, kind, keep):
+    model = getattr(mz, f"{name}_model")(tmp_path / f"{name}.onnx")
+    inputs = _save_inputs(getattr(mz, f"{name}_inputs")(), tmp_path / "in.npz")
+    result, note = run_compare(model, _convert(model, tmp_path / "conv"), input_path=inputs, work_dir=tmp_path / "w",
+                               limits=resolve())
+    first = result["first_failure"]
+    assert (first["op_name"], first["kind"]) == (first_op, kind)
+    assert first["advice"][0]["ops"] == keep
+    assert result["summary"]["overflow_ops"] >= 1 or name == "epsilon"
+
+
+def test_fused_conv_bn_relu_maps_to_its_originals_and_passes(tmp_path):
+    model = mz.conv_bn_relu_model(tmp_path / "m.onnx")
+    result, note = run_compare(model, _convert(model, tmp_path / "conv"), input_path=None, work_dir=tmp_path / "w",
+                               limits=resolve(), seed=3)
+    assert "seeded random input (seed 3)" in note and "image [1, 3, 16, 16] float32" in note
+    fused = [r for r in result["rows"] if r["fused"]]
+    assert fused and sorted(fused[0]["golden_ops"]) == ["bn", "conv", "relu"]
+    golden_only = [r for r in result["rows"] if r["side"] == "golden_only"]
+    assert len(golden_only) == 2 and all(r["note"] == f"fused into target op '{fused[0]['op_name']}'" for r in golden_only)
+    assert result["first_failure"] is None and result["summary"]["output_cosine"] > 0.999
+
+
+def test_cli_json_prints_only_the_contract(tmp_path, capsys):
+    from ascendpipe.cli import compare as cli
+
+    model = mz.addn_model(tmp_path / "m.onnx")
+    np.save(tmp_path / "x.npy", mz.addn_inputs()["x"])
+    parser = argparse.ArgumentParser()
+    cli.add_arguments(parser)
+    args = parser.parse_args(["--golden", str(model), "--target", str(_convert(model, tmp_path / "conv")),
+                              "--input", str(tmp_path / "x.npy"), "--json", "--output", str(tmp_path / "out")])
+    assert cli.main(args) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["first_failure"]["op_name"] == "sum"
+    assert (tmp_path / "out" / "result.csv").read_text().startswith(MSIT_HEADER)
+
+
+def test_stage_kind_writes_results_and_metrics(tmp_path):
+    from ascendpipe.stages.base import StageContext
+    from ascendpipe.stages.compare import CompareKind
+
+    model = mz.l2norm_model(tmp_path / "m.onnx")
+    conv = _convert(model, tmp_path / "conv")
+    out = tmp_path / "out"
+    out.mkdir()
+    ctx = StageContext(name="compare", kind="compare", workspace=tmp_path, out_dir=out, final_out_dir=out,
+                       params={"thresholds": {"cosine": 0.999}}, inputs={"golden": model, "target": conv,
+                       "inputs": _save_inputs(mz.l2norm_inputs(), tmp_path / "in.npz")}, upstream={},
+                       backend="onnxruntime", log=io.StringIO(), thresholds={"kl": 0.01})
+    result = CompareKind().run(ctx)
+    assert result.metrics["first_failure_index"] == 0 and result.metrics["overflow_ops"] == 3
+    assert result.metrics["output_cosine"] == 0.0  # the L2-normalised output collapsed to zeros
+    assert (out / "keep_dtype.cfg").read_text() == "square\nsum\n"
+    assert json.loads((out / "result.json").read_text())["thresholds"]["cosine"] == 0.999
+    assert {p.name for p in out.iterdir()} >= {"result.csv", "result.json", "report.html", "metrics.json"}

@@ -1,0 +1,180 @@
+"""Small, deterministic ONNX models that reproduce known fp16 failures, shared by several areas' tests.
+
+Every builder takes the path to write, returns it, and documents its inputs. Each has a matching
+``*_inputs(seed=0)`` returning feeds that trigger the failure it models. Weights are seeded.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+OPSET = 17
+
+
+def _save(graph, path: Path | str, opset: int = OPSET) -> Path:
+    import onnx
+    from onnx import helper
+
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], producer_name="modelzoo")
+    model.ir_version = 8  # old enough for every onnxruntime we meet
+    onnx.checker.check_model(model)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    onnx.save(model, str(path))
+    return path
+
+
+def _const(name: str, value) -> "object":
+    from onnx import numpy_helper
+
+    return numpy_helper.from_array(np.asarray(value), name)
+
+
+def l2norm_model(path: Path | str, features: int = 256) -> Path:
+    """The forum ReID overflow: ``embedding = features / sqrt(sum(features**2))``.
+
+    Input ``features`` float32 [N, 256] (values near 700, see ``l2norm_inputs``); output ``embedding``.
+    Nodes: ``square`` (Mul) -> ``sum`` (ReduceSum, keepdims) -> ``sqrt`` -> ``div``.
+    700**2 = 490000 already exceeds fp16's 65504, and the sum of 256 of them is ~1.25e8.
+    """
+    from onnx import TensorProto, helper
+
+    nodes = [
+        helper.make_node("Mul", ["features", "features"], ["squared"], name="square"),
+        helper.make_node("ReduceSum", ["squared", "sum_axes"], ["sum_sq"], name="sum", keepdims=1),
+        helper.make_node("Sqrt", ["sum_sq"], ["norm"], name="sqrt"),
+        helper.make_node("Div", ["features", "norm"], ["embedding"], name="div"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "l2norm",
+        [helper.make_tensor_value_info("features", TensorProto.FLOAT, ["N", features])],
+        [helper.make_tensor_value_info("embedding", TensorProto.FLOAT, ["N", features])],
+        initializer=[_const("sum_axes", np.array([1], dtype=np.int64))],
+    )
+    return _save(graph, path)
+
+
+def l2norm_inputs(seed: int = 0, batch: int = 2, features: int = 256) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return {"features": rng.uniform(650.0, 750.0, size=(batch, features)).astype(np.float32)}
+
+
+ADDN_SCALES = (30000.0, 25000.0, 20000.0)  # each < 65504, total 75000 > 65504
+
+
+def addn_model(path: Path | str) -> Path:
+    """Three branches each below 65504 whose sum exceeds it (the AddN overflow).
+
+    Input ``x`` float32 [1, 4] (values near 1, see ``addn_inputs``); output ``total`` = Sum of
+    ``branch0/1/2`` = x * 30000, x * 25000, x * 20000. Nodes: ``branch0``, ``branch1``, ``branch2``
+    (Mul), ``sum`` (Sum, ONNX's AddN).
+    """
+    from onnx import TensorProto, helper
+
+    nodes = [
+        helper.make_node("Mul", ["x", f"scale{i}"], [f"b{i}"], name=f"branch{i}") for i in range(3)
+    ] + [helper.make_node("Sum", ["b0", "b1", "b2"], ["total"], name="sum")]
+    graph = helper.make_graph(
+        nodes,
+        "addn",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+        [helper.make_tensor_value_info("total", TensorProto.FLOAT, [1, 4])],
+        initializer=[_const(f"scale{i}", np.float32(s)) for i, s in enumerate(ADDN_SCALES)],
+    )
+    return _save(graph, path)
+
+
+def addn_inputs(seed: int = 0) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return {"x": rng.uniform(0.95, 1.0, size=(1, 4)).astype(np.float32)}
+
+
+EPSILON = 1e-9
+
+
+def epsilon_model(path: Path | str, width: int = 8) -> Path:
+    """Layer-norm style ``(x - mean) / sqrt(var + 1e-9)``: the epsilon and a tiny variance underflow.
+
+    Input ``x`` float32 [1, 8] (values ~1e-4, see ``epsilon_inputs``); outputs ``normalized`` and
+    ``variance``. Nodes: ``mean`` (ReduceMean), ``center`` (Sub), ``square`` (Mul), ``var``
+    (ReduceMean), ``add_eps`` (Add, initializer ``eps`` = 1e-9), ``sqrt``, ``div``. In fp16 1e-9 is
+    0 and a variance near 1e-8 is below the smallest subnormal (5.96e-8): it becomes 0 too.
+    """
+    from onnx import TensorProto, helper
+
+    nodes = [
+        helper.make_node("ReduceMean", ["x"], ["mu"], name="mean", axes=[1], keepdims=1),
+        helper.make_node("Sub", ["x", "mu"], ["centered"], name="center"),
+        helper.make_node("Mul", ["centered", "centered"], ["sq"], name="square"),
+        helper.make_node("ReduceMean", ["sq"], ["variance"], name="var", axes=[1], keepdims=1),
+        helper.make_node("Add", ["variance", "eps"], ["var_eps"], name="add_eps"),
+        helper.make_node("Sqrt", ["var_eps"], ["std"], name="sqrt"),
+        helper.make_node("Div", ["centered", "std"], ["normalized"], name="div"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "epsilon",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, width])],
+        [
+            helper.make_tensor_value_info("normalized", TensorProto.FLOAT, [1, width]),
+            helper.make_tensor_value_info("variance", TensorProto.FLOAT, [1, 1]),
+        ],
+        initializer=[_const("eps", np.float32(EPSILON))],
+    )
+    return _save(graph, path)
+
+
+def epsilon_inputs(seed: int = 0, width: int = 8) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return {"x": (rng.standard_normal((1, width)) * 1e-4).astype(np.float32)}
+
+
+def conv_bn_relu_model(path: Path | str, channels: int = 8, size: int = 16, classes: int = 10) -> Path:
+    """Conv + BatchNorm + Relu, then pooling and a classifier: the graph ORT fuses.
+
+    Input ``image`` float32 [1, 3, 16, 16] (any values, see ``conv_bn_relu_inputs``); output
+    ``logits`` [1, 10]. Nodes: ``conv`` (Conv 3x3, pad 1, bias), ``bn`` (BatchNormalization),
+    ``relu``, ``pool`` (GlobalAveragePool), ``flatten``, ``fc`` (Gemm). onnxruntime folds ``bn``
+    into ``conv`` and fuses ``relu`` with it (FusedConv) at the extended level.
+    """
+    from onnx import TensorProto, helper
+
+    rng = np.random.default_rng(1234)
+    f32 = np.float32
+    inits = [
+        _const("conv.w", (rng.standard_normal((channels, 3, 3, 3)) * 0.3).astype(f32)),
+        _const("conv.b", (rng.standard_normal(channels) * 0.1).astype(f32)),
+        _const("bn.scale", rng.uniform(0.5, 1.5, channels).astype(f32)),
+        _const("bn.bias", (rng.standard_normal(channels) * 0.1).astype(f32)),
+        _const("bn.mean", (rng.standard_normal(channels) * 0.1).astype(f32)),
+        _const("bn.var", rng.uniform(0.5, 1.5, channels).astype(f32)),
+        _const("fc.w", (rng.standard_normal((classes, channels)) * 0.3).astype(f32)),
+        _const("fc.b", (rng.standard_normal(classes) * 0.1).astype(f32)),
+    ]
+    nodes = [
+        helper.make_node("Conv", ["image", "conv.w", "conv.b"], ["conv_out"], name="conv", pads=[1, 1, 1, 1]),
+        helper.make_node(
+            "BatchNormalization", ["conv_out", "bn.scale", "bn.bias", "bn.mean", "bn.var"], ["bn_out"],
+            name="bn", epsilon=1e-5,
+        ),
+        helper.make_node("Relu", ["bn_out"], ["relu_out"], name="relu"),
+        helper.make_node("GlobalAveragePool", ["relu_out"], ["pooled"], name="pool"),
+        helper.make_node("Flatten", ["pooled"], ["flat"], name="flatten", axis=1),
+        helper.make_node("Gemm", ["flat", "fc.w", "fc.b"], ["logits"], name="fc", transB=1),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "conv_bn_relu",
+        [helper.make_tensor_value_info("image", TensorProto.FLOAT, [1, 3, size, size])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, classes])],
+        initializer=inits,
+    )
+    return _save(graph, path)
+
+
+def conv_bn_relu_inputs(seed: int = 0, size: int = 16) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return {"image": rng.standard_normal((1, 3, size, size)).astype(np.float32)}

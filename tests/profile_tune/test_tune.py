@@ -1,0 +1,169 @@
+import argparse
+import io
+import json
+
+import numpy as np
+import pytest
+
+from ascendpipe.backends.onnxruntime.tune import BANK_FILE, OPAT_FILE, Bench, sha256_file
+from ascendpipe.cli import tune as tune_cli
+from ascendpipe.profiling import aoe_result, search
+from ascendpipe.stages.base import StageContext
+from ascendpipe.stages.tune import TuneKind
+
+from .models import constant_heavy
+
+
+def test_search_never_accepts_an_inaccurate_setting_and_follows_aoe_order():
+    # fake timings: BASIC is fastest but moves the outputs; EXTENDED is next; two threads help a bit
+    cost = {"ORT_DISABLE_ALL": 10.0, "ORT_ENABLE_BASIC": 1.0, "ORT_ENABLE_EXTENDED": 2.0, "ORT_ENABLE_ALL": 3.0}
+
+    def ms(s):
+        return cost[s["graph_optimization_level"]] * (0.5 if s["intra_op_num_threads"] == 2 else 1.0)
+
+    def trial(best, cand):
+        return search.Trial(ms(cand) < 0.9 * ms(best), cand["graph_optimization_level"] != "ORT_ENABLE_BASIC")
+
+    start = {"graph_optimization_level": "ORT_DISABLE_ALL", "intra_op_num_threads": 0,
+             "execution_mode": "ORT_SEQUENTIAL", "disabled_optimizers": []}
+    log = search.search(start, job_types=[2, 1], cpu_count=2, op_types=["Conv"], trial=trial, max_candidates=50)
+    assert log.best["graph_optimization_level"] == "ORT_ENABLE_EXTENDED"
+    assert log.best["intra_op_num_threads"] == 2
+    jobs = [t["job_type"] for t in log.trials]
+    assert jobs == sorted(jobs) and set(jobs) == {1, 2}  # graph level first, then per op
+    assert [t["change"] for t in log.trials if t["job_type"] == 2][2] == {"disabled_optimizers": ["ConvActivationFusion"]}
+    rejected = [t for t in log.trials if t["faster"] and not t["accepted"]]
+    assert [t["settings"]["graph_optimization_level"] for t in rejected] == ["ORT_ENABLE_BASIC"]
+
+
+def test_search_stops_at_max_candidates():
+    log = search.search({"graph_optimization_level": "ORT_ENABLE_ALL"}, job_types=[1], cpu_count=4, op_types=[],
+                        trial=lambda b, c: search.Trial(False, True), max_candidates=2)
+    assert len(log.trials) == 2 and log.stopped_early
+
+
+def test_thread_counts_and_fusion_candidates():
+    assert search.thread_counts(1) == [1]
+    assert search.thread_counts(6) == [1, 2, 4, 6]
+    names = search.fusion_candidates(["MatMul", "Relu", "MatMul"])
+    assert names == ["ConstantFolding", "CommonSubexpressionElimination", "MatMulAddFusion", "MatMulScaleFusion"]
+
+
+def test_per_op_changes_use_the_noise_rule():
+    before = {"a": {"op_type": "Conv", "durations_us": [100, 101, 99, 100, 100]},
+              "b": {"op_type": "Relu", "durations_us": [10, 12, 8, 10, 11]},
+              "gone": {"op_type": "MatMul", "durations_us": [50, 50, 50]}}
+    after = {"a": {"op_type": "Conv", "durations_us": [60, 61, 59, 60, 60]},
+             "b": {"op_type": "Relu", "durations_us": [10, 11, 9, 12, 10]}}
+    rows = {r["op_name"]: r["tune_performance"]["Format"] for r in aoe_result.per_op_changes(before, after)}
+    assert rows["a"] == {"performance_after_tune(us)": 60.0, "performance_before_tune(us)": 100.0,
+                         "performance_improvement": "40.00%", "update_mode": "add"}
+    assert rows["b"]["update_mode"] == "unchanged"
+    assert rows["gone"]["update_mode"] == "removed" and rows["gone"]["performance_after_tune(us)"] == 0.0
+
+
+@pytest.fixture(scope="module")
+def slow_model(tmp_path_factory):
+    return constant_heavy(tmp_path_factory.mktemp("slow") / "constant_heavy.onnx")
+
+
+def _x():
+    return np.random.default_rng(1).standard_normal((4, 192)).astype(np.float32)
+
+
+def test_accuracy_guard_flags_outputs_that_moved(slow_model):
+    bench = Bench(slow_model, [{"x": _x()}], iterations=1, repeats=3,
+                  thresholds={"cosine": 0.99, "relative_euclidean": 0.05})
+    settings = {"graph_optimization_level": "ORT_ENABLE_ALL"}
+    bench.reference = bench.outputs(settings)
+    assert bench.accuracy_violations(settings) == []
+    bench.reference = [[-r for r in outs] for outs in bench.reference]  # cosine -1 against the truth
+    problems = bench.accuracy_violations(settings)
+    assert any("CosineSimilarity" in p for p in problems) and any("RelativeEuclidean" in p for p in problems)
+
+
+def _ctx(tmp_path, model, inputs, params):
+    out = tmp_path / "out"
+    out.mkdir()
+    return StageContext(name="tune", kind="tune", workspace=tmp_path, out_dir=out, final_out_dir=out,
+                        params=params, inputs={"model": model, "inputs": inputs}, upstream={},
+                        backend="onnxruntime", log=io.StringIO())
+
+
+def test_tune_finds_the_faster_setting_and_keeps_accuracy(tmp_path, slow_model):
+    import onnxruntime as ort
+
+    np.save(tmp_path / "x.npy", _x())
+    params = {"job_type": [1, 2], "repeats": 5, "iterations": 5,
+              "baseline": {"graph_optimization_level": "ORT_DISABLE_ALL"}}
+    ctx = _ctx(tmp_path, slow_model, tmp_path / "x.npy", params)
+    result = TuneKind().run(ctx)
+    bank = json.loads((ctx.out_dir / BANK_FILE).read_text())
+    assert bank["format"] == "ascendpipe-tune-bank/1"
+    assert bank["model_sha256"] == sha256_file(slow_model)
+    # constant folding removes 6 of the 7 MatMuls: any level above DISABLE_ALL is ~100x faster
+    assert bank["session"]["graph_optimization_level"] != "ORT_DISABLE_ALL"
+    assert "ConstantFolding" not in bank["session"]["disabled_optimizers"]
+    assert result.metrics["tune_improvement_pct"] > 50
+    assert result.metrics["tune_noise_low_pct"] > 50
+    assert "Performance improved by" in ctx.log.getvalue()
+    # the chosen settings give the baseline's outputs (checked here with plain onnxruntime)
+    def run(level, disabled=()):
+        opts = ort.SessionOptions()
+        opts.graph_optimization_level = getattr(ort.GraphOptimizationLevel, level)
+        sess = ort.InferenceSession(str(slow_model), opts, providers=["CPUExecutionProvider"],
+                                    **({"disabled_optimizers": list(disabled)} if disabled else {}))
+        return sess.run(None, {"x": _x()})[0].astype(np.float64)
+    ref = run("ORT_DISABLE_ALL")
+    got = run(bank["session"]["graph_optimization_level"], bank["session"]["disabled_optimizers"])
+    cosine = float(ref.ravel() @ got.ravel() / np.linalg.norm(ref) / np.linalg.norm(got))
+    assert cosine >= 0.99
+    trials = bank["measurements"]["trials"]
+    assert all(len(t["baseline_ms"]) == 5 and len(t["candidate_ms"]) == 5 for t in trials if "error" not in t)
+    # the aoe_result_opat shape: {"report_<id>": [{"basic": ...}, {"OPAT": {...}}]}
+    opat = json.loads((ctx.out_dir / OPAT_FILE).read_text())
+    (key, blocks), = opat.items()
+    assert key.startswith("report_") and set(blocks[0]) == {"basic"} and set(blocks[1]) == {"OPAT"}
+    ops = {o["op_name"]: o for o in blocks[1]["OPAT"]["repo_modified_operators"]}
+    assert {f"const_mm{i}" for i in range(1, 7)} <= set(ops)
+    assert all(ops[f"const_mm{i}"]["tune_performance"]["Format"]["update_mode"] == "removed" for i in range(1, 7))
+    assert blocks[1]["OPAT"]["model_result_performance(ms)"] < blocks[1]["OPAT"]["model_baseline_performance(ms)"]
+
+
+def test_tune_that_accepts_nothing_claims_no_improvement(tmp_path, slow_model, capsys):
+    parser = argparse.ArgumentParser()
+    tune_cli.add_arguments(parser)
+    # from ORT_ENABLE_ALL the first candidate is ORT_DISABLE_ALL, ~100x slower: never accepted
+    args = parser.parse_args(["--model", str(slow_model), "--output", str(tmp_path / "t"), "--job_type", "1",
+                              "--repeats", "3", "--iterations", "3", "--max-candidates", "1", "--json"])
+    assert tune_cli.main(args) == 0
+    printed = json.loads(capsys.readouterr().out)
+    bank = json.loads((tmp_path / "t" / BANK_FILE).read_text())
+    (trial,) = bank["measurements"]["trials"]
+    assert trial["change"] == {"graph_optimization_level": "ORT_DISABLE_ALL"} and not trial["accepted"]
+    assert trial["speedup"]["improvement_pct"] < -100  # measured much slower
+    assert bank["measurements"]["stopped_early"]
+    assert bank["session"]["graph_optimization_level"] == "ORT_ENABLE_ALL"
+    assert printed["metrics"]["tune_improvement_pct"] == 0.0 and not printed["info"]["improved"]
+    assert "No performance improvement" in printed["info"]["line"]
+
+
+def test_stage_and_cli_modules_import_no_heavy_libraries():
+    import subprocess
+    import sys
+
+    code = ("import sys, ascendpipe.stages.profile, ascendpipe.stages.tune, ascendpipe.cli.profile, "
+            "ascendpipe.cli.tune; from ascendpipe.stages.registry import get_kind; "
+            "assert get_kind('profile').name == 'profile' and get_kind('tune').name == 'tune'; "
+            "print(sorted(m for m in ('onnx', 'onnxruntime', 'torch', 'sklearn', 'numpy', 'jinja2') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_cli_job_type_accepts_both_spellings_and_rejects_others():
+    parser = argparse.ArgumentParser()
+    tune_cli.add_arguments(parser)
+    assert parser.parse_args(["--model", "m", "--output", "o", "--job-type", "1,2"]).job_type == [1, 2]
+    assert parser.parse_args(["--model", "m", "--output", "o", "--job_type", "2"]).job_type == [2]
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--model", "m", "--output", "o", "--job-type", "3"])

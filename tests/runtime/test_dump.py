@@ -1,0 +1,87 @@
+import json
+
+import numpy as np
+import pytest
+
+from ascendpipe.backends.onnxruntime.dump import dump_model, plan_chunks, tensor_stats
+from ascendpipe.errors import UserError
+
+from .models import conv2d_reference, conv_model, emulated_model, linear_model, linear_reference
+
+
+def _index(path):
+    return json.loads(path.read_text())
+
+
+def test_tensor_stats_by_hand():
+    assert tensor_stats(np.array([1.0, np.nan, np.inf, -2.0], np.float32)) == {"min": -2.0, "max": 1.0, "nan": 1, "inf": 1}
+    assert tensor_stats(np.array([np.nan], np.float16)) == {"min": None, "max": None, "nan": 1, "inf": 0}
+    assert tensor_stats(np.array([3, -1], np.int64)) == {"min": -1, "max": 3, "nan": 0, "inf": 0}
+
+
+def test_plan_chunks_keeps_order_and_budget():
+    assert plan_chunks([5, 5, 5], 10) == [[0, 1], [2]]
+    assert plan_chunks([20, 1, 1], 10) == [[0], [1, 2]]  # too big alone: its own chunk
+    assert plan_chunks([4, None, 4], 8) == [[0, 1], [2]]  # unknown counts as the largest known
+    assert plan_chunks([1, 2], None) == [[0, 1]]
+
+
+def test_golden_dump_has_every_tensor_with_values_and_stats(tmp_path):
+    path, k = conv_model(tmp_path / "m.onnx")
+    img = np.random.default_rng(7).standard_normal((2, 1, 4, 4)).astype(np.float32)
+    index = _index(dump_model(path, {"img": img}, tmp_path / "dump", fusions=False))
+    assert index["format"] == "ascendpipe-dump/1" and index["inputs"] == {"img": {"shape": [2, 1, 4, 4], "dtype": "float32"}}
+    rows = [(t["name"], t["op_name"], t["op_type"], t["topo_index"]) for t in index["tensors"]]
+    assert rows == [("img", "img", "Input", -1), ("c", "conv", "Conv", 0), ("r", "relu", "Relu", 1),
+                    ("l", "log", "Log", 2), ("out", "sqrt", "Sqrt", 3)]
+    conv = conv2d_reference(img, k)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        expected = {"img": img, "c": conv, "r": np.maximum(conv, 0), "l": np.log(np.maximum(conv, 0))}
+        expected["out"] = np.sqrt(expected["l"])
+    for entry in index["tensors"]:
+        got = np.load(tmp_path / "dump" / entry["file"])
+        np.testing.assert_allclose(got, expected[entry["name"]], rtol=1e-5, atol=1e-5)
+        ref = expected[entry["name"]]
+        assert entry["nan"] == int(np.isnan(ref).sum()) and entry["inf"] == int(np.isinf(ref).sum())
+        assert entry["shape"] == list(ref.shape)
+        finite = ref[np.isfinite(ref)]
+        assert entry["min"] == pytest.approx(float(finite.min()), abs=1e-5)
+    assert index["tensors"][3]["inf"] > 0 and index["tensors"][4]["nan"] > 0  # the test model does hit both
+    assert sorted(p.name for p in (tmp_path / "dump/tensors").iterdir()) == [f"{i:05d}.npy" for i in range(5)]
+
+
+def test_chunked_dump_equals_single_run(tmp_path):
+    path, w, b = linear_model(tmp_path / "m.onnx")
+    x = np.random.default_rng(1).standard_normal((6, 3)).astype(np.float32)
+    one = _index(dump_model(path, {"x": x}, tmp_path / "one", fusions=False))
+    many = _index(dump_model(path, {"x": x}, tmp_path / "many", fusions=False, memory_budget_bytes=50))
+    assert one["chunks"] == 1 and many["chunks"] == 4  # 6x2 floats = 48 bytes each: one tensor per run
+    assert [t["name"] for t in one["tensors"]] == [t["name"] for t in many["tensors"]]
+    for a, b_ in zip(one["tensors"], many["tensors"]):
+        np.testing.assert_array_equal(np.load(tmp_path / "one" / a["file"]), np.load(tmp_path / "many" / b_["file"]))
+    y_ref, s_ref = linear_reference(x, w, b)
+    by_name = {t["name"]: t for t in many["tensors"]}
+    np.testing.assert_allclose(np.load(tmp_path / "many" / by_name["head/score"]["file"]), s_ref, rtol=1e-5)
+
+
+def test_emulated_dump_skips_internal_tensors_and_names_original_ops(tmp_path):
+    path = emulated_model(tmp_path / "model.onnx")
+    x = np.array([[1e-4 + 1e-7, -1.0, 70000.0, 0.3333333]], np.float32)
+    index = _index(dump_model(path, {"x": x}, tmp_path / "dump", fusions=True))
+    assert index["emulated"] is True
+    rows = [(t["name"], t["op_name"], t["op_type"], t["topo_index"], t["dtype"]) for t in index["tensors"]]
+    assert rows == [("x", "x", "Input", -1, "float32"), ("r", "relu", "Relu", 0, "float16"),
+                    ("y", "neg", "Neg", 1, "float32")]
+    r = np.load(tmp_path / "dump" / index["tensors"][1]["file"])
+    with np.errstate(over="ignore"):
+        expected = np.maximum(x, 0).astype(np.float16)  # 70000 overflows to inf in fp16
+    np.testing.assert_array_equal(r, expected)
+    assert index["tensors"][1]["inf"] == 1 and index["tensors"][2]["inf"] == 1
+
+
+def test_feed_mismatch_is_a_user_error(tmp_path):
+    path, _, _ = linear_model(tmp_path / "m.onnx")
+    with pytest.raises(UserError, match="expected float32 \\[N,3\\], given float32 \\[2,4\\]"):
+        dump_model(path, {"x": np.ones((2, 4), np.float32)}, tmp_path / "d", fusions=False)
+    with pytest.raises(UserError, match="do not match the model inputs x"):
+        dump_model(path, {"z": np.ones((2, 3), np.float32)}, tmp_path / "d", fusions=False)

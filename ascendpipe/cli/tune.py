@@ -26,7 +26,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--job-type", "--job_type", dest="job_type", type=_job_type, default=[1],
                         help="1: graph level, 2: per op (fusion switches), 1,2: both in AOE's order")
     parser.add_argument("--repeats", type=int, default=7, help="timed rounds per setting (medians of these)")
-    parser.add_argument("--iterations", type=int, default=10, help="runs per timed round")
+    parser.add_argument("--iterations", type=int, help="runs per timed round (default: rounds of about 25 ms)")
     parser.add_argument("--max-candidates", "--max_candidates", dest="max_candidates", type=int, default=24)
     parser.add_argument("--batch-size", "--batch_size", dest="batch_size", type=int)
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
@@ -37,7 +37,7 @@ def main(args: argparse.Namespace) -> int:
     from ascendpipe.errors import Location, UserError
     from ascendpipe.stages.base import find_model_file
 
-    if args.repeats < 3 or args.iterations < 1 or args.max_candidates < 1:
+    if args.repeats < 3 or (args.iterations is not None and args.iterations < 1) or args.max_candidates < 1:
         raise UserError("--repeats must be >= 3, --iterations and --max-candidates >= 1", Location(field="--repeats"))
     model = find_model_file(Path(args.model))
     quiet = (lambda _: None) if args.json else print

@@ -53,6 +53,9 @@ METRIC_NAMES = (
 )
 
 
+_COUNT_KEYS = ("golden_nan", "golden_inf", "target_nan", "target_inf", "nonfinite_mismatch")
+
+
 def _chunks(g: np.ndarray, t: np.ndarray):
     """Aligned float64 chunks of the finite pairs, with the non-finite counts of each chunk."""
     gf, tf = g.reshape(-1), t.reshape(-1)
@@ -60,6 +63,9 @@ def _chunks(g: np.ndarray, t: np.ndarray):
         gc = gf[start : start + CHUNK].astype(np.float64)
         tc = tf[start : start + CHUNK].astype(np.float64)
         g_ok, t_ok = np.isfinite(gc), np.isfinite(tc)
+        if g_ok.all() and t_ok.all():  # the common case: skip the counting
+            yield gc, tc, None
+            continue
         counts = {
             "golden_nan": int(np.isnan(gc).sum()),
             "golden_inf": int(np.isinf(gc).sum()),
@@ -68,56 +74,67 @@ def _chunks(g: np.ndarray, t: np.ndarray):
             "nonfinite_mismatch": int((g_ok & ~t_ok).sum()),
         }
         both = g_ok & t_ok
-        if not both.all():
-            gc, tc = gc[both], tc[both]
-        yield gc, tc, counts
+        yield gc[both], tc[both], counts
 
 
 class _Sums:
-    """Running float64 sums over chunks; means and variances combined with Chan's formula."""
+    """Running float64 sums over chunks. The softmax sums for KL are kept relative to a running max
+    (online log-sum-exp), so one pass suffices."""
 
     def __init__(self) -> None:
         self.n = 0
-        self.gt = self.gg = self.tt = self.dd = self.abs_d = self.rel = 0.0
+        self.gt = self.gg = self.tt = self.dd = self.abs_d = self.rel = self.g_sum = self.t_sum = 0.0
         self.max_abs = self.max_rel = 0.0
         self.fp16_dd = 0.0  # sum of squared errors of rounding the golden itself to fp16
         self.g_max = self.t_max = -math.inf
-        self.mean = {"g": 0.0, "t": 0.0}
-        self.m2 = {"g": 0.0, "t": 0.0}
-        self.counts = dict.fromkeys(("golden_nan", "golden_inf", "target_nan", "target_inf", "nonfinite_mismatch"), 0)
+        self.zg = self.zt = self.kl_weighted = 0.0  # sum e^(g-g_max), sum e^(t-t_max), sum e^(g-g_max) (g-t)
+        self.counts = dict.fromkeys(_COUNT_KEYS, 0)
 
-    def add(self, g: np.ndarray, t: np.ndarray, counts: dict) -> None:
-        for key, value in counts.items():
+    def add(self, g: np.ndarray, t: np.ndarray, counts: dict | None) -> None:
+        for key, value in (counts or {}).items():
             self.counts[key] += value
         if g.size == 0:
             return
         d = t - g
         ad = np.abs(d)
         ag = np.abs(g)
-        safe = ag > EPS
-        rel = np.divide(ad, ag, out=np.zeros_like(ad), where=safe)
+        rel = np.divide(ad, ag, out=np.zeros_like(ad), where=ag > EPS)
         self.gt += float(np.dot(g, t))
         self.gg += float(np.dot(g, g))
         self.tt += float(np.dot(t, t))
         self.dd += float(np.dot(d, d))
-        with np.errstate(over="ignore"):
-            r16 = np.clip(g, -FP16_MAX, FP16_MAX).astype(np.float16).astype(np.float64) - g
-        self.fp16_dd += float(np.dot(r16, r16))
+        self.g_sum += float(g.sum())
+        self.t_sum += float(t.sum())
         self.abs_d += float(ad.sum())
         self.rel += float(rel.sum())
         self.max_abs = max(self.max_abs, float(ad.max()))
         self.max_rel = max(self.max_rel, float(rel.max()))
-        self.g_max = max(self.g_max, float(g.max()))
-        self.t_max = max(self.t_max, float(t.max()))
-        m = g.size
-        for side, x in (("g", g), ("t", t)):
-            mean_c = float(x.mean())
-            m2_c = float(np.dot(x - mean_c, x - mean_c))
-            delta = mean_c - self.mean[side]
-            total = self.n + m
-            self.mean[side] += delta * m / total
-            self.m2[side] += m2_c + delta * delta * self.n * m / total
-        self.n += m
+        with np.errstate(over="ignore"):
+            r16 = np.clip(g, -FP16_MAX, FP16_MAX).astype(np.float16).astype(np.float64) - g
+        self.fp16_dd += float(np.dot(r16, r16))
+        self._add_softmax(g, t, d)
+        self.n += g.size
+
+    def _add_softmax(self, g, t, d) -> None:
+        g_max, t_max = max(self.g_max, float(g.max())), max(self.t_max, float(t.max()))
+        if g_max > self.g_max:  # rescale what was summed relative to the old max
+            scale = math.exp(self.g_max - g_max) if self.n else 0.0
+            self.zg *= scale
+            self.kl_weighted *= scale
+            self.g_max = g_max
+        if t_max > self.t_max:
+            self.zt *= math.exp(self.t_max - t_max) if self.n else 0.0
+            self.t_max = t_max
+        eg = np.exp(g - g_max)
+        self.zg += float(eg.sum())
+        self.zt += float(np.exp(t - t_max).sum())
+        self.kl_weighted -= float(np.dot(eg, d))  # d = t - g
+
+
+def _kl(s: _Sums) -> float:
+    """KL(softmax(g) || softmax(t)) = sum p (g - t) + (t_max - g_max) + log Zt - log Zg, p = e^(g-g_max)/Zg."""
+    value = s.kl_weighted / s.zg + (s.t_max - s.g_max) + math.log(s.zt) - math.log(s.zg)
+    return max(value, 0.0)
 
 
 def _cosine(s: _Sums) -> float:
@@ -126,20 +143,6 @@ def _cosine(s: _Sums) -> float:
     if s.gg == 0.0 or s.tt == 0.0:
         return math.nan
     return max(-1.0, min(1.0, s.gt / (math.sqrt(s.gg) * math.sqrt(s.tt))))
-
-
-def _kl(g: np.ndarray, t: np.ndarray, s: _Sums) -> float:
-    """KL(softmax(g) || softmax(t)) = sum p (g - t) + (t_max - g_max) + log Zt - log Zg, p = exp(g-g_max)/Zg."""
-    zg = zt = weighted = 0.0
-    for gc, tc, _ in _chunks(g, t):
-        if gc.size == 0:
-            continue
-        eg = np.exp(gc - s.g_max)
-        zg += float(eg.sum())
-        zt += float(np.exp(tc - s.t_max).sum())
-        weighted += float(np.dot(eg, gc - tc))
-    value = weighted / zg + (s.t_max - s.g_max) + math.log(zt) - math.log(zg)
-    return max(value, 0.0)
 
 
 def tensor_metrics(golden: np.ndarray, target: np.ndarray) -> dict:
@@ -167,11 +170,11 @@ def tensor_metrics(golden: np.ndarray, target: np.ndarray) -> dict:
         mean_rel_error=s.rel / s.n,
         accumulated_rel_error=s.rel,
         relative_euclidean=0.0 if norm_g <= EPS else math.sqrt(s.dd) / norm_g,
-        kl=_kl(golden, target, s),
-        target_mean=s.mean["t"],
-        target_std=math.sqrt(s.m2["t"] / s.n),
-        golden_mean=s.mean["g"],
-        golden_std=math.sqrt(s.m2["g"] / s.n),
+        kl=_kl(s),
+        target_mean=s.t_sum / s.n,
+        target_std=math.sqrt(max(s.tt / s.n - (s.t_sum / s.n) ** 2, 0.0)),
+        golden_mean=s.g_sum / s.n,
+        golden_std=math.sqrt(max(s.gg / s.n - (s.g_sum / s.n) ** 2, 0.0)),
     )
     return result
 

@@ -38,7 +38,6 @@ def _stage_schema(kind_names: list[str]) -> dict:
             "metrics": {"type": "string"},
             "always_changed": {"type": "boolean"},
         },
-        "additionalProperties": {"type": "string", "description": "an input: a workspace path or a stage name"},
     }
 
 
@@ -49,10 +48,27 @@ def pipeline_schema() -> dict:
     stage = _stage_schema(names)
     per_kind = []
     for name in names:
-        kind = get_kind(name)
+        try:
+            kind = get_kind(name)
+        except UserError:
+            continue  # an unavailable kind is reported where a pipeline uses it
         params = dict(kind.params_schema)
         params.pop("required", None)  # a stage's own params may rely on top-level ones
-        per_kind.append({"if": {"properties": {"kind": {"const": name}}}, "then": {"properties": {"params": params}}})
+        allowed = sorted(RESERVED_STAGE_FIELDS | set(kind.input_fields))
+        if name == "run":
+            allowed = sorted(RESERVED_STAGE_FIELDS)
+        per_kind.append(
+            {
+                "if": {"properties": {"kind": {"const": name}}},
+                "then": {
+                    "properties": {
+                        "params": params,
+                        **{f: {"type": "string", "description": "a workspace path or a stage name"} for f in kind.input_fields},
+                    },
+                    "propertyNames": {"enum": allowed},
+                },
+            }
+        )
     stage["allOf"] = per_kind
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
@@ -81,6 +97,8 @@ def describe_error(err) -> str:
     """One readable sentence for a jsonschema ValidationError (field named by the caller)."""
     v = err.validator
     value = err.instance
+    if v == "enum" and "propertyNames" in list(err.relative_schema_path):
+        return f"unknown field '{value}'; allowed: {', '.join(err.validator_value)}"
     if v == "enum":
         allowed = ", ".join(str(x) for x in err.validator_value)
         return f"'{value}' is not one of {allowed}"

@@ -54,7 +54,7 @@ def resolve(path: str, overrides=(), backend: str | None = None, environ: dict |
         raise UserError(f"{path} is a folder; give the pipeline's YAML file") from None
     workspace = find_workspace(_abs(path))
     plans = os.path.join(str(workspace), ".ascendpipe", "plans")
-    fp = fingerprint(text, overrides, backend)
+    fp = fingerprint(text + b"\0" + os.path.abspath(path).encode(), overrides, backend)
     plan_file = os.path.join(plans, fp + ".json")
     if use_cache:
         try:
@@ -62,9 +62,11 @@ def resolve(path: str, overrides=(), backend: str | None = None, environ: dict |
                 data = json.load(f)
         except (OSError, ValueError):
             data = None
-        if data and data.get("format") == PLAN_FORMAT and data.get("path") == str(path):
+        if data and data.get("format") == PLAN_FORMAT:
             if all(environ.get(k) == v for k, v in (data.get("env_values") or {}).items()):
-                return Pipeline.from_json(data["pipeline"])
+                pipeline = Pipeline.from_json(data["pipeline"])
+                pipeline.path = str(path)  # messages name the file as the user gave it
+                return pipeline
     from ascendpipe.config.pipeline import load_pipeline
 
     pipeline = load_pipeline(path, overrides, backend, environ)

@@ -133,7 +133,7 @@ class ExportKind(StageKind):
         ctx.say(f"exporting {ctx.inputs['model']}:{p['factory']} with opset {p['opset']}")
         with torch.no_grad():
             expected = model(*args)
-            _torch_export(torch, model, args, onnx_path, p, ctx.name)
+            _torch_export(torch, model, args, onnx_path, p, ctx)
         expected = [t.detach().numpy() for t in (expected if isinstance(expected, (tuple, list)) else [expected])]
         report = _check(onnx_path, feeds, expected, ctx)
         report.update({"model": str(ctx.inputs["model"]), "factory": p["factory"], "opset": p["opset"],
@@ -174,15 +174,22 @@ def _load_checkpoint(model, path: Path, key: str | None, stage: str) -> None:
         raise UserError(f"checkpoint {path} does not fit the model: {' '.join(first[:2])[:300]}", where) from None
 
 
-def _torch_export(torch, model, args, onnx_path: Path, p: dict, stage: str) -> None:
+def _torch_export(torch, model, args, onnx_path: Path, p: dict, ctx: StageContext) -> None:
+    import warnings
+
     try:
-        torch.onnx.export(model, args, str(onnx_path), input_names=p["input_names"],
-                          output_names=p.get("output_names"), opset_version=p["opset"],
-                          dynamic_axes=_normalise_dynamic_axes(p.get("dynamic_axes")), dynamo=False,
-                          do_constant_folding=True)
+        # the exporter's warnings (legacy exporter, constant Python branches: intended here) go to the log
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            torch.onnx.export(model, args, str(onnx_path), input_names=p["input_names"],
+                              output_names=p.get("output_names"), opset_version=p["opset"],
+                              dynamic_axes=_normalise_dynamic_axes(p.get("dynamic_axes")), dynamo=False,
+                              do_constant_folding=True)
+        for w in caught:
+            ctx.say(f"torch.onnx.export: {w.category.__name__}: {str(w.message).splitlines()[0]}")
     except Exception as exc:
         message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise StageFailed(stage, f"torch.onnx.export failed: {message[:300]}") from exc
+        raise StageFailed(ctx.name, f"torch.onnx.export failed: {message[:300]}") from exc
 
 
 def _check(onnx_path: Path, feeds: dict, expected: list, ctx: StageContext) -> dict:

@@ -30,7 +30,7 @@ class TuneKind(StageKind):
                                    {"type": "array", "items": {"enum": [1, 2]}, "minItems": 1, "uniqueItems": True}],
                          "default": 1},
             "repeats": {"type": "integer", "minimum": 3, "default": 7},
-            "iterations": {"type": "integer", "minimum": 1, "default": 10},
+            "iterations": {"type": "integer", "minimum": 1},  # runs per timed round; default: ~25 ms rounds
             "max_candidates": {"type": "integer", "minimum": 1, "default": 24},
             "min_gain_pct": {"type": "number", "minimum": 0, "default": 2.0},
             "thresholds": {"type": "object", "additionalProperties": {"type": "number"}},

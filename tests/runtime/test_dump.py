@@ -85,3 +85,17 @@ def test_feed_mismatch_is_a_user_error(tmp_path):
         dump_model(path, {"x": np.ones((2, 4), np.float32)}, tmp_path / "d", fusions=False)
     with pytest.raises(UserError, match="do not match the model inputs x"):
         dump_model(path, {"z": np.ones((2, 3), np.float32)}, tmp_path / "d", fusions=False)
+
+
+def test_model_with_external_weights_dumps_from_its_directory(tmp_path):
+    import onnx
+
+    path, w, b = linear_model(tmp_path / "src.onnx")
+    model = onnx.load(str(path))
+    onnx.save(model, str(tmp_path / "ext.onnx"), save_as_external_data=True, all_tensors_to_one_file=True,
+              location="ext.weights", size_threshold=0)
+    x = np.random.default_rng(4).standard_normal((2, 3)).astype(np.float32)
+    index = _index(dump_model(tmp_path / "ext.onnx", {"x": x}, tmp_path / "d", fusions=False))
+    by_name = {t["name"]: t for t in index["tensors"]}
+    np.testing.assert_allclose(np.load(tmp_path / "d" / by_name["y"]["file"]), linear_reference(x, w, b)[0],
+                               rtol=1e-5, atol=1e-6)

@@ -9,6 +9,7 @@ renamed files still work; a file that fits none is a UserError saying what is ac
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +21,19 @@ ACCEPTED = ("an msprof PROF_* directory", "an msit compare result_*.csv", "an ao
 IMPORT_FORMAT = "ascendpipe-import/1"
 
 
+def json_safe(value: Any) -> Any:
+    """Strict JSON: NaN becomes null, infinities the strings "inf" / "-inf" (an overflow stays visible)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [json_safe(v) for v in value]
+    return value
+
+
 def _wrap(kind: str, path: Path, data: dict) -> dict[str, Any]:
-    return {"format": IMPORT_FORMAT, "kind": kind, "source": str(path), "data": data}
+    return {"format": IMPORT_FORMAT, "kind": kind, "source": str(path), "data": json_safe(data)}
 
 
 def _unrecognised(path: Path, why: str) -> UserError:

@@ -65,10 +65,12 @@ def _cell(column: str, value: str | None) -> Any:
         return None
     if column in TEXT_COLUMNS:
         return value
-    try:
-        return float(value)
-    except ValueError:
-        return value
+    for number in (int, float):  # counts and ids stay integers; times are floats
+        try:
+            return number(value)
+        except ValueError:
+            pass
+    return value
 
 
 def read_csv_text(text: str) -> list[dict[str, Any]]:
@@ -94,7 +96,7 @@ def read_csvs(paths: list[Path]) -> list[dict[str, Any]]:
 
 def summarize(op_summary: list[dict], op_statistic: list[dict]) -> dict[str, Any]:
     durations = [r.get("Task Duration(us)") for r in op_summary]
-    known = [d for d in durations if isinstance(d, float)]
+    known = [float(d) for d in durations if isinstance(d, (int, float))]
     return {"ops": len(op_summary), "ops_without_duration": len(durations) - len(known),
             "total_task_duration_us": sum(known), "op_types": len(op_statistic)}
 

@@ -85,6 +85,18 @@ def _settings(ctx):
     return s
 
 
+def _settings_record(settings) -> dict[str, Any]:
+    """The settings as recorded; an ATC-only mode (bf16, hif8) has no emulator policy to name."""
+    from dataclasses import asdict
+
+    try:
+        return settings.record()
+    except KeyError:
+        data = asdict(settings)
+        data["policy"] = "ascend-only"
+        return data
+
+
 def _onnx_model(ctx) -> Path:
     from ascendpipe.stages.base import find_model_file
 
@@ -202,7 +214,7 @@ def convert(ctx):
     facts = _onnx_facts(plan.data["atc"].model)
     fused_map = fused_map_from_om(info, facts.pop("node_io"))
     acl_dump.write_json_atomic(out / FUSED_MAP, fused_map)
-    record = {"backend": "ascend", "settings": plan.data["settings"].record(), "atc_argv": plan.argvs[0],
+    record = {"backend": "ascend", "settings": _settings_record(plan.data["settings"]), "atc_argv": plan.argvs[0],
               "atc_json_argv": plan.argvs[1], "atc_cmdline": info.atc_cmdline, "om_name": info.name,
               "soc_version": info.attrs.get("soc_version"), "opp_version": info.attrs.get("opp_version"),
               "tune_bank": str(plan.data["bank"]) if plan.data["bank"] else None,
@@ -481,7 +493,7 @@ def _profile_plan(ctx, tk: Toolkit, strict: bool, out_dir: Path) -> Plan:
 
 def _totals(op_statistic: list[dict]) -> list[dict]:
     """op_statistic rows in the emulator's op_type_totals() shape, largest total first."""
-    rows = [{"op_type": r.get("OP Type"), "core_type": r.get("Core Type"), "count": r.get("Count") or 0,
+    rows = [{"op_type": str(r.get("OP Type") or "?"), "core_type": str(r.get("Core Type") or "?"), "count": r.get("Count") or 0,
              "total_us": r.get("Total Time(us)") or 0.0, "avg_us": r.get("Avg Time(us)") or 0.0,
              "min_us": r.get("Min Time(us)") or 0.0, "max_us": r.get("Max Time(us)") or 0.0,
              "ratio_pct": r.get("Ratio(%)") or 0.0} for r in op_statistic]

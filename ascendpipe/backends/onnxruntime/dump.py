@@ -159,24 +159,44 @@ def _is_fp16_round_trip(node, made_by: dict) -> bool:
 
 # --- I/O ----------------------------------------------------------------------------------------
 
-def _estimate_sizes(model, feeds: dict[str, np.ndarray], names: list[str]) -> list[int | None]:
-    """Bytes per tensor from ONNX shape inference with the feed's concrete shapes (None: unknown)."""
-    import onnx
-    from onnx import helper, shape_inference
+def _probe_model(model, feeds: dict[str, np.ndarray]):
+    """A weight-free copy for shape inference: big initializers become typed inputs, inputs get the feed's shapes.
 
-    probe = onnx.ModelProto()
-    probe.CopyFrom(model)
-    for inp in probe.graph.input:
-        if inp.name in feeds and inp.type.HasField("tensor_type"):
-            dims = inp.type.tensor_type.shape.dim
-            for dim, size in zip(dims, feeds[inp.name].shape):
+    Copying and re-serialising the weights would cost more than the whole estimate is worth; small
+    initializers keep their data (shape-computing ops such as Reshape read it).
+    """
+    import onnx
+    from onnx import helper
+
+    graph = model.graph
+    probe_graph = onnx.GraphProto(name=graph.name, node=graph.node, output=graph.output)
+    for inp in graph.input:
+        copy = probe_graph.input.add()
+        copy.CopyFrom(inp)
+        if inp.name in feeds and copy.type.HasField("tensor_type"):
+            for dim, size in zip(copy.type.tensor_type.shape.dim, feeds[inp.name].shape):
                 dim.Clear()
                 dim.dim_value = size
+    declared = {i.name for i in graph.input}
+    for init in graph.initializer:
+        small = int(np.prod(init.dims, dtype=np.int64)) <= 64 and init.data_location != onnx.TensorProto.EXTERNAL
+        if small:
+            probe_graph.initializer.append(init)
+        elif init.name not in declared:
+            probe_graph.input.append(helper.make_tensor_value_info(init.name, init.data_type, list(init.dims)))
+    probe = onnx.ModelProto(ir_version=model.ir_version, graph=probe_graph)
+    probe.opset_import.extend(model.opset_import)
+    return probe
+
+
+def _estimate_sizes(model, feeds: dict[str, np.ndarray], names: list[str]) -> list[int | None]:
+    """Bytes per tensor from ONNX shape inference with the feed's concrete shapes (None: unknown)."""
+    from onnx import helper, shape_inference
+
     try:
-        inferred = shape_inference.infer_shapes(probe)
+        inferred = shape_inference.infer_shapes(_probe_model(model, feeds))
     except Exception:  # shape inference is only a size estimate; unknown sizes are handled
         return [None] * len(names)
-    del probe
     known = {}
     for vi in list(inferred.graph.value_info) + list(inferred.graph.output):
         t = vi.type.tensor_type
@@ -187,6 +207,19 @@ def _estimate_sizes(model, feeds: dict[str, np.ndarray], names: list[str]) -> li
             itemsize = np.dtype(helper.tensor_dtype_to_np_dtype(t.elem_type)).itemsize
             known[vi.name] = int(np.prod(dims, dtype=np.int64)) * itemsize
     return [known.get(n) for n in names]
+
+
+def marked_model_bytes(model_bytes: bytes, names: Sequence[str]) -> bytes:
+    """The model with ``names`` added as graph outputs, without re-serialising its weights.
+
+    Concatenated protobuf messages parse as one merged message, and a merged repeated field is
+    appended to: so ``model + ModelProto(graph=GraphProto(output=[...]))`` is the model with
+    those extra outputs.
+    """
+    import onnx
+
+    extra = onnx.ModelProto(graph=onnx.GraphProto(output=[onnx.ValueInfoProto(name=n) for n in names]))
+    return model_bytes + extra.SerializeToString()
 
 
 def _entry(planned: Planned | None, name: str, array: np.ndarray, file: str) -> dict:
@@ -208,73 +241,76 @@ def dump_model(model_path, feeds: dict[str, np.ndarray], out_dir, *, fusions: bo
     """Dump every op output of the model for ``feeds``; return the path of ``index.json``."""
     import onnx
 
-    from ascendpipe.backends.onnxruntime.session import input_specs, make_session
-
     model_path = Path(model_path)
     where = Location(file=str(model_path))
     if not model_path.is_file():
         raise UserError("model file does not exist", where)
+    model_bytes = model_path.read_bytes()
     try:
-        model = onnx.load(str(model_path))
+        model = onnx.load_model_from_string(model_bytes)
     except Exception as exc:  # onnx raises DecodeError and friends for a bad file
         raise UserError(f"cannot read the ONNX model: {exc}", where) from None
-    metadata = {p.key: p.value for p in model.metadata_props}
-    internal, producer = emulation_info(metadata, where)
-    graph_inputs = {i.name for i in model.graph.input}
-    plan = plan_tensors(model.graph.node, graph_inputs, internal, producer)
+    if any(i.data_location == onnx.TensorProto.EXTERNAL for i in model.graph.initializer):
+        # onnxruntime cannot read external weights of a model given as bytes for every op (its shape
+        # inference wants them inline), so inline them: this path is limited to protobuf's 2 GiB
+        model = onnx.load(str(model_path))
+        model_bytes = model.SerializeToString()
+    specs = list(_specs_from_model(model))
+    _check_feeds(specs, feeds, where)
+    emulated = EMULATION_KEY in {p.key for p in model.metadata_props}
+    internal, producer = emulation_info({p.key: p.value for p in model.metadata_props}, where)
+    plan = plan_tensors(model.graph.node, {i.name for i in model.graph.input}, internal, producer)
     for planned, size in zip(plan, _estimate_sizes(model, feeds, [p.name for p in plan])):
         planned.size = size
     chunks = plan_chunks([p.size for p in plan], memory_budget_bytes)
+    existing_outputs = {o.name for o in model.graph.output}
+    del model  # the weights stay in memory once, as bytes, not also as a parsed proto
 
     out_dir = Path(out_dir)
-    tensors_dir = out_dir / TENSORS_DIR
-    tensors_dir.mkdir(parents=True, exist_ok=True)
-    entries: list[dict | None] = []
-    specs = None
-    input_entries = {}
-    for chunk_no, chunk in enumerate(chunks or [[]]):
-        del model.graph.output[:]
-        model.graph.output.extend(onnx.ValueInfoProto(name=plan[i].name) for i in chunk)
-        if not chunk:  # a model whose only tensors are its inputs
-            break
-        session = make_session(model.SerializeToString(), fusions=fusions, runtime_dir=model_path.parent)
-        if specs is None:
-            specs = input_specs(session)
-            _check_feeds(specs, feeds, where)
-            entries = _write_inputs(specs, feeds, tensors_dir, input_entries)
-            entries.extend([None] * len(plan))
-        values = session.run([plan[i].name for i in chunk], feeds)
-        del session
-        values.reverse()  # pop() from the end hands them out in chunk order, freeing each as written
-        for i in chunk:
-            value = values.pop()
-            if not isinstance(value, np.ndarray):
-                continue  # a sequence or map output: not a tensor
-            if plan[i].as_float16 and value.dtype == np.float32:
-                value = value.astype(np.float16)
-            position = len(input_entries) + i
-            file = f"{TENSORS_DIR}/{position:05d}.npy"
-            save_npy_atomic(out_dir / file, value)
-            entries[position] = _entry(plan[i], plan[i].name, value, file)
-            del value
+    (out_dir / TENSORS_DIR).mkdir(parents=True, exist_ok=True)
+    input_entries: dict[str, dict] = {}
+    entries: list[dict | None] = _write_inputs(specs, feeds, out_dir / TENSORS_DIR, input_entries)
+    entries.extend([None] * len(plan))
+    for chunk_no, chunk in enumerate(chunks):
+        extra = [plan[i].name for i in chunk if plan[i].name not in existing_outputs]
+        _run_chunk(marked_model_bytes(model_bytes, extra), [plan[i] for i in chunk], feeds, out_dir, entries,
+                   first_position=len(specs) + chunk[0], fusions=fusions, runtime_dir=model_path.parent)
         if log is not None:
             log.write(f"dump: chunk {chunk_no + 1}/{len(chunks)}: {len(chunk)} tensors\n")
-    if specs is None:
-        specs = [s for s in _specs_from_model(model)]
-        _check_feeds(specs, feeds, where)
-        entries = _write_inputs(specs, feeds, tensors_dir, input_entries)
     index = {
         "format": FORMAT,
         "model": str(model_path),
         "backend": "onnxruntime",
         "fusions": fusions,
-        "emulated": EMULATION_KEY in metadata,
+        "emulated": emulated,
         "chunks": len(chunks),
         "inputs": input_entries,
         "tensors": [e for e in entries if e is not None],
     }
     write_json_atomic(out_dir / INDEX_FILE, index)
     return out_dir / INDEX_FILE
+
+
+def _run_chunk(model_bytes: bytes, planned: list[Planned], feeds: dict, out_dir: Path, entries: list,
+               *, first_position: int, fusions: bool, runtime_dir: Path) -> None:
+    """One run returning this chunk's tensors; each is written, indexed and released in turn."""
+    from ascendpipe.backends.onnxruntime.session import make_session
+
+    session = make_session(model_bytes, fusions=fusions, runtime_dir=runtime_dir)
+    values = session.run([p.name for p in planned], feeds)
+    del session
+    values.reverse()  # pop() from the end hands them out in order, freeing each once written
+    for offset, item in enumerate(planned):
+        value = values.pop()
+        if not isinstance(value, np.ndarray):
+            continue  # a sequence or map output: not a tensor
+        if item.as_float16 and value.dtype == np.float32:
+            value = value.astype(np.float16)  # exact: the emulation already rounded to fp16
+        position = first_position + offset
+        file = f"{TENSORS_DIR}/{position:05d}.npy"
+        save_npy_atomic(out_dir / file, value)
+        entries[position] = _entry(item, item.name, value, file)
+        del value
 
 
 def _check_feeds(specs, feeds: dict, where: Location) -> None:

@@ -80,7 +80,7 @@ def job_types_of(value: Any) -> list[int]:
 
 
 def run_tune(model_path: Path, inputs_path: Path | None, out_dir: Path, *, job_type: Any = 1,
-             repeats: int = 7, iterations: int = 10, max_candidates: int = 24,
+             repeats: int = 7, iterations: int | None = None, max_candidates: int = 24,
              thresholds: dict | None = None, baseline: dict | None = None, min_gain_pct: float = 2.0,
              batch_size: int | None = None, say: Say = print) -> dict[str, Any]:
     """Tune, write the knowledge bank and the opat result; returns {"metrics", "info", "line", "files"}."""
@@ -133,7 +133,7 @@ def tune(ctx):
         model, inputs = _inputs_of(ctx)
         p = ctx.params
         result = run_tune(model, inputs, ctx.out_dir, job_type=p.get("job_type", 1), repeats=p.get("repeats", 7),
-                          iterations=p.get("iterations", 10), max_candidates=p.get("max_candidates", 24),
+                          iterations=p.get("iterations"), max_candidates=p.get("max_candidates", 24),
                           thresholds={**ctx.thresholds, **p.get("thresholds", {})}, baseline=p.get("baseline"),
                           min_gain_pct=p.get("min_gain_pct", 2.0), batch_size=p.get("batch_size"), say=ctx.say)
     except UserError as err:

@@ -20,6 +20,8 @@ from ascendpipe.profiling import aoe_result, search, stats
 from ascendpipe.profiling.files import write_json_atomic
 
 BANK_FILE = "tune_bank.json"
+ROUND_TARGET_MS = 25.0  # auto iterations: a timed round lasts about this long at the baseline
+MAX_AUTO_ITERATIONS = 100
 OPAT_FILE = "aoe_result_opat.json"
 
 
@@ -44,6 +46,20 @@ class Bench:
         self.iterations, self.repeats, self.thresholds = iterations, repeats, thresholds
         self._sessions: dict[str, Any] = {}
         self.reference: list[list] | None = None
+
+    def auto_iterations(self, settings: dict) -> int:
+        """Runs per round so that a round of the baseline lasts about ``ROUND_TARGET_MS``."""
+        sess = self.session(settings)
+        for feeds in self.batches[:2]:
+            sess.run(None, feeds)
+        one = min(self._time_once(sess, feeds) for feeds in self.batches[:3] * 2)
+        return max(1, min(MAX_AUTO_ITERATIONS, round(ROUND_TARGET_MS / max(one, 1e-3))))
+
+    @staticmethod
+    def _time_once(sess, feeds) -> float:
+        start = time.perf_counter()
+        sess.run(None, feeds)
+        return 1000.0 * (time.perf_counter() - start)
 
     def session(self, settings: dict):
         key = _key(settings)
@@ -133,6 +149,8 @@ class TuneOutcome:
     operators: list[dict] = field(default_factory=list)
     model_sha256: str = ""
     seconds: float = 0.0
+    iterations: int = 0  # runs per timed round
+    repeats: int = 0  # timed rounds per setting
 
     @property
     def line(self) -> str:
@@ -140,7 +158,7 @@ class TuneOutcome:
 
 
 def tune_model(model_path: Path, batches: Sequence[dict], *, job_types: Sequence[int] = (1,),
-               repeats: int = 7, iterations: int = 10, max_candidates: int = 24,
+               repeats: int = 7, iterations: int | None = None, max_candidates: int = 24,
                thresholds: dict[str, float] | None = None, baseline: dict | None = None,
                min_gain_pct: float = 2.0, say: Callable[[str], None] = lambda _: None) -> TuneOutcome:
     from ascendpipe.compare.thresholds import resolve
@@ -149,21 +167,25 @@ def tune_model(model_path: Path, batches: Sequence[dict], *, job_types: Sequence
     start = resolve_settings(baseline)
     bench = Bench(model_path, batches, iterations=iterations, repeats=repeats, thresholds=resolve(thresholds))
     bench.reference = bench.outputs(start)
-    say(f"tune {model_path.name}: job types {sorted(set(job_types))}, {repeats} rounds x {iterations} runs per setting")
+    if iterations is None:
+        bench.iterations = bench.auto_iterations(start)
+    say(f"tune {model_path.name}: job types {sorted(set(job_types))}, "
+        f"{repeats} rounds x {bench.iterations} runs per setting")
     log = search.search(start, job_types=job_types, cpu_count=os.cpu_count() or 1,
                         op_types=_op_types(model_path), trial=_trial(bench, min_gain_pct, say),
                         max_candidates=max_candidates)
     base_ms, best_ms = bench.measure_pair(start, log.best)
-    final = stats.speedup(base_ms, best_ms, min_gain_pct=min_gain_pct)
     if _key(log.best) == _key(start):
-        final["significant"] = False  # same settings: any difference is noise by construction
+        best_ms = base_ms  # same settings: no change, and the noise range is the baseline's own spread
+    final = stats.speedup(base_ms, best_ms, min_gain_pct=min_gain_pct)
     operators = []
     if search.JOB_OP in job_types:
-        operators = aoe_result.per_op_changes(_per_op_durations(model_path, batches, start, iterations),
-                                              _per_op_durations(model_path, batches, log.best, iterations),
+        runs = max(5, bench.iterations)
+        operators = aoe_result.per_op_changes(_per_op_durations(model_path, batches, start, runs),
+                                              _per_op_durations(model_path, batches, log.best, runs),
                                               min_gain_pct=min_gain_pct)
     outcome = TuneOutcome(start, log.best, final, log, base_ms, best_ms, operators,
-                          sha256_file(model_path), time.perf_counter() - started)
+                          sha256_file(model_path), time.perf_counter() - started, bench.iterations, repeats)
     say(outcome.line)
     return outcome
 
@@ -171,6 +193,9 @@ def tune_model(model_path: Path, batches: Sequence[dict], *, job_types: Sequence
 def bank_of(outcome: TuneOutcome) -> dict:
     measurements = {
         "baseline_session": outcome.baseline,
+        "unit": "ms per run; one sample per timed round",
+        "iterations_per_round": outcome.iterations,
+        "rounds": outcome.repeats,
         "baseline_ms": stats.latency_stats(outcome.baseline_ms),
         "best_ms": stats.latency_stats(outcome.best_ms),
         "improvement": outcome.final,

@@ -114,6 +114,8 @@ def session_for(model, *, dump: bool, profile_prefix: str | None):
                     known.add(t)
     options = ort.SessionOptions()
     options.log_severity_level = 3
+    # no onnxruntime graph rewrites: op names in dumps and profiles stay the OM's node names
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     if profile_prefix:
         options.enable_profiling = True
         options.profile_file_prefix = profile_prefix
@@ -128,8 +130,7 @@ def stats(values):
 
 def write_profile(session, model, path: str) -> None:
     trace = json.loads(Path(session.end_profiling()).read_text())
-    types = {n.name: n.op_type for n in model.graph.node}
-    rows = [{"op_name": e["name"][: -len("_kernel_time")], "op_type": types.get(e["name"][: -len("_kernel_time")], ""),
+    rows = [{"op_name": e["name"][: -len("_kernel_time")], "op_type": e.get("args", {}).get("op_name", ""),
              "start_us": float(e["ts"]), "duration_us": float(e.get("dur", 0))}
             for e in trace if e.get("cat") == "Node" and str(e.get("name", "")).endswith("_kernel_time")]
     Path(path).write_text(json.dumps(rows))

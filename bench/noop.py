@@ -1,0 +1,141 @@
+"""No-op and first-build cost of ascendpipe vs `dvc repro` vs embedded doit alone, in one run.
+
+    python bench/noop.py [--stages 8 500] [--repeats 5] [--dvc bench/.peers/bin/dvc]
+
+Each pipeline is a chain of 8 stages plus N-8 independent stages (DVC's matrix shape in the design
+notes), every stage a trivial shell command writing one small file. We time whole processes (what a
+user waits for), report medians and ratios, and check that cost grows linearly with stages.
+Set up the peer once: `bash bench/setup_peers.sh` (dvc in its own venv, never a project dependency).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+def ascendpipe_yaml(n: int) -> str:
+    lines = ["stages:"]
+    for i in range(n):
+        dep = f"data/s{i - 1}.txt" if 0 < i < 8 else "seed.txt"
+        lines += [
+            f"  s{i}:",
+            "    kind: run",
+            f"    cmd: cat {dep} > data/s{i}.txt && echo {i} >> data/s{i}.txt",
+            f"    deps: [{dep}]",
+            f"    outs: [data/s{i}.txt]",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def dvc_yaml(n: int) -> str:
+    lines = ["stages:"]
+    for i in range(n):
+        dep = f"data/s{i - 1}.txt" if 0 < i < 8 else "seed.txt"
+        lines += [
+            f"  s{i}:",
+            f"    cmd: mkdir -p data && cat {dep} > data/s{i}.txt && echo {i} >> data/s{i}.txt",
+            f"    deps: [{dep}]",
+            f"    outs: [data/s{i}.txt]",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def doit_dodo(n: int) -> str:
+    return f'''
+import os
+DOIT_CONFIG = {{"backend": "sqlite3", "dep_file": ".doit.sqlite3", "verbosity": 0}}
+def task_s():
+    for i in range({n}):
+        dep = f"data/s{{i - 1}}.txt" if 0 < i < 8 else "seed.txt"
+        yield {{"name": str(i), "actions": [f"mkdir -p data && cat {{dep}} > data/s{{i}}.txt && echo {{i}} >> data/s{{i}}.txt"],
+               "file_dep": [dep], "targets": [f"data/s{{i}}.txt"]}}
+'''
+
+
+def timed(argv, cwd) -> float:
+    t = time.perf_counter()
+    proc = subprocess.run(argv, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    elapsed = time.perf_counter() - t
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(argv)} failed in {cwd}: {proc.stderr[-2000:]}")
+    return elapsed
+
+
+def setup(kind: str, n: int, root: Path) -> Path:
+    ws = root / f"{kind}-{n}"
+    ws.mkdir(parents=True)
+    (ws / "seed.txt").write_text("seed\n")
+    if kind == "ascendpipe":
+        (ws / ".ascendpipe").mkdir()
+        (ws / "pipeline.yaml").write_text(ascendpipe_yaml(n))
+    elif kind == "dvc":
+        subprocess.run(["git", "init", "-q"], cwd=ws, check=True)
+        (ws / "dvc.yaml").write_text(dvc_yaml(n))
+    else:
+        (ws / "dodo.py").write_text(doit_dodo(n))
+    return ws
+
+
+def commands(kind: str, dvc: str):
+    if kind == "ascendpipe":
+        return [sys.executable, "-m", "ascendpipe", "build", "-q", "pipeline.yaml"]
+    if kind == "dvc":
+        return [dvc, "repro", "-q"]
+    return [sys.executable, "-m", "doit", "-f", "dodo.py"]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--stages", type=int, nargs="+", default=[8, 500])
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--dvc", default=str(HERE / ".peers" / "bin" / "dvc"))
+    args = ap.parse_args()
+    have_dvc = Path(args.dvc).exists()
+    if not have_dvc:
+        print(f"dvc not found at {args.dvc}: run `bash bench/setup_peers.sh` for the peer figures", file=sys.stderr)
+    kinds = ["ascendpipe", "doit"] + (["dvc"] if have_dvc else [])
+    root = Path(tempfile.mkdtemp(prefix="ascendpipe-bench-noop-"))
+    results: dict[tuple, dict] = {}
+    try:
+        for n in args.stages:
+            for kind in kinds:
+                ws = setup(kind, n, root)
+                argv = commands(kind, args.dvc)
+                if kind == "dvc":
+                    subprocess.run([args.dvc, "init", "-q"], cwd=ws, check=True)
+                first = timed(argv, ws)
+                noops = [timed(argv, ws) for _ in range(args.repeats)]
+                results[(kind, n)] = {"first": first, "noop": statistics.median(noops), "noop_spread": (min(noops), max(noops))}
+                print(f"{kind:>10} {n:>4} stages: first build {first:8.2f}s  no-op median {statistics.median(noops) * 1000:8.1f} ms "
+                      f"(min {min(noops) * 1000:.1f}, max {max(noops) * 1000:.1f})", flush=True)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    print()
+    for n in args.stages:
+        ap_ = results[("ascendpipe", n)]
+        line = f"{n:>4} stages: ascendpipe no-op {ap_['noop'] * 1000:.1f} ms; doit floor {results[('doit', n)]['noop'] * 1000:.1f} ms"
+        if have_dvc:
+            dv = results[("dvc", n)]
+            line += (f"; dvc {dv['noop'] * 1000:.1f} ms -> no-op {dv['noop'] / ap_['noop']:.1f}x faster than dvc; "
+                     f"first build {ap_['first']:.2f}s vs dvc {dv['first']:.2f}s = {ap_['first'] / dv['first']:.3f} of dvc's")
+        print(line)
+    if len(args.stages) >= 2:
+        lo, hi = min(args.stages), max(args.stages)
+        a, b = results[("ascendpipe", lo)], results[("ascendpipe", hi)]
+        per_stage_noop = (b["noop"] - a["noop"]) / (hi - lo)
+        per_stage_first = (b["first"] - a["first"]) / (hi - lo)
+        print(f"ascendpipe marginal cost per stage: no-op {per_stage_noop * 1000:.3f} ms, first build {per_stage_first * 1000:.1f} ms")
+
+
+if __name__ == "__main__":
+    main()

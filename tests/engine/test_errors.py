@@ -1,0 +1,133 @@
+"""Malformed pipelines: each gives one clear, located error; nothing is built or recorded."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from ascendpipe.errors import UserError
+
+
+def _build_cli(ws, *args):
+    return subprocess.run(
+        [sys.executable, "-m", "ascendpipe", "build", "pipeline.yaml", *args], cwd=ws.root, capture_output=True, text=True
+    )
+
+
+def _error(ws, text: str, *args) -> str:
+    ws.pipeline(text)
+    proc = _build_cli(ws, *args)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert not (ws.root / ".ascendpipe" / "ascendpipe.db").exists() or "no runs" in subprocess.run(
+        [sys.executable, "-m", "ascendpipe", "runs"], cwd=ws.root, capture_output=True, text=True
+    ).stdout
+    assert not (ws.root / "data").exists()
+    return lines[0]
+
+
+def test_yaml_syntax_error_has_line_and_column(ws):
+    msg = _error(ws, "stages:\n  a:\n    kind: run\n    cmd: [unclosed\n")
+    assert msg.startswith("ascendpipe: error: pipeline.yaml:5:1: invalid YAML") or "pipeline.yaml:4" in msg or "pipeline.yaml:5" in msg
+
+
+def test_schema_violation_names_stage_field_and_allowed_values(ws):
+    ws.write("m.onnx", "not really")
+    msg = _error(
+        ws,
+        """
+        stages:
+          convert:
+            kind: convert
+            model: m.onnx
+            params:
+              precision_mode: fp17
+        """,
+    )
+    assert "pipeline.yaml:7:" in msg
+    assert "stage 'convert'" in msg
+    assert "precision_mode 'fp17' is not one of force_fp16" in msg
+
+
+def test_unknown_kind_lists_kinds(ws):
+    msg = _error(ws, "stages:\n  a:\n    kind: compile\n    cmd: x\n")
+    assert "pipeline.yaml:3:11" in msg and "'compile' is not one of" in msg and "run" in msg
+
+
+def test_cycle_is_reported_with_path(ws):
+    msg = _error(
+        ws,
+        """
+        stages:
+          a: {kind: run, cmd: "cp data/b data/a", deps: [data/b], outs: [data/a]}
+          b: {kind: run, cmd: "cp data/a data/b", deps: [data/a], outs: [data/b]}
+        """,
+    )
+    assert "cycle" in msg and ("a -> b -> a" in msg or "b -> a -> b" in msg)
+
+
+def test_two_writers_of_one_path(ws):
+    msg = _error(
+        ws,
+        """
+        stages:
+          a: {kind: run, cmd: "touch data/x", outs: [data/x]}
+          b: {kind: run, cmd: "touch data/x", outs: [data/x]}
+        """,
+    )
+    assert "'data/x' is written by both 'a' and 'b'" in msg
+
+
+def test_out_outside_workspace(ws):
+    msg = _error(ws, "stages:\n  a: {kind: run, cmd: 'touch ../x', outs: [../x]}\n")
+    assert "pipeline.yaml:2:" in msg and "outside the workspace" in msg and "stage 'a'" in msg
+
+
+def test_dep_that_nothing_makes(ws):
+    msg = _error(ws, "stages:\n  a: {kind: run, cmd: 'true', deps: [nothing/here.txt], outs: [data/a]}\n")
+    assert "dep 'nothing/here.txt' does not exist and no stage makes it" in msg and "stage 'a'" in msg
+
+
+def test_template_error_undefined_param(ws):
+    msg = _error(ws, "params: {n: 1}\nstages:\n  a:\n    kind: run\n    cmd: echo {{ params.m }}\n    outs: [data/a]\n")
+    assert "pipeline.yaml:5:10" in msg and "'m'" in msg and "params.n" in msg
+
+
+def test_template_env_not_allow_listed(ws):
+    msg = _error(ws, "stages:\n  a:\n    kind: run\n    cmd: echo {{ env.HOME }}\n    outs: [data/a]\n")
+    assert "env.HOME is not allow-listed" in msg and "pipeline.yaml:4:" in msg
+
+
+def test_template_sandbox_blocks_python_internals(ws):
+    msg = _error(ws, "stages:\n  a:\n    kind: run\n    cmd: \"{{ ''.__class__.__mro__ }}\"\n    outs: [data/a]\n")
+    assert "template error" in msg and "pipeline.yaml:4:" in msg
+
+
+def test_unknown_stage_target_and_set(ws):
+    ws.pipeline("stages:\n  a: {kind: run, cmd: 'mkdir -p data && touch data/a', outs: [data/a]}\n")
+    proc = _build_cli(ws, "nope")
+    assert proc.returncode == 2 and "unknown stage 'nope'; stages: a" in proc.stderr
+    proc = _build_cli(ws, "--set", "stages.zzz.params.n=1")
+    assert proc.returncode == 2 and "unknown stage 'zzz'" in proc.stderr
+
+
+def test_duplicate_key(ws):
+    msg = _error(ws, "stages:\n  a: {kind: run, cmd: x, outs: [data/a]}\n  a: {kind: run, cmd: y, outs: [data/b]}\n")
+    assert "duplicate key 'a'" in msg and "pipeline.yaml:3:" in msg
+
+
+def test_unknown_field_for_kind(ws):
+    msg = _error(ws, "stages:\n  a: {kind: run, cmd: x, outz: [data/a]}\n")
+    assert "unknown field 'outz'" in msg
+
+
+def test_user_error_api_is_typed(ws):
+    import ascendpipe
+
+    ws.pipeline("stages: {}\n")
+    with pytest.raises(UserError):
+        ascendpipe.build(str(ws.root / "pipeline.yaml"), quiet=True)

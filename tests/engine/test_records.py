@@ -1,0 +1,119 @@
+"""Records, their JSON contracts, gc, the schema file, and what a no-op build imports."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import ascendpipe
+from tests.engine.conftest import CHAIN
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _cli(ws, *args):
+    proc = subprocess.run([sys.executable, "-m", "ascendpipe", *args], cwd=ws.root, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def test_runs_json_is_newest_first_with_the_contract_fields(ws):
+    ws.write("input.txt", "hello")
+    ws.pipeline(CHAIN)
+    ws.build()
+    ws.build(set=["stages.train.params.lr=0.3"])
+    runs = json.loads(_cli(ws, "runs", "--json"))
+    assert [r["id"] for r in runs] == [2, 1]
+    latest = runs[0]
+    assert latest["pipeline"] == "pipeline.yaml" and latest["started"]
+    train = latest["stages"]["train"]
+    assert train["kind"] == "run" and train["state"] == "ran"
+    assert train["params"] == {"lr": 0.3}
+    assert list(train["outputs"]) == ["data/model.txt"] and len(train["outputs"]["data/model.txt"]) == 64
+    assert runs[1]["stages"]["prepare"]["state"] == "ran" and latest["stages"]["prepare"]["state"] == "fresh"
+    shown = json.loads(_cli(ws, "show", "2", "--json"))
+    assert shown["id"] == 2 and shown["stages"]["train"]["params"] == {"lr": 0.3}
+    assert json.loads(_cli(ws, "show", "latest~1", "--json"))["id"] == 1
+
+
+def test_diff_marks_changed_params_and_metrics(ws):
+    ws.write("input.txt", "hello")
+    ws.write(
+        "count.py",
+        "import json, os\np = json.loads(os.environ['ASCENDPIPE_PARAMS'])\n"
+        "json.dump({'score': p['k'] * 2, 'fixed': 1}, open('data/m.json', 'w'))\n",
+    )
+    ws.pipeline(
+        """
+        stages:
+          score:
+            kind: run
+            cmd: mkdir -p data && python3 count.py
+            deps: [count.py]
+            outs: []
+            metrics: data/m.json
+            params: {k: 1, other: x}
+        """
+    )
+    ws.build()
+    ws.build(set=["stages.score.params.k=5"])
+    result = ascendpipe.diff(1, 2, workspace=str(ws.root))
+    stage = result["stages"]["score"]
+    assert stage["params"]["k"] == {"a": 1, "b": 5, "changed": True}
+    assert stage["params"]["other"] == {"a": "x", "b": "x", "changed": False}
+    assert stage["metrics"]["score"] == {"a": 2, "b": 10, "changed": True, "delta": 8}
+    assert stage["metrics"]["fixed"]["changed"] is False
+    text = _cli(ws, "diff", "1", "2")
+    assert "score" in text and "*" in text and "fixed" not in text
+
+
+def test_gc_keeps_what_the_cache_needs_and_drops_orphans(ws):
+    ws.write("input.txt", "hello")
+    ws.pipeline(CHAIN)
+    ws.build()
+    orphan = ws.root / "cache" / "objects" / "ff" / ("f" * 62)
+    orphan.parent.mkdir(parents=True, exist_ok=True)
+    orphan.write_text("nobody needs me")
+    result = ascendpipe.gc(str(ws.root))
+    assert result["removed_objects"] == 1 and not orphan.exists()
+    (ws.root / "data/model.txt").unlink()
+    run = ws.build()
+    assert run["stages"]["train"]["state"] == "restored"
+
+
+def test_noop_build_imports_no_heavy_module(ws):
+    from tests.modelzoo import l2norm_model
+
+    l2norm_model(str(ws.root / "m.onnx"))
+    ws.pipeline(
+        """
+        stages:
+          convert:
+            kind: convert
+            model: m.onnx
+            matrix:
+              fp16: {precision_mode: force_fp16}
+              mixed: {precision_mode: allow_fp32_to_fp16}
+        """
+    )
+    run = ws.build()
+    assert set(ws.states(run).values()) == {"ran"}
+    probe = (
+        "import sys, io\n"
+        "from ascendpipe.cli.main import main\n"
+        "rc = main(['build', 'pipeline.yaml', '-q'])\n"
+        "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('onnx', 'onnxruntime', 'torch', 'numpy', 'jsonschema', 'jinja2', 'doit'))\n"
+        "print(rc, heavy)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], cwd=ws.root, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().splitlines()[-1] == "0 []"
+
+
+def test_schema_file_is_current():
+    from ascendpipe.config.schema import pipeline_schema
+
+    on_disk = json.loads((ROOT / "schemas" / "pipeline.schema.json").read_text())
+    assert on_disk == json.loads(json.dumps(pipeline_schema())), "regenerate: python -m ascendpipe.config.schema > schemas/pipeline.schema.json"

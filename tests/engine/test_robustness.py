@@ -1,0 +1,139 @@
+"""Kills, corruption, concurrent builds, parallelism and failures."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from tests.engine.conftest import CHAIN
+
+SLOW = """\
+stages:
+  first:
+    kind: run
+    cmd: python3 step.py first data/first.txt
+    deps: [step.py]
+    outs: [data/first.txt]
+  slow:
+    kind: run
+    cmd: python3 slow.py
+    deps: [data/first.txt, slow.py]
+    outs: [data/slow.txt]
+"""
+
+SLOW_PY = """\
+import os, time
+with open("data/slow.txt", "w") as f:
+    f.write("partial")
+    f.flush()
+    open("started.flag", "w").close()
+    deadline = time.time() + 60
+    while not os.path.exists("finish.flag") and time.time() < deadline:
+        time.sleep(0.05)
+    f.write(" complete")
+"""
+
+
+def _spawn_build(ws, *args):
+    return subprocess.Popen(
+        [sys.executable, "-m", "ascendpipe", "build", "pipeline.yaml", *args],
+        cwd=ws.root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )
+
+
+def _wait_for(path, proc, timeout=90):
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        if proc.poll() is not None:
+            raise AssertionError(f"build ended early ({proc.returncode}): {proc.stdout.read()} {proc.stderr.read()}")
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        time.sleep(0.05)
+
+
+def test_sigkill_mid_stage_leaves_nothing_marked_built(ws):
+    ws.pipeline(SLOW)
+    ws.write("slow.py", SLOW_PY)
+    proc = _spawn_build(ws)
+    _wait_for(ws.root / "started.flag", proc)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert (ws.root / "data/slow.txt").read_text() == "partial"
+    assert ws.ran() == ["first"]
+    (ws.root / "finish.flag").write_text("")
+    status = __import__("ascendpipe").status(str(ws.root / "pipeline.yaml"))
+    assert status["stages"]["first"]["state"] == "fresh"
+    assert status["stages"]["slow"] == {"state": "stale", "reasons": ["never built"]}
+    run = ws.build()
+    assert ws.states(run) == {"first": "fresh", "slow": "ran"}
+    assert (ws.root / "data/slow.txt").read_text() == "partial complete"
+
+
+def test_second_build_waits_or_names_the_lock_holder(ws):
+    ws.pipeline(SLOW)
+    ws.write("slow.py", SLOW_PY)
+    proc = _spawn_build(ws)
+    try:
+        _wait_for(ws.root / "started.flag", proc)
+        other = subprocess.run(
+            [sys.executable, "-m", "ascendpipe", "build", "pipeline.yaml", "--no-wait"], cwd=ws.root, capture_output=True, text=True
+        )
+        assert other.returncode == 2
+        assert f"another build holds the workspace lock: pid {proc.pid}" in other.stderr
+        assert "ascendpipe build pipeline.yaml" in other.stderr or "build pipeline.yaml" in other.stderr
+    finally:
+        (ws.root / "finish.flag").write_text("")
+        proc.wait(timeout=60)
+    assert proc.returncode == 0
+
+
+def test_corrupted_cache_object_is_caught_and_rebuilt(ws):
+    ws.write("input.txt", "hello")
+    ws.pipeline(CHAIN)
+    first = ws.build()
+    digest = first["stages"]["report"]["outputs"]["data/report.txt"]
+    good = (ws.root / "data/report.txt").read_text()
+    ws.build(set=["stages.train.params.lr=0.7"])
+    obj = ws.root / "cache" / "objects" / digest[:2] / digest[2:]
+    obj.write_text("bit rot")
+    ws.ran()
+    run = ws.build()  # train restores fine; report's object is corrupt -> it runs
+    assert ws.states(run) == {"prepare": "fresh", "train": "restored", "report": "ran"}
+    assert ws.ran() == ["report"]
+    assert (ws.root / "data/report.txt").read_text() == good
+    assert obj.read_text() == good  # the object was replaced by a good copy
+
+
+def test_keep_going_skips_dependents_and_runs_the_rest_in_parallel(ws):
+    ws.pipeline(
+        """
+        stages:
+          bad: {kind: run, cmd: "echo boom >&2; exit 4", outs: [data/bad]}
+          after_bad: {kind: run, cmd: "cp data/bad data/after", deps: [data/bad], outs: [data/after]}
+          good1: {kind: run, cmd: "python3 step.py good1 data/g1", outs: [data/g1]}
+          good2: {kind: run, cmd: "python3 step.py good2 data/g2", outs: [data/g2]}
+        """
+    )
+    run = ws.build(keep_going=True, jobs=2)
+    assert ws.states(run) == {"bad": "failed", "after_bad": "skipped", "good1": "ran", "good2": "ran"}
+    assert "exited with code 4" in run["stages"]["bad"]["error"]
+    log = ws.root / run["stages"]["bad"]["log"]
+    assert "boom" in log.read_text()
+    assert sorted(ws.ran()) == ["good1", "good2"]
+
+
+def test_failure_output_is_shown_with_log_path(ws):
+    ws.pipeline('stages:\n  bad: {kind: run, cmd: "echo the-reason >&2; exit 1", outs: [data/bad]}\n')
+    proc = subprocess.run([sys.executable, "-m", "ascendpipe", "build", "pipeline.yaml"], cwd=ws.root, capture_output=True, text=True)
+    assert proc.returncode == 1
+    assert "FAILED" in proc.stdout and "the-reason" in proc.stdout and "build/bad.log" in proc.stdout
+
+
+def test_missing_out_after_command_is_a_failure(ws):
+    ws.pipeline('stages:\n  lazy: {kind: run, cmd: "true", outs: [data/never]}\n')
+    run = ws.build()
+    assert run["stages"]["lazy"]["state"] == "failed"
+    assert "did not write data/never" in run["stages"]["lazy"]["error"]

@@ -104,7 +104,8 @@ def case_dump(model: Path, feeds: dict, out: Path, budget_mb: float | None) -> d
         times.append(time.perf_counter() - start)
     index = json.loads(index_path.read_text())
     total = sum(p.stat().st_size for p in (target / "tensors").iterdir())
-    return {"seconds": float(np.median(times)), "cold_seconds": times[0], "tensors": len(index["tensors"]),
+    return {"seconds": float(np.median(times)), "cold_seconds": times[0], "all_seconds": times,
+            "tensors": len(index["tensors"]),
             "chunks": index["chunks"], "bytes": total}
 
 
@@ -148,7 +149,7 @@ def main() -> int:
     print(f"plain inference (fusions on, warm, median of 5): {plain['seconds'] * 1000:8.1f} ms   "
           f"(cold incl. session: {plain['cold_seconds'] * 1000:.1f} ms)   peak RSS {plain['peak_rss_mb']:.0f} MB")
     print(f"dump, fusions off, end to end (median of 3):     {dump['seconds'] * 1000:8.1f} ms   "
-          f"(cold: {dump['cold_seconds'] * 1000:.1f} ms)   "
+          f"(each: {', '.join(f'{t * 1000:.0f}' for t in dump['all_seconds'])} ms)   "
           f"{dump['tensors']} tensors, {dump['bytes'] / 1e6:.0f} MB, {dump['chunks']} run(s)   peak RSS {dump['peak_rss_mb']:.0f} MB")
     print(f"dump, budget {args.budget_mb or 64:.0f} MB:                            {small['seconds'] * 1000:8.1f} ms   "
           f"{small['chunks']} run(s)   peak RSS {small['peak_rss_mb']:.0f} MB")

@@ -184,61 +184,59 @@ class _Resolver:
                 resolved[stage.name] = stage
         return resolved
 
-    def _fanout(self, base: str, raw: dict, kind) -> list[dict[str, str]]:
-        """Variant choices inherited from matrix stages this stage names in its input fields."""
-        referenced = []
+    # A variant's *origin* maps each matrix stage it descends from to the key chosen there:
+    # infer@fp16 has origin {convert: fp16}. A stage naming several fanned-out stages gets one
+    # variant per consistent combination, so eval(query=infer_q, gallery=infer_g) pairs
+    # infer_q@fp16 with infer_g@fp16 instead of forming their product.
+    def _referenced(self, raw: dict, kind) -> list[str]:
+        names = []
         for fieldname in kind.input_fields:
             value = raw.get(fieldname)
-            if isinstance(value, str) and value in self.raw_stages and self._has_variants(value):
-                if value not in referenced:
-                    referenced.append(value)
-        if not referenced:
-            return [{}]
-        # A chain of fan-outs shares keys: infer(convert@k) feeding eval makes eval@k, not eval@k-k.
-        axes = []
-        for ref in referenced:
-            keys = [k for k, _, _ in self._expanded_variants(ref)]
-            axes.append([(ref, k) for k in keys])
-        combos = []
-        for combo in itertools.product(*axes):
-            choice = dict(combo)
-            combos.append(choice)
-        return combos
+            if isinstance(value, str) and value in self.raw_stages and self._has_variants(value) and value not in names:
+                names.append(value)
+        return names
 
     def _has_variants(self, base: str) -> bool:
-        return any(k is not None for k, _, _ in self._expanded_variants(base))
+        return any(v[0] is not None for v in self._expanded_variants(base))
 
-    def _expanded_variants(self, base: str) -> list[tuple[str | None, dict, tuple]]:
-        """Own matrix variants, or the fan-out keys when the stage inherits them."""
-        cache = getattr(self, "_expanded_cache", None)
-        if cache is None:
-            cache = self._expanded_cache = {}
+    def _variant_name(self, origin: dict) -> str | None:
+        order = list(self.raw_stages)
+        keys = [origin[b] for b in sorted(origin, key=order.index)]
+        return "-".join(keys) or None
+
+    def _expanded_variants(self, base: str) -> list[tuple[str | None, dict, tuple, dict]]:
+        """(variant name, params overlay, YAML path of the overlay, origin) for each variant."""
+        cache = self.__dict__.setdefault("_expanded_cache", {})
         if base in cache:
             return cache[base]
-        cache[base] = [(None, {}, ())]  # guards against reference cycles; check_graph reports them
+        cache[base] = [(None, {}, (), {})]  # guards against reference cycles; check_graph reports them
         from ascendpipe.stages.registry import get_kind
 
         raw = self.raw_stages[base]
-        own = self.variants[base]
         kind = get_kind(raw["kind"])
+        combos: list[dict] = [{}]
+        for ref in self._referenced(raw, kind):
+            grown = []
+            for combo in combos:
+                for _, _, _, origin in self._expanded_variants(ref):
+                    if all(combo.get(k, v) == v for k, v in origin.items()):
+                        merged = {**combo, **origin}
+                        if merged not in grown:
+                            grown.append(merged)
+            combos = grown
         result = []
-        for choice in self._fanout(base, raw, kind):
-            for key, overlay, where in own:
-                parts = list(dict.fromkeys(choice.values()))
-                if key is not None:
-                    parts.append(key)
-                name = "-".join(p for p in parts if p is not None) or None
-                result.append((name, overlay, where) if not choice else (name, {**overlay, "__choice__": choice}, where))
+        for combo in combos:
+            for key, overlay, where in self.variants[base]:
+                origin = {**combo, base: key} if key is not None else dict(combo)
+                result.append((self._variant_name(origin), overlay, where, origin))
         cache[base] = result
         return result
 
     def _expand(self, base: str, raw: dict, kind) -> list[Stage]:
         stages = []
-        for variant, overlay, where in self._expanded_variants(base):
-            overlay = dict(overlay)
-            choice = overlay.pop("__choice__", {})
+        for variant, overlay, where, origin in self._expanded_variants(base):
             name = f"{base}@{variant}" if variant else base
-            stages.append(self._one(base, name, variant, raw, kind, overlay, where, choice))
+            stages.append(self._one(base, name, variant, raw, kind, dict(overlay), where, origin))
         return stages
 
     def _one(self, base, name, variant, raw, kind, overlay, overlay_where, choice) -> Stage:
@@ -363,16 +361,15 @@ class _Resolver:
                 stage.deps.append(self._rel(value, where, stage.name))
         stage.outs = [f"{self.build_dir}/{stage.name}"]
 
-    def _stage_ref(self, value: str, choice: dict) -> str | None:
+    def _stage_ref(self, value: str, origin: dict) -> str | None:
         if value in self.raw_stages:
-            variants = self._expanded_variants(value)
-            if any(k is not None for k, _, _ in variants):
-                key = choice.get(value)
-                return f"{value}@{key}"
+            for variant, _, _, theirs in self._expanded_variants(value):
+                if all(origin.get(k) == v for k, v in theirs.items()):
+                    return f"{value}@{variant}" if variant else value
             return value
         base, at, variant = value.partition("@")
         if at and base in self.raw_stages:
-            names = [k for k, _, _ in self._expanded_variants(base)]
+            names = [v[0] for v in self._expanded_variants(base)]
             if variant not in names:
                 raise UserError(f"stage '{base}' has no variant '{variant}'; it has: {', '.join(map(str, names))}")
             return value

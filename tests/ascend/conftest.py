@@ -48,9 +48,14 @@ def tiny_model(tmp_path) -> Path:
     return build_tiny_model(tmp_path / "tiny.onnx")
 
 
-@pytest.fixture
-def cann_env(monkeypatch):
+@pytest.fixture(scope="module")
+def cann_env():
     """The doubles as the installed toolkit: home, PATH (our python first for `python3`), PYTHONPATH."""
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        yield _point_at_doubles(monkeypatch)
+
+
+def _point_at_doubles(monkeypatch) -> Path:
     monkeypatch.delenv("ASCEND_HOME_PATH", raising=False)
     monkeypatch.delenv("ASCEND_WORK_PATH", raising=False)
     monkeypatch.delenv("TUNE_BANK_PATH", raising=False)
@@ -66,6 +71,10 @@ def cann_env(monkeypatch):
 @pytest.fixture
 def make_ctx(tmp_path):
     """A StageContext for one stage, writing into tmp_path/<name>; the log is kept open for the test."""
+    yield from _context_factory(tmp_path)
+
+
+def _context_factory(tmp_path: Path):
     from ascendpipe.stages.base import StageContext, Upstream
 
     logs = []

@@ -132,3 +132,33 @@ def test_matrix_variants_and_fanout(ws):
     ws.ran()
     run = ws.build(set=["stages.convert.matrix.mode=[force_fp16, must_keep_origin_dtype]"])
     assert ws.states(run) == {"convert@force_fp16": "fresh", "convert@must_keep_origin_dtype": "ran"}
+
+
+def test_fanout_pairs_variants_of_the_same_matrix(ws):
+    import ascendpipe
+
+    ws.write("m.onnx", "placeholder")
+    ws.write("q.npy", "x")
+    ws.write("labels/ids.npy", "x")
+    ws.pipeline(
+        """
+        stages:
+          convert:
+            kind: convert
+            model: m.onnx
+            matrix:
+              fp16: {precision_mode: force_fp16}
+              mixed: {precision_mode: allow_fp32_to_fp16}
+          infer_q: {kind: infer, model: convert, inputs: q.npy}
+          infer_g: {kind: infer, model: convert, inputs: q.npy}
+          eval: {kind: eval, query: infer_q, gallery: infer_g, labels: labels, params: {task: reid}}
+          pinned: {kind: infer, model: convert@mixed, inputs: q.npy}
+        """
+    )
+    pipeline = ascendpipe.load(str(ws.root / "pipeline.yaml"))
+    assert sorted(n for n in pipeline.stages if n.startswith("eval")) == ["eval@fp16", "eval@mixed"]
+    ev = pipeline.stages["eval@fp16"]
+    assert ev.upstream == {"query": "infer_q@fp16", "gallery": "infer_g@fp16"}
+    assert pipeline.stages["infer_q@mixed"].upstream == {"model": "convert@mixed"}
+    assert pipeline.stages["pinned"].upstream == {"model": "convert@mixed"}
+    assert pipeline.stages["convert@fp16"].params["precision_mode"] == "force_fp16"

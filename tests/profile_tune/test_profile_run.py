@@ -31,14 +31,20 @@ def test_op_durations_add_up_to_the_iteration_time(model):
     data = profile_model(model, [_feeds()], warmup=3, iterations=8,
                          settings={"graph_optimization_level": "ORT_DISABLE_ALL"})
     assert len(data.iterations) == 8
+    coverage = []
     for it in data.iterations:
         ops = data.ops_of(it.index)
         assert [o.op_name for o in ops] == NODES
-        total = sum(o.duration_us for o in ops) + sum(o.wait_us for o in ops)
-        # kernels and the gaps between them lie inside the run; what is left is the profiler's overhead
-        assert total <= it.duration_us + 1.0
-        assert sum(o.duration_us for o in ops) >= 0.5 * it.duration_us
+        # waits recomputed from the start times: run start -> first kernel, kernel end -> next start
+        ends = [it.start_us] + [o.start_us + o.duration_us for o in ops[:-1]]
+        assert [o.wait_us for o in ops] == pytest.approx([max(0.0, o.start_us - e) for o, e in zip(ops, ends)])
+        busy = sum(o.duration_us for o in ops) + sum(o.wait_us for o in ops)
+        # kernels and the gaps between them lie inside the run; what is left is the executor's overhead
+        assert busy <= it.duration_us + 1.0
         assert all(0 <= o.start_us - it.start_us <= it.duration_us for o in ops)
+        coverage.append(sum(o.duration_us for o in ops) / it.duration_us)
+    # kernels are most of a run; on a loaded machine a preempted iteration may not show it, the best does
+    assert max(coverage) >= 0.6
 
 
 def test_timeline_is_valid_trace_json(model):

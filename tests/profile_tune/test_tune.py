@@ -42,6 +42,25 @@ def test_search_stops_at_max_candidates():
     assert len(log.trials) == 2 and log.stopped_early
 
 
+def test_operator_tuning_alone_tries_only_fusion_switches_and_needs_fusions_on():
+    seen = []
+
+    def trial(best, cand):
+        seen.append(cand)
+        return search.Trial(cand["disabled_optimizers"] == ["ConstantFolding"], True)
+
+    start = {"graph_optimization_level": "ORT_ENABLE_ALL", "disabled_optimizers": []}
+    log = search.search(start, job_types=[2], cpu_count=2, op_types=["Gemm"], trial=trial, max_candidates=50)
+    assert [t["change"] for t in log.trials] == [
+        {"disabled_optimizers": ["ConstantFolding"]},
+        {"disabled_optimizers": ["ConstantFolding", "CommonSubexpressionElimination"]},
+        {"disabled_optimizers": ["ConstantFolding", "GemmActivationFusion"]}]
+    assert log.best["disabled_optimizers"] == ["ConstantFolding"]
+    off = search.search({"graph_optimization_level": "ORT_DISABLE_ALL"}, job_types=[2], cpu_count=2,
+                        op_types=["Gemm"], trial=trial, max_candidates=50)
+    assert off.trials == []  # with every optimizer off there is no switch to flip
+
+
 def test_thread_counts_and_fusion_candidates():
     assert search.thread_counts(1) == [1]
     assert search.thread_counts(6) == [1, 2, 4, 6]

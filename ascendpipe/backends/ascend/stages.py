@@ -292,6 +292,34 @@ def tune(ctx):
 
 # ---- infer, dump, profile: ais_bench over a converted model --------------------------------------
 
+def _host_onnx(ctx) -> bool:
+    """True when the model input is a plain ONNX (the fp32 golden): it runs on the host's onnxruntime,
+    as msit runs the golden side of a compare; only OMs go to ais_bench."""
+    source = ctx.inputs.get("model")
+    if source is None:
+        return False
+    path = Path(source)
+    if path.is_file():
+        return path.suffix == ".onnx"
+    return path.is_dir() and not any(path.glob("*.om")) and len(list(path.glob("*.onnx"))) == 1
+
+
+def _on_host(ctx, kind: str):
+    from ascendpipe.backends.onnxruntime import stages as host
+
+    ctx.say(f"{ctx.name}: the model is an ONNX, not an OM: running it on the host's onnxruntime (golden side)")
+    if kind == "profile":
+        from ascendpipe.backends.onnxruntime.profile_tune_stages import profile as host_profile
+        from ascendpipe.stages.base import write_metrics
+
+        result = host_profile(ctx)
+        write_metrics(Path(ctx.out_dir), result.metrics)
+    else:
+        result = getattr(host, kind)(ctx)
+    result.info["ran_on"] = "host onnxruntime (golden ONNX)"
+    return result
+
+
 def _om_dir(ctx) -> tuple[Path, dict]:
     from ascendpipe.stages.base import find_model_file
 
@@ -386,6 +414,8 @@ def _run_ais(ctx, tk, plan, batches, names, out, runner) -> dict:
 @_located
 def infer(ctx):
     """``python3 -m ais_bench`` over the inputs; outputs/*.npy and summary.json as on onnxruntime."""
+    if _host_onnx(ctx):
+        return _on_host(ctx, "infer")
     from ascendpipe.backends.onnxruntime.infer import SUMMARY_FILE, console_summary, stage_batches
     from ascendpipe.inputs import write_json_atomic
     from ascendpipe.stages.base import StageResult, write_metrics
@@ -433,6 +463,8 @@ def _dump_plan(ctx, tk: Toolkit, strict: bool, out_dir: Path) -> Plan:
 @_located
 def dump(ctx):
     """An acl.json dump through ais_bench, converted with msaccucmp into index.json + tensors/."""
+    if _host_onnx(ctx):
+        return _on_host(ctx, "dump")
     from ascendpipe.backends.onnxruntime.dump import first_samples
     from ascendpipe.backends.onnxruntime.infer import stage_batches
     from ascendpipe.stages.base import StageResult, write_metrics
@@ -447,12 +479,27 @@ def dump(ctx):
     from ascendpipe.inputs import Batch
 
     feeds = Batch(first_samples(batches, max_batch, static))
+    index_path, leaf = _dump_with_ais(ctx, tk, om, feeds, [s.name for s in specs], out,
+                                      keep_raw=ctx.params.get("keep_raw", False))
+    entries = json.loads(index_path.read_text())["tensors"]
+    metrics = {"tensors": len(entries), "tensors_with_nan": sum(1 for t in entries if t.get("nan")),
+               "tensors_with_inf": sum(1 for t in entries if t.get("inf"))}
+    write_metrics(out, metrics)
+    return StageResult(metrics=metrics, info={"model": str(om), "inputs": source, "dump_leaf": leaf})
+
+
+def _dump_with_ais(ctx, tk: Toolkit, om: Path, feeds: dict, input_names: list[str], out: Path, *,
+                   keep_raw: bool) -> tuple[Path, str]:
+    """ais_bench with acl.json, msaccucmp convert of the first dump, then our index; the OM JSON and
+    fused_map.json are copied beside index.json so compare finds the op mapping with the dump."""
+    from ascendpipe.inputs import Batch
+
     plan = _dump_plan(ctx, tk, True, out)
     dump_path = (out / "npu_dump").resolve()
-    dump_path.mkdir(exist_ok=True)
+    dump_path.mkdir(parents=True, exist_ok=True)
     acl_dump.write_json_atomic(plan.data["acl_json"], acl_dump.acl_config(om.stem, dump_path, mode="output"))
     runner = runner_for(ctx)
-    _run_ais(ctx, tk, plan, [feeds], [s.name for s in specs], out, runner)
+    _run_ais(ctx, tk, plan, [Batch(dict(feeds))], input_names, out, runner)
     leaves = acl_dump.find_dump_dirs(dump_path)
     if not leaves:
         raise UserError(f"ais_bench wrote no dump under {dump_path}/<time>/<device>/<model>/<id>/<index>/",
@@ -470,14 +517,31 @@ def dump(ctx):
         named[(op_name, int(index))] = tensor
     naming = acl_dump.OpNaming.from_om(info.op_types(), named)
     index_path = acl_dump.build_index(out / "converted", out, naming, model=str(om), feeds=dict(feeds))
-    if not ctx.params.get("keep_raw", False):
+    for name in (f"{OM_NAME}.json", FUSED_MAP, "precision_plan.json"):
+        if (om.parent / name).is_file() and om.parent.resolve() != out.resolve():
+            shutil.copyfile(om.parent / name, out / name)
+    if not keep_raw:
         for sub in ("converted", "npu_dump", "ais_output", "ais_input"):
             shutil.rmtree(out / sub, ignore_errors=True)
-    entries = json.loads(index_path.read_text())["tensors"]
-    metrics = {"tensors": len(entries), "tensors_with_nan": sum(1 for t in entries if t.get("nan")),
-               "tensors_with_inf": sum(1 for t in entries if t.get("inf"))}
-    write_metrics(out, metrics)
-    return StageResult(metrics=metrics, info={"model": str(om), "inputs": source, "dump_leaf": str(leaves[0].relative_to(dump_path))})
+    return index_path, str(leaves[0].relative_to(dump_path))
+
+
+def dump_om(om_dir: Path, feeds: dict, out_dir: Path, *, log, run_command=None, stage: str = "compare",
+            keep_raw: bool = False) -> Path:
+    """Library entry for compare on the ascend backend: dump a converted OM dir for ``feeds`` into
+    ``out_dir`` (index.json + tensors/, model.json, fused_map.json); returns the index path."""
+    from types import SimpleNamespace
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    ctx = SimpleNamespace(name=stage, kind="dump", inputs={"model": Path(om_dir)}, params={}, log=log,
+                          run_command=run_command, final_out_dir=out_dir, out_dir=out_dir)
+    try:
+        om, record = _om_dir(ctx)
+        return _dump_with_ais(ctx, discover(), om, feeds, [i["name"] for i in record["inputs"]], out_dir,
+                              keep_raw=keep_raw)[0]
+    except UserError as err:
+        raise err.with_location(stage=stage) from None
 
 
 def _profile_plan(ctx, tk: Toolkit, strict: bool, out_dir: Path) -> Plan:
@@ -503,6 +567,8 @@ def _totals(op_statistic: list[dict]) -> list[dict]:
 @_located
 def profile(ctx):
     """msprof around ais_bench; the PROF_* op_summary/op_statistic CSVs kept and read."""
+    if _host_onnx(ctx):
+        return _on_host(ctx, "profile")
     from ascendpipe.backends.onnxruntime.infer import stage_batches
     from ascendpipe.profiling import report
     from ascendpipe.profiling.files import write_json_atomic, write_text_atomic

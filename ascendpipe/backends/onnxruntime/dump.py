@@ -22,6 +22,7 @@ are not dumped.
 from __future__ import annotations
 
 import json
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
@@ -299,18 +300,25 @@ def _run_chunk(model_bytes: bytes, planned: list[Planned], feeds: dict, out_dir:
     session = make_session(model_bytes, fusions=fusions, runtime_dir=runtime_dir)
     values = session.run([p.name for p in planned], feeds)
     del session
-    values.reverse()  # pop() from the end hands them out in order, freeing each once written
-    for offset, item in enumerate(planned):
-        value = values.pop()
-        if not isinstance(value, np.ndarray):
-            continue  # a sequence or map output: not a tensor
-        if item.as_float16 and value.dtype == np.float32:
-            value = value.astype(np.float16)  # exact: the emulation already rounded to fp16
-        position = first_position + offset
-        file = f"{TENSORS_DIR}/{position:05d}.npy"
-        save_npy_atomic(out_dir / file, value)
-        entries[position] = _entry(item, item.name, value, file)
-        del value
+    values.reverse()  # pop() from the end hands them out in order, each freed once written
+    # Writing (page cache copies) and the stats passes release the GIL: two writers overlap them.
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        jobs = []
+        for offset, item in enumerate(planned):
+            position = first_position + offset
+            jobs.append((position, pool.submit(_write_tensor, item, values.pop(), out_dir, position)))
+        for position, job in jobs:
+            entries[position] = job.result()
+
+
+def _write_tensor(item: Planned, value, out_dir: Path, position: int) -> dict | None:
+    if not isinstance(value, np.ndarray):
+        return None  # a sequence or map output: not a tensor
+    if item.as_float16 and value.dtype == np.float32:
+        value = value.astype(np.float16)  # exact: the emulation already rounded to fp16
+    file = f"{TENSORS_DIR}/{position:05d}.npy"
+    save_npy_atomic(out_dir / file, value)
+    return _entry(item, item.name, value, file)
 
 
 def _check_feeds(specs, feeds: dict, where: Location) -> None:

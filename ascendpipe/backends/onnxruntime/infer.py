@@ -274,7 +274,6 @@ def stage_batches(ctx, specs, *, batch_size: int | None, seed: int) -> tuple[lis
 
 def run_stage(ctx):
     from ascendpipe.backends.onnxruntime.session import input_specs, make_session
-    from ascendpipe.errors import Location
     from ascendpipe.stages.base import StageResult, find_model_file, write_metrics
 
     params = ctx.params

@@ -6,8 +6,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
+import re
 import tempfile
 import time
 from pathlib import Path
@@ -16,6 +18,9 @@ from typing import Any, Sequence
 from ascendpipe.profiling.oprows import Iteration, OpRow, ProfileData, TensorDesc
 
 KERNEL_SUFFIX = "_kernel_time"
+EMULATION_PREFIX = "ascendpipe_emu/"  # nodes the fp16 emulation inserts (see docs/contracts.md)
+# names onnxruntime gives the nodes its transformers rewrite: '<output tensor>_nchwc', '<name>_token_3'
+_ORT_RENAME = re.compile(r"(_nchwc|_token_\d+)+$")
 # session settings a knowledge bank / runtime.json may carry, with onnxruntime's defaults
 DEFAULT_SETTINGS: dict[str, Any] = {
     "graph_optimization_level": "ORT_ENABLE_ALL",
@@ -73,6 +78,37 @@ def parse_ort_profile(events: Sequence[dict], *, warmup: int = 0, model_name: st
     return data
 
 
+def attribute_to_model(data: ProfileData, node_names: set[str], producers: dict[str, str]) -> tuple[ProfileData, float]:
+    """Kernel rows named after the model's nodes, without the emulation's rounding casts.
+
+    onnxruntime renames nodes it rewrites after their output tensor (``<tensor>_nchwc``): such a
+    kernel gets the name of the model node producing that tensor (``producers``: tensor -> node).
+    Casts the fp16 emulation inserted (``ascendpipe_emu/...``) do not run on the device: they are
+    left out, and their total time (us, over all kept iterations) is returned as the overhead.
+    """
+    kept, overhead, position = [], 0.0, {}
+    for op in data.ops:
+        if op.op_name.startswith(EMULATION_PREFIX) and op.op_type == "Cast":
+            overhead += op.duration_us
+            continue
+        name = op.op_name
+        if name not in node_names:
+            name = producers.get(_ORT_RENAME.sub("", name), name)
+        index = position.get(op.iteration, 0)
+        position[op.iteration] = index + 1
+        kept.append(dataclasses.replace(op, op_name=name, index=index))
+    return ProfileData(data.model_name, list(data.iterations), kept), overhead
+
+
+def model_node_index(model_path: Path) -> tuple[set[str], dict[str, str]]:
+    """The model's node names and, per output tensor, the node producing it."""
+    import onnx
+
+    graph = onnx.load(str(model_path), load_external_data=False).graph
+    producers = {out: node.name for node in graph.node for out in node.output if node.name}
+    return {node.name for node in graph.node if node.name}, producers
+
+
 # ----------------------------------------------------------------------------- running
 
 def resolve_settings(settings: dict | None) -> dict[str, Any]:
@@ -104,7 +140,8 @@ def time_runs(session, batches: Sequence[dict], *, warmup: int, iterations: int)
 
 def profile_model(model_path: Path, batches: Sequence[dict], *, warmup: int, iterations: int,
                   settings: dict | None = None) -> ProfileData:
-    """Run with the profiler on and return the parsed rows of the timed iterations."""
+    """Run with the profiler on and return the parsed rows of the timed iterations (raw kernel
+    names; see ``attribute_to_model``)."""
     with tempfile.TemporaryDirectory(prefix="ascendpipe-prof-") as tmp:
         session = open_session(model_path, settings, profile_prefix=os.path.join(tmp, "ort"))
         for i in range(warmup + iterations):

@@ -35,7 +35,8 @@ def _rows_of(batch) -> int:
 def run_profile(model_path: Path, inputs_path: Path | None, out_dir: Path, *, warmup: int = 5,
                 iterations: int = 20, batch_size: int | None = None, say: Say = print) -> dict[str, Any]:
     """Time the model, profile it, write the profile files; returns {"metrics", "info", "table"}."""
-    from ascendpipe.backends.onnxruntime.profile import open_session, profile_model, time_runs
+    from ascendpipe.backends.onnxruntime.profile import (attribute_to_model, model_node_index, open_session,
+                                                          profile_model, time_runs)
     from ascendpipe.backends.onnxruntime.session import read_runtime
 
     settings = read_runtime(model_path)  # a tuned model runs with its bank's settings
@@ -44,7 +45,13 @@ def run_profile(model_path: Path, inputs_path: Path | None, out_dir: Path, *, wa
     # latency from a session without the profiler: its per-kernel bookkeeping would inflate it
     latency = stats.latency_stats(time_runs(open_session(model_path, settings), batches,
                                             warmup=warmup, iterations=iterations), batch_size=rows)
-    data = profile_model(model_path, batches, warmup=warmup, iterations=iterations, settings=settings)
+    raw = profile_model(model_path, batches, warmup=warmup, iterations=iterations, settings=settings)
+    data, emulation_us = attribute_to_model(raw, *model_node_index(model_path))
+    kernel_us = sum(op.duration_us for op in raw.ops)
+    emulation_pct = 100.0 * emulation_us / kernel_us if kernel_us else 0.0
+    if emulation_us:
+        say(f"fp16 emulation casts: {emulation_pct:.1f}% of kernel time, left out of the op tables "
+            "(the device does not run them; latency includes them)")
     totals = msprof_csv.op_type_totals(data.ops)
     out_dir = Path(out_dir)
     write_json_atomic(out_dir / "timeline.json", timeline.trace_document(data))
@@ -69,7 +76,8 @@ def run_profile(model_path: Path, inputs_path: Path | None, out_dir: Path, *, wa
     say(table)
     metrics = {"latency_ms_mean": latency["mean"], "latency_ms_median": latency["median"],
                "latency_ms_p99": latency["p99"], "throughput": latency["throughput"],
-               "top_op_type_ratio_pct": totals[0]["ratio_pct"] if totals else 0.0}
+               "top_op_type_ratio_pct": totals[0]["ratio_pct"] if totals else 0.0,
+               "emulation_overhead_pct": emulation_pct}
     info = {"top_op_type": totals[0]["op_type"] if totals else None, "batch_size": rows,
             "warmup": warmup, "iterations": iterations, "session": settings or {}}
     return {"metrics": metrics, "info": info, "table": table}

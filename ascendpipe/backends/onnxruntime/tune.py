@@ -22,6 +22,7 @@ from ascendpipe.profiling.files import write_json_atomic
 BANK_FILE = "tune_bank.json"
 ROUND_TARGET_MS = 25.0  # auto iterations: a timed round lasts about this long at the baseline
 MAX_AUTO_ITERATIONS = 100
+MAX_OPEN_SESSIONS = 3  # baseline, current best, candidate
 OPAT_FILE = "aoe_result_opat.json"
 
 
@@ -63,7 +64,11 @@ class Bench:
 
     def session(self, settings: dict):
         key = _key(settings)
-        if key not in self._sessions:
+        if key in self._sessions:
+            self._sessions[key] = self._sessions.pop(key)  # most recently used last
+        else:
+            while len(self._sessions) >= MAX_OPEN_SESSIONS:  # a big model's sessions are big
+                self._sessions.pop(next(iter(self._sessions)))
             self._sessions[key] = open_session(self.model_path, settings)
         return self._sessions[key]
 

@@ -1,0 +1,243 @@
+"""Evaluators for the remedy search: turn a remedy set into a judged ``Result``.
+
+- ``StandaloneEvaluator``: in-process emulated conversion of one model, a dump of it, and a compare
+  against the golden dump; the target is the cosine at the final outputs (``--min-cosine``).
+- ``PipelineEvaluator``: each attempt is an engine build of the eval stage's closure (and the
+  compare stage's) with ``--set`` overrides on the convert stage or matrix variant, so attempts are
+  cached and recorded as runs; the target is the eval metric within a tolerance of the golden's.
+Both backends work in pipeline mode (the engine runs ATC + inference on ``ascend``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from ascendpipe.errors import Location, UserError
+from ascendpipe.fix.search import FUSION, KEEP, Candidate, Result
+
+
+def split_remedy(remedy, base_keep=(), base_fusion=None) -> tuple[list[str], dict[str, str]]:
+    """(keep_dtype list, fusion_switch dict) of a remedy set on top of what the stage already had."""
+    keep = list(dict.fromkeys([*base_keep, *sorted(c.name for c in remedy if c.kind == KEEP)]))
+    fusion = {**(base_fusion or {}), **{c.name: "off" for c in sorted(remedy) if c.kind == FUSION}}
+    return keep, fusion
+
+
+def _output_cosine(result: dict) -> float | None:
+    value = result.get("summary", {}).get("output_cosine")
+    return None if value is None or (isinstance(value, float) and math.isnan(value)) else float(value)
+
+
+def _outputs_overflow(rows: list[dict]) -> bool:
+    return any(r.get("is_output") and r.get("overflow") == "target" for r in rows)
+
+
+def _failure_note(failure: dict | None) -> str:
+    if not failure:
+        return ""
+    return f"first failure {failure['op_name']} ({failure.get('kind', '?')})"
+
+
+# --- standalone: one model, in process ------------------------------------------------------
+
+class StandaloneEvaluator:
+    """Convert ``golden`` with the emulation under ``params`` plus a remedy, dump, compare outputs."""
+
+    def __init__(self, golden: Path, feeds: dict, *, params: dict, min_cosine: float, work_dir: Path,
+                 limits: dict | None = None):
+        from ascendpipe.compare import thresholds as thr
+        from ascendpipe.compare.runner import graph_info
+        from ascendpipe.compare.sources import dump
+
+        self.golden, self.feeds, self.params = Path(golden), feeds, dict(params)
+        self.min_cosine, self.work_dir = float(min_cosine), Path(work_dir)
+        self.limits = limits or thr.resolve()
+        self.graph = graph_info(self.golden)
+        self.ops = list(self.graph.get("producers") or [])
+        self.base_keep = list(self.params.pop("keep_dtype", None) or [])
+        self.base_fusion = dict(self.params.pop("fusion_switch", None) or {})
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        self.golden_dump = dump(self.golden, feeds, self.work_dir / "golden_dump", fusions=False)
+        self.count = 0
+
+    def full_remedy(self, remedy) -> tuple[list[str], dict[str, str]]:
+        return split_remedy(remedy, self.base_keep, self.base_fusion)
+
+    def evaluate(self, remedy: frozenset) -> Result:
+        from ascendpipe.backends.onnxruntime.convert import convert_model
+        from ascendpipe.compare.runner import compare_dumps
+        from ascendpipe.compare.sources import dump
+        from ascendpipe.precision.settings import resolve
+
+        keep, fusion = self.full_remedy(remedy)
+        settings = resolve({**self.params, "keep_dtype": keep, "fusion_switch": fusion})
+        self.count += 1
+        attempt = self.work_dir / f"attempt-{self.count:03d}"
+        shutil.rmtree(attempt, ignore_errors=True)
+        try:
+            converted = convert_model(self.golden, attempt / "model", settings)
+            target_dump = dump(converted.model_path, self.feeds, attempt / "dump", fusions=True)
+            fused_map = json.loads((attempt / "model" / "fused_map.json").read_text())
+            plan = json.loads((attempt / "model" / "precision_plan.json").read_text())
+            result = compare_dumps(self.golden_dump, target_dump, limits=self.limits, fused_map=fused_map,
+                                   precision_plan=plan, graph=self.graph)
+        finally:
+            shutil.rmtree(attempt, ignore_errors=True)  # attempts are cheap to redo; disk is not free
+        cosine = _output_cosine(result)
+        rows = result["rows"]
+        passed = cosine is not None and cosine >= self.min_cosine and not _outputs_overflow(rows)
+        return Result(passed, cosine, cosine, rows=rows, failure=result["first_failure"], ops=self.ops,
+                      note=_failure_note(result["first_failure"]))
+
+
+# --- pipeline: every attempt an engine build ----------------------------------------------------
+
+@dataclass
+class PipelineTarget:
+    """Which stages the pipeline search builds and reads, resolved from the CLI's names."""
+
+    convert: str  # 'convert@fp16'
+    metric_stage: str  # 'eval@fp16'
+    metric: str  # 'mAP'
+    golden_stage: str  # 'eval_golden'
+    compare: str | None  # 'compare@fp16', or None (then the search has no per-op evidence)
+    set_prefix: str  # 'stages.convert.matrix.fp16' or 'stages.convert.params'
+
+
+def _closure(stages: dict, name: str) -> set[str]:
+    seen, todo = set(), [name]
+    while todo:
+        current = todo.pop()
+        if current in seen or current not in stages:
+            continue
+        seen.add(current)
+        todo += list(stages[current].upstream.values())
+    return seen
+
+
+def _pick_stage(stages: dict, given: str, kind: str, field: str) -> str:
+    if given in stages:
+        if stages[given].kind != kind:
+            raise UserError(f"stage '{given}' is a {stages[given].kind} stage, not {kind}", Location(field=field))
+        return given
+    variants = [n for n, s in stages.items() if s.base == given]
+    if not variants:
+        known = ", ".join(n for n, s in stages.items() if s.kind == kind) or "none"
+        raise UserError(f"no stage '{given}'; {kind} stages: {known}", Location(field=field))
+    if len(variants) > 1:
+        raise UserError(f"stage '{given}' has variants {', '.join(variants)}; name one, e.g. {field} {variants[-1]}",
+                        Location(field=field))
+    return variants[0]
+
+
+def _set_prefix(raw_stages: dict, stage) -> str:
+    raw = raw_stages.get(stage.base) or {}
+    matrix = raw.get("matrix") or {}
+    if stage.variant is not None and stage.variant in matrix and isinstance(matrix[stage.variant], dict):
+        return f"stages.{stage.base}.matrix.{stage.variant}"
+    if matrix:
+        raise UserError(f"stage '{stage.name}' comes from a list-form matrix; give its variant as NAME: {{params}} "
+                        "so that fix can change it alone", Location(stage=stage.name, field="matrix"))
+    return f"stages.{stage.base}.params"
+
+
+def resolve_target(pipeline, raw_stages: dict, *, stage: str, metric: str, golden_stage: str | None,
+                   compare_stage: str | None) -> PipelineTarget:
+    """Resolve ``--stage``, ``--metric STAGE.NAME``, ``--golden-stage`` and ``--compare-stage``."""
+    stages = pipeline.stages
+    convert = _pick_stage(stages, stage, "convert", "--stage")
+    metric_base, dot, metric_name = metric.partition(".")
+    if not dot or not metric_name:
+        raise UserError(f"--metric expects STAGE.METRIC (e.g. eval.mAP), got '{metric}'", Location(field="--metric"))
+    downstream = [n for n, s in stages.items() if (n == metric_base or s.base == metric_base)
+                  and convert in _closure(stages, n)]
+    if not downstream:
+        raise UserError(f"no stage '{metric_base}' depends on '{convert}'; --metric names the eval stage downstream "
+                        "of the converted model", Location(field="--metric"))
+    metric_stage = downstream[0]
+    if golden_stage is None:
+        golden_stage = stages[metric_stage].upstream.get("golden")
+        if golden_stage is None:
+            raise UserError(f"stage '{metric_stage}' has no golden input; name the golden metric's stage with "
+                            "--golden-stage (e.g. eval_golden)", Location(stage=metric_stage, field="--golden-stage"))
+    elif golden_stage not in stages:
+        raise UserError(f"--golden-stage '{golden_stage}' is not a stage; stages: {', '.join(stages)}",
+                        Location(field="--golden-stage"))
+    if compare_stage is None:
+        found = [n for n, s in stages.items() if s.kind == "compare" and s.upstream.get("target") == convert]
+        compare_stage = found[0] if found else None
+    elif compare_stage not in stages or stages[compare_stage].kind != "compare":
+        raise UserError(f"--compare-stage '{compare_stage}' is not a compare stage", Location(field="--compare-stage"))
+    return PipelineTarget(convert, metric_stage, metric_name, golden_stage, compare_stage,
+                          _set_prefix(raw_stages, stages[convert]))
+
+
+class PipelineEvaluator:
+    """One engine build per attempt: the metric stage, the golden stage and the compare stage."""
+
+    def __init__(self, pipeline_path: str, target: PipelineTarget, *, tolerance: float, overrides=(),
+                 backend: str | None = None, base_keep=(), base_fusion=None, build_dir: Path):
+        self.path, self.target, self.tolerance = str(pipeline_path), target, float(tolerance)
+        self.overrides, self.backend = list(overrides), backend
+        self.base_keep, self.base_fusion = list(base_keep), dict(base_fusion or {})
+        self.build_dir = Path(build_dir)
+        self.golden_metric: float | None = None
+        self.runs: list[int] = []
+
+    def full_remedy(self, remedy) -> tuple[list[str], dict[str, str]]:
+        return split_remedy(remedy, self.base_keep, self.base_fusion)
+
+    def set_lines(self, remedy) -> list[str]:
+        """The ``--set`` overrides that apply a remedy (none for the empty one: the current conversion)."""
+        if not remedy:
+            return []
+        keep, fusion = self.full_remedy(remedy)
+        lines = []
+        if keep:
+            lines.append(f"{self.target.set_prefix}.keep_dtype={json.dumps(keep)}")
+        if fusion:
+            lines.append(f"{self.target.set_prefix}.fusion_switch={json.dumps(fusion)}")
+        return lines
+
+    def evaluate(self, remedy: frozenset) -> Result:
+        import ascendpipe
+
+        t = self.target
+        targets = [t.metric_stage, t.golden_stage] + ([t.compare] if t.compare else [])
+        run = ascendpipe.build(self.path, targets, set=self.overrides + self.set_lines(remedy), backend=self.backend,
+                               quiet=True)
+        self.runs.append(run.get("id"))
+        metric = self._metric(run, t.metric_stage)
+        self.golden_metric = self._metric(run, t.golden_stage)
+        rows, failure, cosine, ops = [], None, None, []
+        if t.compare:
+            result = json.loads((self.build_dir / t.compare / "result.json").read_text())
+            rows, failure, cosine = result.get("rows") or [], result.get("first_failure"), _output_cosine(result)
+        plan_path = self.build_dir / t.convert / "precision_plan.json"
+        if plan_path.is_file():  # blind fallback order: the converted model's nodes
+            ops = list(json.loads(plan_path.read_text()).get("nodes") or [])
+        passed = metric >= self.golden_metric - self.tolerance
+        note = f"run {run.get('id')}" + (f"; {_failure_note(failure)}" if failure and not passed else "")
+        return Result(passed, metric, cosine, rows=rows, failure=failure, ops=ops, note=note)
+
+    def _metric(self, run: dict, stage: str) -> float:
+        record = run["stages"].get(stage) or {}
+        metrics = record.get("metrics") or {}
+        if self.target.metric not in metrics or not isinstance(metrics[self.target.metric], (int, float)):
+            known = ", ".join(sorted(k for k, v in metrics.items() if isinstance(v, (int, float)))) or "none"
+            raise UserError(f"stage '{stage}' has no metric '{self.target.metric}'; it reports: {known}",
+                            Location(stage=stage, field="--metric"))
+        return float(metrics[self.target.metric])
+
+
+def base_remedies(stage, workspace: Path) -> tuple[list[str], dict[str, str]]:
+    """The keep_dtype entries and fusion switches the convert stage already has (kept by every attempt)."""
+    from ascendpipe.precision.settings import resolve
+
+    settings = resolve({k: stage.params.get(k) for k in ("keep_dtype", "fusion_switch", "fusion_switch_file")
+                        if stage.params.get(k) is not None}, lambda p: workspace / p, Location(stage=stage.name))
+    return list(settings.keep_dtype), dict(settings.fusion_switch)

@@ -1,0 +1,261 @@
+"""The remedy search: grow a remedy set from compare evidence until the target holds, then shrink it.
+
+Pure logic: no I/O. An ``Evaluator`` turns a remedy set into a ``Result`` (did the target hold,
+the metric, the output cosine, the per-op compare rows and the advisor's first failure); how it
+does so (in-process conversion, an engine build, ATC on a device) is the caller's business.
+
+Growing: each failing attempt names what to add next, best evidence first:
+1. the advisor's advice on the first failure (``keep_dtype`` ops, overflow producers first as the
+   advisor lists them; fusion rules where it points at a fused op);
+2. else the first failing compare row's ops not kept yet;
+3. else, with no usable evidence, ops in graph order, doubling the batch each blind step.
+Shrinking: delta debugging (ddmin) over the passing set, so every kept candidate is needed
+(1-minimal). Every evaluation counts against ``max_attempts``; a set already evaluated is never
+evaluated again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Protocol
+
+KEEP = "keep_dtype"
+FUSION = "fusion_switch"
+
+
+@dataclass(frozen=True, order=True)
+class Candidate:
+    """One remedy: keep an op in fp32 (``keep_dtype``) or switch a fusion rule off."""
+
+    kind: str  # KEEP | FUSION
+    name: str  # op name as the convert stage expects it, or a fusion rule name
+
+    def __str__(self) -> str:
+        return f"{self.name}:off" if self.kind == FUSION else self.name
+
+
+Remedy = frozenset  # frozenset[Candidate]
+
+
+@dataclass
+class Result:
+    """What one evaluation of a remedy set found."""
+
+    passed: bool
+    metric: float | None = None  # the judged number (end-to-end metric, or output cosine)
+    output_cosine: float | None = None
+    rows: list[dict] = field(default_factory=list)  # compare rows in graph order (runner's shape)
+    failure: dict | None = None  # the advisor's first_failure object
+    ops: list[str] = field(default_factory=list)  # every op name in graph order (blind fallback)
+    note: str = ""
+
+
+class Evaluator(Protocol):
+    def evaluate(self, remedy: frozenset) -> Result: ...
+
+
+@dataclass
+class Attempt:
+    number: int  # 1-based count of real evaluations
+    remedy: tuple[Candidate, ...]
+    phase: str  # 'baseline' | 'grow' | 'shrink'
+    result: Result
+
+
+@dataclass
+class Outcome:
+    remedy: tuple[Candidate, ...]  # the answer (passing and minimal when both flags say so)
+    passed: bool
+    minimal: bool
+    attempts: list[Attempt]
+    message: str
+    final: Result | None = None
+
+    @property
+    def keep_dtype(self) -> list[str]:
+        return [c.name for c in self.remedy if c.kind == KEEP]
+
+    @property
+    def fusion_switch(self) -> dict[str, str]:
+        return {c.name: "off" for c in self.remedy if c.kind == FUSION}
+
+
+class OutOfAttempts(Exception):
+    pass
+
+
+# --- candidate proposal --------------------------------------------------------------------
+
+def _row_ops(row: dict) -> list[str]:
+    """Original op names of a row (stable across fusion switches), else its own op name."""
+    return list(row.get("golden_ops") or [row.get("golden_op") or row["op_name"]])
+
+
+def advised(failure: dict | None) -> list[Candidate]:
+    """Candidates named by the advisor's advice items, in the advisor's order."""
+    found: list[Candidate] = []
+    for item in (failure or {}).get("advice") or []:
+        if item.get("kind") == "keep_dtype":
+            found += [Candidate(KEEP, op) for op in item.get("ops") or []]
+        elif item.get("kind") == "fusion_switch":
+            found += [Candidate(FUSION, rule) for rule in item.get("rules") or []]
+    return list(dict.fromkeys(found))
+
+
+def first_failing(rows: list[dict], kept: Iterable[Candidate]) -> list[Candidate]:
+    """The ops of the first failing row that are not kept yet (row order = graph order)."""
+    kept_names = {c.name for c in kept if c.kind == KEEP}
+    for row in rows:
+        if not row.get("failed") or row.get("side", "both") == "golden_only":
+            continue
+        fresh = [op for op in _row_ops(row) if op not in kept_names]
+        if fresh:
+            return [Candidate(KEEP, op) for op in fresh]
+    return []
+
+
+def propose(result: Result, current: frozenset, blind_batch: int) -> tuple[list[Candidate], bool]:
+    """(candidates to add, whether this was a blind pick). Never proposes one already in ``current``."""
+    fresh = [c for c in advised(result.failure) if c not in current]
+    if fresh:
+        return fresh, False
+    fresh = first_failing(result.rows, current)
+    if fresh:
+        return fresh, False
+    order = list(dict.fromkeys([op for row in result.rows for op in _row_ops(row)] + list(result.ops)))
+    blind = [Candidate(KEEP, op) for op in order if Candidate(KEEP, op) not in current]
+    return blind[:blind_batch], True
+
+
+# --- the search ----------------------------------------------------------------------------
+
+class _Trials:
+    """Evaluations with memo and budget; records every real evaluation as an Attempt."""
+
+    def __init__(self, evaluator: Evaluator, max_attempts: int, rank: Callable[[Candidate], int]):
+        self.evaluator, self.max_attempts, self.rank = evaluator, max_attempts, rank
+        self.memo: dict[frozenset, Result] = {}
+        self.attempts: list[Attempt] = []
+
+    def run(self, remedy: frozenset, phase: str) -> Result:
+        remedy = frozenset(remedy)
+        if remedy in self.memo:
+            return self.memo[remedy]
+        if len(self.attempts) >= self.max_attempts:
+            raise OutOfAttempts()
+        result = self.evaluator.evaluate(remedy)
+        self.memo[remedy] = result
+        self.attempts.append(Attempt(len(self.attempts) + 1, self.ordered(remedy), phase, result))
+        return result
+
+    def ordered(self, remedy: Iterable[Candidate]) -> tuple[Candidate, ...]:
+        return tuple(sorted(remedy, key=lambda c: (self.rank(c), c)))
+
+    def passes(self, remedy: Iterable[Candidate]) -> bool:
+        return self.run(frozenset(remedy), "shrink").passed
+
+    def best_passing(self) -> frozenset | None:
+        passing = [r for r, res in self.memo.items() if res.passed]
+        return min(passing, key=lambda r: (len(r), self.ordered(r))) if passing else None
+
+
+def search(evaluator: Evaluator, *, max_attempts: int = 30, start: Iterable[Candidate] = ()) -> Outcome:
+    """Find a small remedy set that makes the evaluator's target hold (see the module docstring)."""
+    discovered: dict[Candidate, int] = {}  # candidate -> discovery order (reports list in this order)
+
+    def rank(c: Candidate) -> int:
+        return discovered.setdefault(c, len(discovered))
+
+    trials = _Trials(evaluator, max(1, max_attempts), rank)
+    current = frozenset(start)
+    for c in current:
+        rank(c)
+    try:
+        result = trials.run(current, "baseline")
+        if result.passed and not current:
+            return _outcome(trials, current, True, True, "the target already holds: no remedy needed")
+        found = _grow(trials, current, result, rank)
+        if found is None:
+            return _outcome(trials, current, False, False, _unmet_message(trials, "no more candidates to try"))
+        minimal = _shrink(trials, found)
+        return _outcome(trials, minimal, True, True, f"target met with {len(minimal)} remedies; each one is needed")
+    except OutOfAttempts:
+        best = trials.best_passing()
+        if best is None:
+            return _outcome(trials, current, False, False,
+                            _unmet_message(trials, f"stopped after --max-attempts {trials.max_attempts}"))
+        return _outcome(trials, best, True, False,
+                        f"target met, but --max-attempts {trials.max_attempts} ran out while shrinking: "
+                        "the set may hold remedies that are not needed")
+
+
+def _grow(trials: _Trials, current: frozenset, result: Result, rank) -> frozenset | None:
+    blind_batch = 1
+    while not result.passed:
+        fresh, blind = propose(result, current, blind_batch)
+        if not fresh:
+            return None
+        blind_batch = blind_batch * 2 if blind else 1
+        for c in fresh:
+            rank(c)
+        current = current | frozenset(fresh)
+        result = trials.run(current, "grow")
+    return current
+
+
+def _shrink(trials: _Trials, found: frozenset) -> frozenset:
+    """ddmin (Zeller): split into n chunks, keep a chunk or a complement that still passes."""
+    items = list(trials.ordered(found))
+    n = 2
+    while len(items) >= 2:
+        chunks = _split(items, n)
+        reduced = None
+        if n < len(items):  # at full granularity the subsets are single items: complements suffice
+            reduced = next((c for c in chunks if trials.passes(c)), None)
+            if reduced is not None:
+                items, n = reduced, 2
+                continue
+        for chunk in chunks:
+            rest = [c for c in items if c not in chunk]
+            if trials.passes(rest):
+                reduced = rest
+                break
+        if reduced is not None:
+            items, n = reduced, max(n - 1, 2)
+            continue
+        if n >= len(items):
+            break
+        n = min(2 * n, len(items))
+    if len(items) == 1 and trials.passes([]):
+        items = []
+    return frozenset(items)
+
+
+def _split(items: list, n: int) -> list[list]:
+    size, extra = divmod(len(items), n)
+    chunks, start = [], 0
+    for i in range(n):
+        end = start + size + (1 if i < extra else 0)
+        chunks.append(items[start:end])
+        start = end
+    return [c for c in chunks if c]
+
+
+def _unmet_message(trials: _Trials, why: str) -> str:
+    best = max((a for a in trials.attempts if a.result.metric is not None), key=lambda a: a.result.metric, default=None)
+    text = f"target not met: {why}"
+    if best is not None:
+        text += f"; best attempt #{best.number} reached {best.result.metric:.6g}"
+    return text
+
+
+def _outcome(trials: _Trials, remedy: frozenset, passed: bool, minimal: bool, message: str) -> Outcome:
+    final = trials.memo.get(frozenset(remedy))
+    return Outcome(trials.ordered(remedy), passed, minimal, trials.attempts, message, final)
+
+
+def one_by_one_cost(ops_in_order: list[str], needed: set[str]) -> int:
+    """Evaluations that trying ops one by one in graph order needs (baseline, then keep the first
+    1, 2, ... ops until every needed op is kept): the yardstick the search must beat."""
+    last = max(ops_in_order.index(op) for op in needed) if needed else -1
+    return last + 2

@@ -1,0 +1,159 @@
+"""The pure search on synthetic oracles: which remedy sets pass is known, so the answer is too."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from ascendpipe.fix.search import FUSION, KEEP, Candidate, Result, one_by_one_cost, search
+
+OPS = [f"o{i}" for i in range(20)]
+
+
+def keep(*names):
+    return {Candidate(KEEP, n) for n in names}
+
+
+class Oracle:
+    """The target holds iff every needed candidate is in the set. An op fails when a needed op at or
+    before it (graph order) is missing, as an error propagates downstream. ``advice`` maps the first
+    missing needed op to what the advisor would say (None: no advisor; 'rows-only' / 'blind' modes)."""
+
+    def __init__(self, needed, ops=OPS, advice=None, mode="advisor"):
+        self.needed, self.ops, self.advice, self.mode = set(needed), list(ops), advice, mode
+        self.seen: list[frozenset] = []
+
+    def evaluate(self, remedy: frozenset) -> Result:
+        assert remedy not in self.seen, "the search evaluated the same set twice"
+        self.seen.append(remedy)
+        missing = [c for c in self._in_order() if c not in remedy]
+        passed = not missing
+        metric = 1.0 - 0.1 * len(missing)
+        if self.mode == "blind":
+            return Result(passed, metric, metric, ops=list(self.ops))
+        first = missing[0] if missing else None
+        position = self.ops.index(first.name) if first and first.name in self.ops else None
+        rows = [{"op_name": op, "failed": position is not None and i >= position, "side": "both"}
+                for i, op in enumerate(self.ops)]
+        failure = None
+        if first is not None and self.mode == "advisor":
+            failure = {"op_name": first.name, "advice": self.advice(first) if self.advice else
+                       [{"kind": "keep_dtype", "ops": [first.name]}]}
+        return Result(passed, metric, metric, rows=rows, failure=failure, ops=list(self.ops))
+
+    def _in_order(self):
+        def pos(c):
+            return self.ops.index(c.name) if c.name in self.ops else -1
+        return sorted(self.needed, key=pos)
+
+
+def test_finds_exactly_the_needed_ops_with_fewer_evaluations_than_one_by_one():
+    oracle = Oracle(keep("o3", "o15"))
+    out = search(oracle, max_attempts=40)
+    assert out.passed and out.minimal
+    assert set(out.remedy) == keep("o3", "o15")
+    assert out.keep_dtype == ["o3", "o15"]
+    # baseline, {o3}, {o3, o15} (passes), then {o15} fails; {o3} was seen while growing: 4 evaluations
+    assert len(out.attempts) == 4
+    assert len(out.attempts) < one_by_one_cost(OPS, {"o3", "o15"}) == 17
+
+
+def test_overshooting_advice_is_shrunk_to_what_is_needed():
+    # the advisor names the producer and the next op too (as its overflow advice does)
+    def advice(c):
+        i = OPS.index(c.name)
+        return [{"kind": "keep_dtype", "ops": [OPS[max(i - 1, 0)], c.name, OPS[min(i + 1, 19)]]}]
+
+    oracle = Oracle(keep("o3", "o15"), advice=advice)
+    out = search(oracle, max_attempts=40)
+    assert set(out.remedy) == keep("o3", "o15")
+    for c in out.remedy:  # 1-minimal, checked against the oracle itself
+        assert not Oracle(keep("o3", "o15")).evaluate(frozenset(out.remedy) - {c}).passed
+    assert len(out.attempts) < one_by_one_cost(OPS, {"o3", "o15"})
+
+
+def test_rows_without_advice_point_at_the_first_failing_op():
+    out = search(Oracle(keep("o7", "o8", "o19"), mode="rows-only"), max_attempts=40)
+    assert set(out.remedy) == keep("o7", "o8", "o19")
+    assert out.passed and out.minimal
+
+
+def test_blind_search_still_finds_the_minimal_set():
+    out = search(Oracle(keep("o2", "o11"), mode="blind"), max_attempts=60)
+    assert set(out.remedy) == keep("o2", "o11") and out.minimal
+    grow = [a for a in out.attempts if a.phase == "grow"]
+    assert [len(a.remedy) for a in grow] == [1, 3, 7, 15]  # batches of 1, 2, 4, 8: doubling
+
+
+def test_l2norm_chain_discovers_the_sqrt_that_reads_through_fp16():
+    ops = ["square", "sum", "sqrt", "div"]
+
+    def advice(c):
+        if c.name == "square":  # overflow: the op and the later op whose golden exceeds fp16 (sum)
+            return [{"kind": "keep_dtype", "ops": ["square", "sum"]}]
+        return [{"kind": "keep_dtype", "ops": [c.name]}]
+
+    oracle = Oracle(keep("square", "sum", "sqrt"), ops=ops, advice=advice)
+    out = search(oracle, max_attempts=20)
+    assert out.keep_dtype == ["square", "sum", "sqrt"]
+    assert [a.phase for a in out.attempts][:3] == ["baseline", "grow", "grow"]
+
+
+def test_fusion_rule_is_a_candidate_when_the_advisor_points_at_a_fused_op():
+    rule = Candidate(FUSION, "ConvBNFusion")
+
+    def advice(c):
+        return [{"kind": "fusion_switch", "rules": [c.name]}] if c.kind == FUSION else [{"kind": "keep_dtype", "ops": [c.name]}]
+
+    out = search(Oracle({rule, Candidate(KEEP, "o5")}, ops=OPS + ["ConvBNFusion"], advice=advice), max_attempts=20)
+    assert out.fusion_switch == {"ConvBNFusion": "off"}
+    assert out.keep_dtype == ["o5"]
+    assert str(rule) == "ConvBNFusion:off"
+
+
+def test_already_passing_needs_one_evaluation_and_no_remedy():
+    out = search(Oracle(set()), max_attempts=5)
+    assert out.passed and out.remedy == () and len(out.attempts) == 1
+
+
+def test_bounded_by_max_attempts_with_a_clear_message():
+    out = search(Oracle(keep("o3", "o15", "o18")), max_attempts=3)
+    assert not out.passed and len(out.attempts) == 3
+    assert "--max-attempts 3" in out.message and "best attempt #3" in out.message
+
+
+def test_running_out_while_shrinking_returns_the_passing_set_unminimised():
+    def advice(c):
+        return [{"kind": "keep_dtype", "ops": OPS[: OPS.index(c.name) + 1]}]  # everything up to it
+
+    out = search(Oracle(keep("o9"), advice=advice), max_attempts=3)
+    assert out.passed and not out.minimal
+    assert set(out.remedy) >= keep("o9") and len(out.remedy) > 1
+    assert "may hold remedies that are not needed" in out.message
+
+
+def test_unreachable_target_stops_when_candidates_run_out():
+    class Never:
+        def evaluate(self, remedy):
+            return Result(False, 0.0, 0.0, ops=["a", "b"])
+
+    out = search(Never(), max_attempts=50)
+    assert not out.passed
+    assert "no more candidates" in out.message
+    assert len(out.attempts) == 3  # {}, {a}, {a, b}
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_random_oracles_give_exactly_the_needed_set(seed):
+    rng = random.Random(seed)
+    needed = set(rng.sample(OPS, rng.randint(1, 4)))
+    spread = rng.randint(0, 3)
+
+    def advice(c):  # the op plus some neighbours, like producer/later-op advice
+        i = OPS.index(c.name)
+        return [{"kind": "keep_dtype", "ops": OPS[max(0, i - spread): i + spread + 1]}]
+
+    out = search(Oracle(keep(*needed), advice=advice), max_attempts=200)
+    assert out.passed and out.minimal
+    assert set(out.keep_dtype) == needed

@@ -16,6 +16,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--target", required=True, type=Path, help="converted model dir, .onnx, or dump dir")
     parser.add_argument("--input", type=Path, default=None, help=".npy (one input) or .npz keyed by input name; "
                         "default: a seeded random input")
+    parser.add_argument("--golden-input", "--golden_input", dest="golden_input", type=Path, default=None,
+                        help="the golden's own input (training-preprocessed float data) when the target takes other "
+                        "data; with AIPP it is checked against the device's preprocessing first")
     parser.add_argument("--output", type=Path, default=None, help="write result.csv, result.json, report.html here")
     parser.add_argument("--json", action="store_true", help="print the result JSON on stdout and nothing else")
     parser.add_argument("--strategy", default="first-overall", choices=["first-overall", "first-per-output", "all"])
@@ -50,7 +53,8 @@ def main(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="ascendpipe-compare-") as scratch:
         work = args.output or Path(scratch)
         result, note = run_compare(args.golden, args.target, input_path=args.input, work_dir=work, limits=limits,
-                                   strategy=args.strategy, seed=args.seed, convert_stage=args.convert_stage)
+                                   strategy=args.strategy, seed=args.seed, convert_stage=args.convert_stage,
+                                   golden_inputs=args.golden_input)
         if args.output:
             write_results(result, args.output, note)
     if args.json:

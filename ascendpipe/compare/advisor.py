@@ -1,20 +1,24 @@
 """What to do about a failing op. Pure: rows (graph order) + precision plan + fusion rules -> advice.
 
 Branches, checked in this order for the failing row:
+0. a preprocessing row (the AIPP check) carries its own advice (``advice_ready``).
 1. overflow: the target holds inf/NaN or saturates fp16 -> keep the op in fp32 (``keep_dtype``), with
-   its producer when the op's input already exceeds fp16's range, and any later op whose golden value
-   exceeds it too (it would overflow next).
+   its producers whose output already exceeds fp16's range, and every consumer whose golden input
+   exceeds it (a kept op's fp32 output is cast to fp16 for an fp16 consumer: it would overflow next),
+   walking forward until the golden values are back in range (``overflow_chain``).
 2. single bad op near the output while the final outputs pass -> likely harmless (msit's "single-point
    error ... may be caused by Ascend internal optimization").
 3. a fused op failing while everything before it passes -> switch that fusion rule off.
 4. loss without overflow -> ``keep_dtype`` the op, or the milder ``precision_mode: allow_fp32_to_fp16``.
 
 Each advice item is ready to paste: the remedy file (name and content), the ``--set`` line and the
-YAML lines that apply it to the convert stage.
+YAML lines that apply it to the convert stage, or to its matrix variant (``paste``). A pasted
+keep_dtype list or fusion_switch mapping replaces the stage's, so it carries the target's entries.
 """
 
 from __future__ import annotations
 
+from ascendpipe.compare import paste
 from ascendpipe.compare.metrics import FP16_MAX
 
 FP16_MIN_NORMAL = 6.103515625e-05  # below this fp16 loses precision (subnormals), below 5.96e-8 it is 0
@@ -28,21 +32,32 @@ def describe_failure(
     fusion_rules: dict[str, str] | None = None,
     producers: dict[str, list[str]] | None = None,
     stage: str = "convert",
+    target_settings: dict | None = None,
+    convert_params: set[str] | None = None,
 ) -> dict:
-    """The JSON contract's ``first_failure`` object for ``rows[position]``."""
+    """The JSON contract's ``first_failure`` object for ``rows[position]``.
+
+    ``stage``: the target's convert stage, e.g. ``convert@fp16`` (paste lines go under its matrix
+    variant). ``target_settings``: the target's convert.json; its keep_dtype and fusion_switch are
+    carried into the advice, because a pasted list or mapping replaces the stage's. ``convert_params``: the params the convert kind has; advice for
+    any other is left out (default: the convert kind's schema)."""
     row = rows[position]
-    stage = stage.split("@", 1)[0]  # matrix variants share one stage definition
     plan_nodes = (precision_plan or {}).get("nodes") or {}
-    if row["overflow"] == "target":
-        kind, advice = "overflow", _overflow_advice(rows, position, producers, plan_nodes, stage)
+    known = convert_params if convert_params is not None else _convert_params()
+    settings = target_settings or {}
+    existing_keep = [str(k) for k in settings.get("keep_dtype") or []]
+    if row.get("advice_ready") is not None:  # a preprocessing row (AIPP) brings its own advice
+        kind, advice = row.get("failure_kind", "preprocessing"), list(row["advice_ready"])
+    elif row["overflow"] == "target":
+        kind, advice = "overflow", _overflow_advice(rows, position, producers, plan_nodes, stage, existing_keep)
     elif _likely_harmless(rows, position):
         kind, advice = "harmless", [_harmless_advice(row)]
     elif row.get("fused"):
         rule = (fusion_rules or {}).get(row["op_name"])
         rules = [rule] if rule else guess_rules(row["op_type"], _original_types(rows, row))
-        kind, advice = "fusion", [_fusion_advice(row, rules, rule is not None, stage)]
+        kind, advice = "fusion", [_fusion_advice(row, rules, rule is not None, stage, settings.get("fusion_switch"))]
     else:
-        kind, advice = "precision_loss", _loss_advice(rows, position, plan_nodes, stage)
+        kind, advice = "precision_loss", _loss_advice(rows, position, plan_nodes, stage, existing_keep, known)
     return {
         "index": row["index"],
         "op_name": row["op_name"],
@@ -54,6 +69,12 @@ def describe_failure(
     }
 
 
+def _convert_params() -> set[str]:
+    from ascendpipe.stages.convert import ConvertKind
+
+    return set(ConvertKind.params_schema["properties"])
+
+
 def _exceeds_fp16(row: dict) -> bool:
     return (row.get("golden_abs_max") or 0.0) > FP16_MAX
 
@@ -62,29 +83,70 @@ def _ops_of(row: dict) -> list[str]:
     return list(row.get("golden_ops") or [row["op_name"]])
 
 
-def _overflow_advice(rows, position, producers, plan_nodes, stage) -> list[dict]:
-    row = rows[position]
-    keep = _ops_of(row)
-    by_op = {op: r for r in rows for op in _ops_of(r)}
-    upstream: list[str] = []
-    if producers is not None:
-        for op in _ops_of(row):
-            upstream += [p for p in producers.get(op, ()) if p in by_op and _exceeds_fp16(by_op[p])]
-    else:  # no graph: the rows right before that already exceed fp16 stand for the producer
-        i = position - 1
+def overflow_chain(rows: list[dict], position: int, producers: dict[str, list[str]] | None) -> tuple[list, list, list]:
+    """(upstream, ops, downstream) to keep in fp32 for the overflow at ``rows[position]``.
+
+    A kept op still hands its fp32 output to fp16 consumers through a cast, so keeping only the
+    overflowing op moves the overflow one op down. Keep: the op; its producers (transitively) whose
+    golden output already exceeds fp16's range; and, walking forward, every consumer whose golden
+    *input* from a kept op exceeds it, until the golden values are back in range.
+    Without a graph, neighbouring rows in graph order stand for producers and consumers."""
+    ops = _ops_of(rows[position])
+    peak: dict[str, float] = {}
+    for r in rows:
+        for op in _ops_of(r):
+            peak[op] = max(peak.get(op, 0.0), r.get("golden_abs_max") or 0.0)
+    over = lambda op: peak.get(op, 0.0) > FP16_MAX
+    if producers is None:  # no graph: the chain of adjacent rows beyond fp16's range
+        up, i = [], position - 1
         while i >= 0 and _exceeds_fp16(rows[i]):
-            upstream.insert(0, rows[i]["op_name"])
+            up.insert(0, rows[i]["op_name"])
             i -= 1
-    later = [op for r in rows[position + 1 :] if _exceeds_fp16(r) for op in _ops_of(r)]
+        down, i = [], position
+        while i + 1 < len(rows) and _exceeds_fp16(rows[i]):
+            down += _ops_of(rows[i + 1])
+            i += 1
+        return up, ops, [op for op in _unique(down) if op not in ops]
+    up, stack, seen = [], list(ops), set(ops)
+    while stack:
+        for p in producers.get(stack.pop(), ()):
+            if p not in seen and over(p):
+                seen.add(p)
+                up.insert(0, p)
+                stack.append(p)
+    consumers: dict[str, list[str]] = {}
+    for op, ins in producers.items():
+        for p in ins:
+            consumers.setdefault(p, []).append(op)
+    down, frontier = [], [op for op in ops if over(op)]
+    while frontier:
+        op = frontier.pop(0)
+        for c in consumers.get(op, ()):
+            if c not in seen:
+                seen.add(c)
+                down.append(c)
+                if over(c):
+                    frontier.append(c)
+    order = {op: i for i, r in enumerate(rows) for op in _ops_of(r)}
+    up.sort(key=lambda op: order.get(op, -1))
+    down.sort(key=lambda op: order.get(op, len(rows)))
+    return up, ops, down
+
+
+def _overflow_advice(rows, position, producers, plan_nodes, stage, existing_keep) -> list[dict]:
+    row = rows[position]
+    upstream, keep, later = overflow_chain(rows, position, producers)
     names = _unique(upstream + keep + later)
-    if plan_nodes:  # an op the plan already keeps in fp32 needs no entry
+    if plan_nodes:  # an op the plan already keeps in fp32 (and not by keep_dtype, which is listed) needs no entry
         names = [n for n in names if plan_nodes.get(n, {}).get("dtype") != "float32"] or names
     why = f"op '{row['op_name']}' overflows fp16 (values beyond 65504 become inf)"
     if upstream:
         why += f"; its input from {', '.join(repr(u) for u in upstream)} already exceeds fp16's range"
     if later:
-        why += f"; later ops {', '.join(repr(x) for x in _unique(later))} exceed it too"
-    return [_keep_dtype_item(names, stage, why + ": keep them in fp32")]
+        why += (f"; {', '.join(repr(x) for x in later)} read{'s' if len(later) == 1 else ''} a value beyond fp16's "
+                "range and would overflow next")
+    return [_keep_dtype_item(_unique(list(existing_keep or []) + names), stage, why + ": keep them in fp32",
+                             added=names)]
 
 
 def _likely_harmless(rows, position) -> bool:
@@ -139,20 +201,22 @@ def _original_types(rows: list[dict], row: dict) -> list[str]:
     return [by_op[op] for op in row.get("golden_ops") or [] if op in by_op]
 
 
-def _fusion_advice(row, rules: list[str], known: bool, stage: str) -> dict:
+def _fusion_advice(row, rules: list[str], known: bool, stage: str, existing: dict | None) -> dict:
     originals = ", ".join(row.get("golden_ops") or [])
     rules = rules or [f"{row['op_type']}FusionPass"]
     named = ", ".join(f"'{r}'" for r in rules)
     message = f"fused op '{row['op_name']}' (from {originals}) fails while its inputs pass: switch fusion rule {named} off"
     if not known:
         message += " (rule inferred from the fused op types)"
+    # a pasted fusion_switch replaces the stage's (or variant's) whole mapping: carry the rules already set
+    switches = {**{str(k): str(v) for k, v in (existing or {}).items()}, **{r: "off" for r in rules}}
     return {
         "kind": "fusion_switch",
         "message": message,
         "rules": rules,
-        "file": {"name": "fusion_switch.cfg", "content": "".join(f"{r}:off\n" for r in rules)},
-        "set": " ".join(f"--set stages.{stage}.params.fusion_switch.{r}=off" for r in rules),
-        "yaml": f"stages:\n  {stage}:\n    params:\n      fusion_switch:\n" + "".join(f"        {r}: \"off\"\n" for r in rules),
+        "file": {"name": "fusion_switch.cfg", "content": "".join(f"{r}:{v}\n" for r, v in switches.items())},
+        "set": paste.set_line(stage, ["fusion_switch"], switches),
+        "yaml": paste.yaml_lines(stage, {"fusion_switch": switches}),
     }
 
 
@@ -161,17 +225,18 @@ def _underflows(row: dict) -> bool:
     return peak is not None and 0.0 < peak < FP16_MIN_NORMAL
 
 
-def _loss_advice(rows, position, plan_nodes, stage) -> list[dict]:
+def _loss_advice(rows, position, plan_nodes, stage, existing_keep, known) -> list[dict]:
     row = rows[position]
     ops = _ops_of(row)
     if plan_nodes and all(plan_nodes.get(op, {}).get("dtype") == "float32" for op in ops):
-        return [{
-            "kind": "implementation",
-            "message": (f"op '{row['op_name']}' already runs in fp32 in the target, so the loss is not fp16 rounding: "
-                        "try op_select_implmode high_precision for its type, or check its inputs"),
-            "set": f"--set stages.{stage}.params.op_select_implmode=high_precision",
-            "yaml": f"stages:\n  {stage}:\n    params:\n      op_select_implmode: high_precision\n",
-        }]
+        item = {"kind": "implementation",
+                "message": (f"op '{row['op_name']}' already runs in fp32 in the target, so the loss is not fp16 "
+                            "rounding: check its inputs and its implementation on the device")}
+        if "op_select_implmode" in known:
+            item["message"] += "; try op_select_implmode high_precision"
+            item["set"] = paste.set_line(stage, ["op_select_implmode"], "high_precision")
+            item["yaml"] = paste.yaml_lines(stage, {"op_select_implmode": "high_precision"})
+        return [item]
     if _underflows(row):
         later = [op for r in rows[position + 1 :] if _underflows(r) for op in _ops_of(r)]
         names = _unique(ops + later)
@@ -179,28 +244,31 @@ def _loss_advice(rows, position, plan_nodes, stage) -> list[dict]:
                f"normal range {FP16_MIN_NORMAL:.3g})")
         if later:
             why += f"; later ops {', '.join(repr(x) for x in _unique(later))} underflow too"
-        keep = _keep_dtype_item(names, stage, why + ": keep them in fp32")
+        message = why + ": keep them in fp32"
     else:
-        keep = _keep_dtype_item(ops, stage, f"op '{row['op_name']}' loses accuracy in fp16 without overflowing: keep it in fp32")
-    mode = {
-        "kind": "precision_mode",
-        "message": "or let ATC keep fp32 ops whose fp16 kernels lose accuracy: precision_mode allow_fp32_to_fp16",
-        "set": f"--set stages.{stage}.params.precision_mode=allow_fp32_to_fp16",
-        "yaml": f"stages:\n  {stage}:\n    params:\n      precision_mode: allow_fp32_to_fp16\n",
-    }
-    return [keep, mode]
+        names = ops
+        message = f"op '{row['op_name']}' loses accuracy in fp16 without overflowing: keep it in fp32"
+    advice = [_keep_dtype_item(_unique(list(existing_keep or []) + names), stage, message, added=names)]
+    if "precision_mode" in known:
+        advice.append({
+            "kind": "precision_mode",
+            "message": "or let ATC keep fp32 ops whose fp16 kernels lose accuracy: precision_mode allow_fp32_to_fp16",
+            "set": paste.set_line(stage, ["precision_mode"], "allow_fp32_to_fp16"),
+            "yaml": paste.yaml_lines(stage, {"precision_mode": "allow_fp32_to_fp16"}),
+        })
+    return advice
 
 
-def _keep_dtype_item(names: list[str], stage: str, message: str) -> dict:
-    listed = ", ".join(names)
-    yaml_list = "".join(f"        - {n}\n" for n in names)
+def _keep_dtype_item(names: list[str], stage: str, message: str, added: list[str] | None = None) -> dict:
+    """``ops``: the whole list to paste (it replaces the stage's keep_dtype); ``added``: the new entries."""
     return {
         "kind": "keep_dtype",
         "message": message,
         "ops": names,
+        "added": list(added if added is not None else names),
         "file": {"name": "keep_dtype.cfg", "content": "".join(f"{n}\n" for n in names)},
-        "set": f"--set stages.{stage}.params.keep_dtype=[{listed}]",
-        "yaml": f"stages:\n  {stage}:\n    params:\n      keep_dtype:\n{yaml_list}",
+        "set": paste.set_line(stage, ["keep_dtype"], names),
+        "yaml": paste.yaml_lines(stage, {"keep_dtype": names}),
     }
 
 

@@ -137,8 +137,13 @@ def compare_dumps(
     graph: dict | None = None,
     stage: str = "compare",
     convert_stage: str = "convert",
+    target_settings: dict | None = None,
+    pre_rows: list[dict] | None = None,
 ) -> dict:
-    """The whole comparison: {"rows", "first_failure", "failures", "summary"} (rows in graph order)."""
+    """The whole comparison: {"rows", "first_failure", "failures", "summary"} (rows in graph order).
+
+    ``pre_rows``: checks that come before every op (the AIPP check), already complete rows; a failing
+    one is picked by every strategy, ahead of the ops. ``target_settings``: the target's convert.json."""
     golden_dir, target_dir = Path(golden_dir), Path(target_dir)
     golden_index, target_index = load_index(golden_dir, "golden dump"), load_index(target_dir, "target dump")
     limits = limits or thr.resolve()
@@ -151,14 +156,17 @@ def compare_dumps(
     pairs = order.order_pairs(mapping.pair_tensors(golden_index["tensors"], target_index["tensors"],
                                                    tensor_map=tensor_map, op_map=op_map))
     outputs = set(graph.get("outputs") or [])
-    rows = [_row(i, p, golden_dir, target_dir, limits, outputs) for i, p in enumerate(pairs)]
+    pre = [dict(r, index=i) for i, r in enumerate(pre_rows or [])]
+    rows = pre + [_row(len(pre) + i, p, golden_dir, target_dir, limits, outputs) for i, p in enumerate(pairs)]
     if not outputs and rows:  # no graph: the last compared tensor stands for the output
         compared = [r for r in rows if r["side"] == "both"]
         if compared:
             compared[-1]["is_output"] = True
     picked = order.select_failures(rows, strategy, output_ops=graph.get("output_ops"), producers=graph.get("producers"))
+    picked = sorted(set(picked) | {i for i, r in enumerate(pre) if r["failed"]})
     failures = [advisor.describe_failure(rows, i, precision_plan=precision_plan, fusion_rules=rules,
-                                         producers=graph.get("producers"), stage=convert_stage) for i in picked]
+                                         producers=graph.get("producers"), stage=convert_stage,
+                                         target_settings=target_settings) for i in picked]
     return {"rows": rows, "first_failure": failures[0] if failures else None, "failures": failures,
             "summary": summarize(rows, failures), "thresholds": limits, "strategy": strategy}
 

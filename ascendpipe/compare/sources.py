@@ -24,6 +24,7 @@ class Side:
     fused_map: dict | None = None
     precision_plan: dict | None = None
     om_json: dict | None = None
+    settings: dict | None = None  # a converted model dir's convert.json
 
 
 def _read_json(path: Path) -> dict | None:
@@ -64,12 +65,15 @@ def resolve_side(path: Path, role: str) -> Side:
     side.fused_map = _read_json(folder / "fused_map.json")
     side.precision_plan = _read_json(folder / "precision_plan.json")
     side.om_json = _read_json(folder / "model.json")
+    side.settings = _read_json(folder / "convert.json")
     return side
 
 
-def input_specs(model: Path) -> list[tuple[str, tuple[int, ...], type]]:
-    """(name, shape, numpy dtype) of the model's real inputs; symbolic dims become 1."""
+def input_specs(model: Path) -> list:
+    """The model's real inputs as ``ascendpipe.inputs.InputSpec`` (read from the graph, no session)."""
     import onnx
+
+    from ascendpipe.inputs import InputSpec
 
     graph = onnx.load(str(model), load_external_data=False).graph
     inits = {i.name for i in graph.initializer}
@@ -78,41 +82,34 @@ def input_specs(model: Path) -> list[tuple[str, tuple[int, ...], type]]:
         if value.name in inits:
             continue
         tensor = value.type.tensor_type
-        shape = tuple(d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else 1 for d in tensor.shape.dim)
-        specs.append((value.name, shape, _NP_DTYPES.get(tensor.elem_type, np.float32)))
+        shape = tuple(d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else (d.dim_param or None)
+                      for d in tensor.shape.dim)
+        specs.append(InputSpec(value.name, shape, np.dtype(_NP_DTYPES.get(tensor.elem_type, np.float32)).name))
     return specs
 
 
-def make_feeds(model: Path, input_path: Path | None, seed: int) -> tuple[dict[str, np.ndarray], str]:
-    """Feeds from a .npy/.npz, or seeded random ones (said in the returned note)."""
+def make_feeds(model: Path, input_path: Path | None, seed: int, *, field: str = "inputs") -> tuple[dict[str, np.ndarray], str]:
+    """Feeds from a .npy/.npz/directory (``ascendpipe.inputs.load_inputs``: all samples of a file as one
+    batch, or the first batch of a fixed-batch model), or seeded random ones (said in the returned note)."""
+    from ascendpipe.inputs import load_inputs, random_inputs
+
     specs = input_specs(model)
     if input_path is None:
-        rng = np.random.default_rng(seed)
-        feeds = {}
-        for name, shape, dtype in specs:
-            if np.issubdtype(dtype, np.floating):
-                feeds[name] = rng.standard_normal(shape).astype(dtype)
-            else:
-                feeds[name] = rng.integers(0, 2 if dtype is np.bool_ else 255, shape).astype(dtype)
-        described = ", ".join(f"{n} {list(s)} {np.dtype(d).name}" for n, s, d in specs)
+        feeds = dict(random_inputs(specs, seed=seed))
+        described = ", ".join(f"{n} {list(a.shape)} {a.dtype.name}" for n, a in feeds.items())
         return feeds, f"no input given: seeded random input (seed {seed}): {described}"
     input_path = Path(input_path)
-    if not input_path.is_file():
-        raise UserError(f"input '{input_path}' does not exist", Location(file=str(input_path), field="inputs"))
-    loaded = np.load(input_path, allow_pickle=False)
-    if isinstance(loaded, np.ndarray):
-        if len(specs) != 1:
-            raise UserError(f"model has {len(specs)} inputs ({', '.join(s[0] for s in specs)}); give an .npz keyed by input name",
-                            Location(file=str(input_path), field="inputs"))
-        arrays = {specs[0][0]: loaded}
-    else:
-        arrays = {k: loaded[k] for k in loaded.files}
-    feeds = {}
-    for name, shape, dtype in specs:
-        if name not in arrays:
-            raise UserError(f"input '{name}' missing from {input_path} (has {', '.join(arrays)})", Location(file=str(input_path), field="inputs"))
-        feeds[name] = arrays[name].astype(dtype, copy=False)
-    return feeds, f"input: {input_path}"
+    if not input_path.exists():
+        raise UserError(f"input '{input_path}' does not exist", Location(file=str(input_path), field=field))
+    try:
+        batches = load_inputs(input_path, specs)
+    except UserError as err:
+        raise err.with_location(field=field) from None
+    feeds = dict(batches[0])
+    note = f"input: {input_path}"
+    if len(batches) > 1:
+        note += f" (first batch of {len(batches)})"
+    return feeds, note
 
 
 def dump(model: Path, feeds: dict, out_dir: Path, *, fusions: bool) -> Path:
@@ -122,19 +119,79 @@ def dump(model: Path, feeds: dict, out_dir: Path, *, fusions: bool) -> Path:
     return index.parent if index.name == "index.json" else index
 
 
+@dataclass
+class Preprocessing:
+    golden_feeds: dict[str, np.ndarray] | None  # None: the golden takes the target's feeds
+    rows: list[dict]  # the AIPP check rows (before every op)
+    note: str | None
+
+
+def aipp_preprocessing(golden_model: Path | None, settings: dict | None, target_feeds: dict, golden_inputs: Path | None,
+                       seed: int, stage: str) -> Preprocessing:
+    """With AIPP in the target's settings: the golden's feeds (``golden_inputs``, else the AIPP reference of the
+    target's uint8 input) and the AIPP check rows. Without AIPP: the golden reads ``golden_inputs`` if given."""
+    from ascendpipe.compare import aipp_check
+    from ascendpipe.precision import aipp
+
+    blocks = list((settings or {}).get("aipp") or [])
+    golden_feeds = None
+    if golden_inputs is not None:
+        if golden_model is None:
+            raise UserError("golden_inputs needs a golden model to feed, not a dump", Location(field="golden_inputs"))
+        golden_feeds, _ = make_feeds(golden_model, golden_inputs, seed, field="golden_inputs")
+    if not blocks:
+        return Preprocessing(golden_feeds, [], f"golden input: {golden_inputs}" if golden_inputs else None)
+    if golden_model is None:
+        return Preprocessing(None, [], "the target applies AIPP but the golden is a dump: AIPP not checked")
+    specs = input_specs(golden_model)
+    feeds = dict(golden_feeds) if golden_feeds is not None else {k: v for k, v in target_feeds.items()}
+    rows = []
+    for i, block in enumerate(blocks):
+        rank = block.get("related_input_rank", 0)
+        if not isinstance(rank, int) or not 0 <= rank < len(specs):
+            raise UserError(f"AIPP related_input_rank {rank} is not a golden model input", Location(field="aipp"))
+        spec_in = specs[rank]
+        chw = tuple(d if isinstance(d, int) else 1 for d in spec_in.shape[1:])
+        spec = aipp.aipp_spec(block, chw, "convert.json")
+        u8 = target_feeds.get(spec_in.name)
+        if u8 is None:
+            raise UserError(f"the target has no input '{spec_in.name}' for AIPP", Location(field="aipp"))
+        if golden_feeds is None:
+            feeds[spec_in.name] = aipp_check.device_input(spec, u8)
+        else:
+            rows.append(aipp_check.check_row(spec, i, spec_in.name, u8, golden_feeds[spec_in.name], blocks=blocks,
+                                             stage=stage))
+    if golden_feeds is None:
+        note = ("the training preprocessing was not checked (no golden_inputs): the golden model is fed the AIPP "
+                "reference output of the target's uint8 input")
+    else:
+        note = f"AIPP checked against the training preprocessing in {golden_inputs}"
+    return Preprocessing(feeds, rows, note)
+
+
 def run_compare(golden: Path, target: Path, *, input_path: Path | None, work_dir: Path, limits: dict,
-                strategy: str = "first-overall", seed: int = 0, convert_stage: str = "convert") -> tuple[dict, str | None]:
-    """Resolve both sides, dump what needs dumping under ``work_dir``, compare. Returns (result, input note)."""
+                strategy: str = "first-overall", seed: int = 0, convert_stage: str = "convert",
+                golden_inputs: Path | None = None) -> tuple[dict, str | None]:
+    """Resolve both sides, dump what needs dumping under ``work_dir``, compare. Returns (result, input note).
+
+    ``input_path`` feeds the target (and the golden, unless ``golden_inputs`` is given or the target
+    applies AIPP: see ``aipp_preprocessing``)."""
     from ascendpipe.compare.runner import compare_dumps, graph_info
 
     g, t = resolve_side(golden, "golden"), resolve_side(target, "target")
-    note = None
+    notes = []
     feeds = None
     if g.model or t.model:
-        feeds, note = make_feeds(g.model or t.model, input_path, seed)
-    golden_dump = g.dump_dir or dump(g.model, feeds, Path(work_dir) / "golden_dump", fusions=False)
+        feeds, note = make_feeds(t.model or g.model, input_path, seed)
+        notes.append(note)
+    pre = aipp_preprocessing(g.model, t.settings, feeds or {}, golden_inputs, seed, convert_stage)
+    if pre.note:
+        notes.append(pre.note)
+    golden_feeds = pre.golden_feeds if pre.golden_feeds is not None else feeds
+    golden_dump = g.dump_dir or dump(g.model, golden_feeds, Path(work_dir) / "golden_dump", fusions=False)
     target_dump = t.dump_dir or dump(t.model, feeds, Path(work_dir) / "target_dump", fusions=True)
     graph = graph_info(g.model) if g.model else None
     result = compare_dumps(golden_dump, target_dump, limits=limits, strategy=strategy, fused_map=t.fused_map,
-                           om_json=t.om_json, precision_plan=t.precision_plan, graph=graph, convert_stage=convert_stage)
-    return result, note
+                           om_json=t.om_json, precision_plan=t.precision_plan, graph=graph, convert_stage=convert_stage,
+                           target_settings=t.settings, pre_rows=pre.rows)
+    return result, "; ".join(notes) or None

@@ -1,10 +1,13 @@
 """msit's pass/fail thresholds (``MONITOR_THRESHOLD``) and the per-pipeline overrides.
 
-One deviation, on purpose: RootMeanSquareError is absolute, so on values in the tens of thousands
-fp16's own spacing (16 at 30000) exceeds 1.0 for a perfectly computed tensor. RMSE therefore fails only
-when it is above the threshold *and* above RMSE_FLOOR_FACTOR times the error of rounding the golden
-itself to fp16 (``rmse_fp16_floor``). Otherwise the first failure of an overflowing model would be an
-innocent op upstream of the overflow.
+One deviation, on purpose: RootMeanSquareError is absolute, so on large values fp16's own spacing (16
+at 30000) and the rounding carried in from upstream exceed 1.0 for a well computed tensor (the ReID
+model's square, values near 11000: RMSE 5.6, yet relative RMS error 0.37% and cosine 0.99999).
+RMSE therefore fails only when it is above the threshold, above RMSE_FLOOR_FACTOR times the error of
+rounding the golden itself to fp16 (``rmse_fp16_floor``), *and* above RMSE_RELATIVE_MIN of the
+golden's RMS magnitude (i.e. ``relative_euclidean`` > 1%: 20x fp16's unit roundoff of 2^-11, more
+than a chain of roundings accumulates). On values near 1 the rule is msit's. Otherwise the first
+failure of an overflowing model would be an innocent op upstream of the overflow.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ THRESHOLDS: dict[str, tuple[float, str]] = {
 METRIC_KEY = {"cosine": "cosine", "relative_euclidean": "relative_euclidean", "kl": "kl", "rmse": "rmse",
               "mean_relative_error": "mean_rel_error"}
 RMSE_FLOOR_FACTOR = 2.0
+RMSE_RELATIVE_MIN = 0.01
 LABEL = {"cosine": "CosineSimilarity", "relative_euclidean": "RelativeEuclideanDistance",
          "kl": "KullbackLeiblerDivergence", "rmse": "RootMeanSquareError", "mean_relative_error": "MeanRelativeError"}
 
@@ -60,6 +64,13 @@ def violations(metrics: dict, thresholds: dict[str, float]) -> list[str]:
             reasons.append(f"{LABEL[name]} {value:.6g} < {limit:g}")
         elif name == "rmse" and value <= RMSE_FLOOR_FACTOR * (metrics.get("rmse_fp16_floor") or 0.0):
             continue  # no more than fp16 storage of the golden would give: representation, not loss
+        elif name == "rmse" and _relative(metrics) is not None and _relative(metrics) <= RMSE_RELATIVE_MIN:
+            continue  # small against the golden's own magnitude: the scale, not a loss
         elif direction == "max" and value > limit:
             reasons.append(f"{LABEL[name]} {value:.6g} > {limit:g}")
     return reasons
+
+
+def _relative(metrics: dict) -> float | None:
+    value = metrics.get("relative_euclidean")
+    return value if isinstance(value, float) and not math.isnan(value) else None

@@ -89,6 +89,8 @@ def build(path: str, options: BuildOptions, stream=None) -> dict:
             else:
                 from ascendpipe.engine.doit_glue import run_stages
 
+                executor.on_start = progress.started
+
                 def execute(name):
                     outcome = executor.execute(name)
                     progress.finished(outcome)
@@ -108,6 +110,10 @@ def build(path: str, options: BuildOptions, stream=None) -> dict:
             failed = any(o.state == "failed" for o in executor.outcomes.values())
             db.finish_run(run_id, "failed" if failed else "done")
     progress.summary({n: executor.outcomes[n] for n in order if n in executor.outcomes}, time.monotonic() - started, run_id)
+    if not options.quiet:
+        from ascendpipe.engine.progress import headline
+
+        progress.write(headline(pipeline, executor.outcomes, order))
     from ascendpipe.records import run_record
 
     record = run_record(db, run_id)

@@ -56,6 +56,7 @@ class StageExecutor:
         self._seq = 0
         self._tool_cache: dict[tuple, dict] = {}
         self._produced = {o for st in pipeline.stages.values() for o in st.outs}
+        self.on_start = None  # callback(name, reasons) when a stage starts running
 
     def _made_by_a_stage(self, dep: str) -> bool:
         if dep in self._produced:
@@ -142,6 +143,8 @@ class StageExecutor:
                 self._record(stage, "restored", key, comps, restored["outs"], restored["metrics"], restored["remedy"], restored["info"], decision.reasons, duration, None, state_update=True, cache=False)
                 return Outcome(stage.name, "restored", decision.reasons, duration, restored["metrics"], restored["outs"])
         log = self.log_path(stage)
+        if self.on_start is not None:
+            self.on_start(stage.name, decision.reasons)
         result = self._run(stage, log)
         for out in stage.outs:
             self.hasher.forget(out)

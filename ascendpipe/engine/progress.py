@@ -65,3 +65,21 @@ class Progress:
         parts = [f"{counts[s]} {s}" for s in order if counts.get(s)]
         total = sum(counts.values())
         self.write(f"{total} stage{'s' if total != 1 else ''}: {', '.join(parts) or 'nothing to do'} in {elapsed:.2f}s (run {run_id})\n")
+
+
+# Kinds whose metrics are the story of a build (accuracy and speed), printed after the summary.
+HEADLINE_KINDS = ("eval", "compare", "profile", "tune", "export")
+_SKIP = ("delta_rank5", "delta_rank10")
+
+
+def headline(pipeline, outcomes: dict, order: list[str], limit: int = 8) -> str:
+    lines = []
+    for name in order:
+        o = outcomes.get(name)
+        stage = pipeline.stages[name]
+        if o is None or stage.kind not in HEADLINE_KINDS or not o.metrics:
+            continue
+        items = [(k, v) for k, v in o.metrics.items() if isinstance(v, (int, float)) and k not in _SKIP][:limit]
+        text = "  ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in items)
+        lines.append(f"  {name:<28} {text}")
+    return ("metrics:\n" + "\n".join(lines) + "\n") if lines else ""

@@ -20,11 +20,23 @@ from ascendpipe.errors import Location, UserError
 from ascendpipe.fix.search import FUSION, KEEP, Candidate, Result
 
 
-def split_remedy(remedy, base_keep=(), base_fusion=None) -> tuple[list[str], dict[str, str]]:
-    """(keep_dtype list, fusion_switch dict) of a remedy set on top of what the stage already had."""
-    keep = list(dict.fromkeys([*base_keep, *sorted(c.name for c in remedy if c.kind == KEEP)]))
-    fusion = {**(base_fusion or {}), **{c.name: "off" for c in sorted(remedy) if c.kind == FUSION}}
+def split_remedy(remedy, base_keep=(), base_fusion=None, order=()) -> tuple[list[str], dict[str, str]]:
+    """(keep_dtype list, fusion_switch dict) of a remedy set on top of what the stage already had.
+
+    Ops are listed in graph order (``order``), then by name: one set always gives the same lines, so
+    applying the answer later hits the cache of the attempt that found it.
+    """
+    position = {name: i for i, name in enumerate(order)}
+    ranked = sorted(remedy, key=lambda c: (position.get(c.name, len(position)), c.name))
+    keep = list(dict.fromkeys([*base_keep, *(c.name for c in ranked if c.kind == KEEP)]))
+    fusion = {**(base_fusion or {}), **{c.name: "off" for c in ranked if c.kind == FUSION}}
     return keep, fusion
+
+
+def graph_order(result: Result) -> list[str]:
+    """Op names in graph order as a result knows them (compare rows first, then its op list)."""
+    names = [op for row in result.rows for op in (row.get("golden_ops") or [row.get("golden_op") or row["op_name"]])]
+    return list(dict.fromkeys(names + list(result.ops)))
 
 
 def _output_cosine(result: dict) -> float | None:
@@ -63,9 +75,10 @@ class StandaloneEvaluator:
         self.work_dir.mkdir(parents=True, exist_ok=True)
         self.golden_dump = dump(self.golden, feeds, self.work_dir / "golden_dump", fusions=False)
         self.count = 0
+        self.order = list(self.ops)
 
     def full_remedy(self, remedy) -> tuple[list[str], dict[str, str]]:
-        return split_remedy(remedy, self.base_keep, self.base_fusion)
+        return split_remedy(remedy, self.base_keep, self.base_fusion, self.order)
 
     def evaluate(self, remedy: frozenset) -> Result:
         from ascendpipe.backends.onnxruntime.convert import convert_model
@@ -186,10 +199,11 @@ class PipelineEvaluator:
         self.base_keep, self.base_fusion = list(base_keep), dict(base_fusion or {})
         self.build_dir = Path(build_dir)
         self.golden_metric: float | None = None
+        self.order: list[str] = []  # graph order, learnt from the first (baseline) attempt
         self.runs: list[int] = []
 
     def full_remedy(self, remedy) -> tuple[list[str], dict[str, str]]:
-        return split_remedy(remedy, self.base_keep, self.base_fusion)
+        return split_remedy(remedy, self.base_keep, self.base_fusion, self.order)
 
     def set_lines(self, remedy) -> list[str]:
         """The ``--set`` overrides that apply a remedy (none for the empty one: the current conversion)."""
@@ -221,8 +235,12 @@ class PipelineEvaluator:
         if plan_path.is_file():  # blind fallback order: the converted model's nodes
             ops = list(json.loads(plan_path.read_text()).get("nodes") or [])
         passed = metric >= self.golden_metric - self.tolerance
+        result = Result(passed, metric, cosine, rows=rows, failure=failure, ops=ops)
+        if not self.order:
+            self.order = graph_order(result)
         note = f"run {run.get('id')}" + (f"; {_failure_note(failure)}" if failure and not passed else "")
-        return Result(passed, metric, cosine, rows=rows, failure=failure, ops=ops, note=note)
+        result.note = note
+        return result
 
     def _metric(self, run: dict, stage: str) -> float:
         record = run["stages"].get(stage) or {}

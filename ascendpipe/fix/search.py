@@ -9,8 +9,8 @@ Growing: each failing attempt names what to add next, best evidence first:
    advisor lists them; fusion rules where it points at a fused op);
 2. else the first failing compare row's ops not kept yet;
 3. else, with no usable evidence, ops in graph order, doubling the batch each blind step.
-Shrinking: delta debugging (ddmin) over the passing set, so every kept candidate is needed
-(1-minimal). Every evaluation counts against ``max_attempts``; a set already evaluated is never
+Shrinking: delta debugging (ddmin) over the passing set, or for a few candidates removing each
+once, so every kept candidate is needed (1-minimal). Every evaluation counts against ``max_attempts``; a set already evaluated is never
 evaluated again.
 """
 
@@ -21,6 +21,7 @@ from typing import Callable, Iterable, Protocol
 
 KEEP = "keep_dtype"
 FUSION = "fusion_switch"
+LINEAR_SHRINK_MAX = 4  # up to this many candidates, shrink by removing each once (n evaluations)
 
 
 @dataclass(frozen=True, order=True)
@@ -96,7 +97,8 @@ def advised(failure: dict | None) -> list[Candidate]:
     found: list[Candidate] = []
     for item in (failure or {}).get("advice") or []:
         if item.get("kind") == "keep_dtype":
-            found += [Candidate(KEEP, op) for op in item.get("ops") or []]
+            # 'added': the new entries; 'ops' may also repeat what the stage already keeps
+            found += [Candidate(KEEP, op) for op in item.get("added", item.get("ops")) or []]
         elif item.get("kind") == "fusion_switch":
             found += [Candidate(FUSION, rule) for rule in item.get("rules") or []]
     return list(dict.fromkeys(found))
@@ -178,7 +180,7 @@ def search(evaluator: Evaluator, *, max_attempts: int = 30, start: Iterable[Cand
         if found is None:
             return _outcome(trials, current, False, False, _unmet_message(trials, "no more candidates to try"))
         minimal = _shrink(trials, found)
-        return _outcome(trials, minimal, True, True, f"target met with {len(minimal)} remedies; each one is needed")
+        return _outcome(trials, minimal, True, True, f"target met with {len(minimal)} {'remedy' if len(minimal) == 1 else 'remedies'}; each one is needed")
     except OutOfAttempts:
         best = trials.best_passing()
         if best is None:
@@ -206,6 +208,12 @@ def _grow(trials: _Trials, current: frozenset, result: Result, rank) -> frozense
 def _shrink(trials: _Trials, found: frozenset) -> frozenset:
     """ddmin (Zeller): split into n chunks, keep a chunk or a complement that still passes."""
     items = list(trials.ordered(found))
+    if len(items) <= LINEAR_SHRINK_MAX:  # few items: removing each once is cheaper than splitting
+        for c in list(items):
+            rest = [x for x in items if x != c]
+            if trials.passes(rest):
+                items = rest
+        return frozenset(items)
     n = 2
     while len(items) >= 2:
         chunks = _split(items, n)

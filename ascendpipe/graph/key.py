@@ -64,8 +64,6 @@ def explain(old: dict | None, new: dict) -> list[str]:
         reasons.append(f"kind {old.get('kind')} -> {new.get('kind')}")
     elif old.get("kind_version") != new.get("kind_version"):
         reasons.append(f"kind version {old.get('kind_version')} -> {new.get('kind_version')}")
-    if old.get("cmd") != new.get("cmd"):
-        reasons.append(f"cmd changed: {_short(old.get('cmd'))} -> {_short(new.get('cmd'))}")
     if old.get("backend") != new.get("backend"):
         reasons.append(f"backend {old.get('backend')} -> {new.get('backend')}")
     op, np_ = old.get("params") or {}, new.get("params") or {}
@@ -84,6 +82,8 @@ def explain(old: dict | None, new: dict) -> list[str]:
             reasons.append(f"dep {d} removed")
         elif od[d] != nd[d]:
             reasons.append(f"dep {d} {'deleted' if nd[d] is None else 'modified'}")
+    if old.get("cmd") != new.get("cmd"):
+        reasons.append(f"cmd changed: {_short(old.get('cmd'))} -> {_short(new.get('cmd'))}")
     ot, nt = old.get("tools") or {}, new.get("tools") or {}
     for t in sorted(set(ot) | set(nt)):
         if ot.get(t) != nt.get(t):

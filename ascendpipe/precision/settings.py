@@ -114,6 +114,12 @@ def resolve(params: dict[str, Any], read_path: Callable[[str], Path] = Path, whe
     mode, mode_v2 = params.get("precision_mode"), params.get("precision_mode_v2")
     if mode and mode_v2:
         raise UserError("precision_mode and precision_mode_v2 cannot be combined (as on ATC); keep one", loc("precision_mode_v2"))
+    atc_only = {"allow_mix_precision_bf16", "allow_fp32_to_bf16", "mixed_bfloat16", "mixed_hif8"}
+    for name, value in (("precision_mode", mode), ("precision_mode_v2", mode_v2)):
+        if value in atc_only:
+            raise UserError(
+                f"{name} '{value}' (bf16/hif8) is ATC-only: the onnxruntime emulation models fp16; "
+                f"use --backend ascend, or an fp16 mode to emulate", loc(name))
     if mode and mode not in PRECISION_MODES:
         raise UserError(f"'{mode}' is not one of {', '.join(PRECISION_MODES)}", loc("precision_mode"))
     if mode_v2 and mode_v2 not in PRECISION_MODES_V2:

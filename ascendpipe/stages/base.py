@@ -94,9 +94,14 @@ class StageKind:
     backends: ClassVar[tuple[str, ...]] = ("onnxruntime", "ascend")
 
     def tool_versions(self, backend: str) -> dict[str, str]:
-        return {}
+        return ascend_tool_versions(self.name) if backend == "ascend" else {}
 
     def commands(self, ctx: StageContext) -> list[list[str]]:
+        """External command lines ``run`` would execute (``--dry-run``); the ascend backend's argv."""
+        if ctx.backend == "ascend":
+            from ascendpipe.backends.ascend import stages as ascend_stages
+
+            return ascend_stages.commands(self.name, ctx)
         return []
 
     def run(self, ctx: StageContext) -> StageResult:  # pragma: no cover - abstract
@@ -142,6 +147,13 @@ def package_version(dist: str) -> str:
 
 
 _version_cache: dict[str, str] = {}
+
+
+def ascend_tool_versions(kind: str) -> dict[str, str]:
+    """CANN version and the kind's tools' versions (file stats only: cheap enough for a no-op)."""
+    from ascendpipe.backends.ascend import stages as ascend_stages
+
+    return ascend_stages.tool_versions(kind)
 
 
 def find_model_file(path: Path, *, suffixes: tuple[str, ...] = (".onnx",), what: str = "model") -> Path:

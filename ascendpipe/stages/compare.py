@@ -2,7 +2,9 @@
 
 Inputs: ``golden`` (an fp32 .onnx, a stage that made one, or a dump), ``target`` (a converted model
 dir of either backend, an .onnx, or a dump dir: on the Ascend backend, the target's converted dump),
-``inputs`` (optional .npy/.npz; without it a seeded random input, said in the log and result.json).
+``inputs`` (optional .npy/.npz; without it a seeded random input, said in the log and result.json),
+``golden_inputs`` (optional: the training-preprocessed float input for the golden, when the target
+takes other data: with AIPP the first row checks the device's preprocessing against it).
 Outputs: result.csv, result.json, report.html and the first failure's remedy file, if any.
 """
 
@@ -16,9 +18,9 @@ _THRESHOLD_PROPS = {name: {"type": "number"} for name in ("cosine", "relative_eu
 
 class CompareKind(StageKind):
     name = "compare"
-    version = "1"
+    version = "2"
     summary = "per-op accuracy vs the fp32 golden (msit metrics), first failure and advice"
-    input_fields = ("golden", "target", "inputs")
+    input_fields = ("golden", "target", "inputs", "golden_inputs")
     required_inputs = ("golden", "target")
     params_schema = {
         "type": "object",
@@ -44,7 +46,7 @@ class CompareKind(StageKind):
         result, note = run_compare(
             ctx.inputs["golden"], ctx.inputs["target"], input_path=ctx.inputs.get("inputs"), work_dir=ctx.out_dir,
             limits=limits, strategy=ctx.params.get("strategy", "first-overall"), seed=int(ctx.params.get("seed", 0)),
-            convert_stage=convert_stage,
+            convert_stage=convert_stage, golden_inputs=ctx.inputs.get("golden_inputs"),
         )
         write_results(result, ctx.out_dir, note)
         ctx.say(terminal_text(result, input_note=note))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 
 from ascendpipe.precision.settings import PRECISION_MODES, PRECISION_MODES_V2
-from ascendpipe.stages.base import StageContext, StageKind, StageResult, package_version
+from ascendpipe.stages.base import StageContext, StageKind, StageResult, ascend_tool_versions, package_version
 
 _STR_LIST = {"type": "array", "items": {"type": "string"}}
 
@@ -20,8 +20,9 @@ class ConvertKind(StageKind):
     params_schema = {
         "type": "object",
         "properties": {
-            "precision_mode": {"enum": list(PRECISION_MODES)},
-            "precision_mode_v2": {"enum": list(PRECISION_MODES_V2)},
+            # the ATC-only bf16/hif8 modes are accepted here and refused by the emulator with a clear error
+            "precision_mode": {"enum": list(PRECISION_MODES) + ["allow_mix_precision_bf16", "allow_fp32_to_bf16"]},
+            "precision_mode_v2": {"enum": list(PRECISION_MODES_V2) + ["mixed_bfloat16", "mixed_hif8"]},
             "keep_dtype": {"oneOf": [{"type": "string"}, _STR_LIST]},
             "fusion_switch": {"type": "object",
                               "additionalProperties": {"oneOf": [{"enum": ["on", "off"]}, {"type": "boolean"}]}},
@@ -33,17 +34,27 @@ class ConvertKind(StageKind):
             "input_format": {"enum": ["NCHW", "NHWC", "ND", "NCDHW", "NDHWC"]},
             "soc_version": {"type": "string"},
             "tune_bank": {"type": "string"},
+            # ATC options without an emulation counterpart: passed to atc, recorded on onnxruntime
+            "op_select_implmode": {"enum": ["high_performance", "high_precision", "high_precision_for_all",
+                                            "high_performance_for_all"]},
+            "optypelist_for_implmode": {"type": "string"},
+            "buffer_optimize": {"enum": ["l2_optimize", "l1_optimize", "off_optimize"]},
+            "out_nodes": {"type": "string"},
+            "log": {"enum": ["debug", "info", "warning", "error", "null"]},
         },
     }
 
     def tool_versions(self, backend: str) -> dict[str, str]:
-        if backend == "onnxruntime":
-            return {"onnxruntime": package_version("onnxruntime"), "onnx": package_version("onnx")}
-        return {"onnx": package_version("onnx")}
+        if backend == "ascend":
+            return {"onnx": package_version("onnx"), **ascend_tool_versions(self.name)}
+        return {"onnxruntime": package_version("onnxruntime"), "onnx": package_version("onnx")}
 
     def commands(self, ctx: StageContext) -> list[list[str]]:
+        if ctx.backend == "ascend":
+            return super().commands(ctx)
         from ascendpipe.precision.settings import resolve
 
+        # the onnxruntime backend runs no tool; show the atc line the same settings would drive
         return [resolve(ctx.params, ctx.path).atc_argv(str(ctx.inputs.get("model", "MODEL")), "model")]
 
     def run(self, ctx: StageContext) -> StageResult:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ascendpipe.stages.base import StageContext, StageKind, StageResult
-from ascendpipe.stages.infer import dispatch, runtime_versions
+from ascendpipe.stages.infer import dispatch, kind_versions
 
 
 class DumpKind(StageKind):
@@ -25,7 +25,7 @@ class DumpKind(StageKind):
     }
 
     def tool_versions(self, backend: str) -> dict[str, str]:
-        return runtime_versions(backend)
+        return kind_versions(self.name, backend)
 
     def run(self, ctx: StageContext) -> StageResult:
         return dispatch(ctx, "dump")

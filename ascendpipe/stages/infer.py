@@ -26,6 +26,14 @@ def runtime_versions(backend: str) -> dict[str, str]:
     return {}
 
 
+def kind_versions(kind: str, backend: str) -> dict[str, str]:
+    if backend == "ascend":
+        from ascendpipe.stages.base import ascend_tool_versions
+
+        return ascend_tool_versions(kind)
+    return runtime_versions(backend)
+
+
 class InferKind(StageKind):
     name = "infer"
     version = "1"
@@ -44,7 +52,7 @@ class InferKind(StageKind):
     }
 
     def tool_versions(self, backend: str) -> dict[str, str]:
-        return runtime_versions(backend)
+        return kind_versions(self.name, backend)
 
     def run(self, ctx: StageContext) -> StageResult:
         return dispatch(ctx, "infer")

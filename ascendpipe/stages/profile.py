@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from ascendpipe.stages.base import StageContext, StageKind, StageResult, package_version, write_metrics
+from ascendpipe.stages.base import StageContext, StageKind, StageResult, ascend_tool_versions, package_version, write_metrics
 
 
 class ProfileKind(StageKind):
     name = "profile"
-    version = "1"
+    version = "2"
     summary = "latency/throughput and per-op time (timeline.json, op_summary.csv, op_statistic.csv, profile.html)"
     input_fields = ("model", "inputs")
     required_inputs = ("model",)
@@ -22,7 +22,7 @@ class ProfileKind(StageKind):
 
     def tool_versions(self, backend: str) -> dict[str, str]:
         if backend == "ascend":
-            return {}
+            return ascend_tool_versions(self.name)
         return {"onnxruntime": package_version("onnxruntime")}
 
     def run(self, ctx: StageContext) -> StageResult:

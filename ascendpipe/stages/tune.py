@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from ascendpipe.stages.base import StageContext, StageKind, StageResult, package_version, write_metrics
+from ascendpipe.stages.convert import ConvertKind
+from ascendpipe.stages.base import StageContext, StageKind, StageResult, ascend_tool_versions, package_version, write_metrics
 
 _SESSION = {
     "type": "object",
@@ -19,7 +20,7 @@ _SESSION = {
 
 class TuneKind(StageKind):
     name = "tune"
-    version = "1"
+    version = "2"
     summary = "measured search of session settings; writes a knowledge bank (tune_bank.json) and aoe_result_opat.json"
     input_fields = ("model", "inputs")
     required_inputs = ("model",)
@@ -36,12 +37,14 @@ class TuneKind(StageKind):
             "thresholds": {"type": "object", "additionalProperties": {"type": "number"}},
             "baseline": _SESSION,  # settings to start from (default: runtime.json beside the model, else ORT's)
             "batch_size": {"type": "integer", "minimum": 1},
+            # on ascend, aoe takes the conversion's settings (soc_version, precision mode, ...)
+            **{k: v for k, v in ConvertKind.params_schema["properties"].items() if k != "tune_bank"},
         },
     }
 
     def tool_versions(self, backend: str) -> dict[str, str]:
         if backend == "ascend":
-            return {}
+            return ascend_tool_versions(self.name)
         return {"onnxruntime": package_version("onnxruntime")}
 
     def run(self, ctx: StageContext) -> StageResult:

@@ -8,16 +8,43 @@ def _row(i, op, op_type="Mul", *, failed=False, overflow=None, peak=1.0, fused=F
             "reasons": ["CosineSimilarity 0.5 < 0.99"] if failed else []}
 
 
-def test_overflow_names_the_op_and_the_producer_whose_output_already_exceeds_fp16():
+def test_overflow_keeps_the_producer_beyond_fp16_and_the_consumer_reading_the_overflowed_value():
     rows = [_row(0, "square", peak=4.9e5, overflow="fp16_range"), _row(1, "sum", "ReduceSum", failed=True,
-            overflow="target", peak=1.25e8), _row(2, "sqrt", "Sqrt", failed=True, peak=1.1e4, out=True)]
-    first = advisor.describe_failure(rows, 1, producers={"sum": ["square"], "sqrt": ["sum"]}, stage="convert@force_fp16")
+            overflow="target", peak=1.25e8), _row(2, "sqrt", "Sqrt", failed=True, peak=1.1e4),
+            _row(3, "div", "Div", failed=True, peak=0.1, out=True)]
+    producers = {"square": [], "sum": ["square"], "sqrt": ["sum"], "div": ["sqrt"]}
+    first = advisor.describe_failure(rows, 1, producers=producers, stage="convert")
     assert first["kind"] == "overflow" and first["op_name"] == "sum"
     item = first["advice"][0]
-    assert item["ops"] == ["square", "sum"]
-    assert item["file"] == {"name": "keep_dtype.cfg", "content": "square\nsum\n"}
-    assert item["set"] == "--set stages.convert.params.keep_dtype=[square, sum]"
-    assert item["yaml"] == "stages:\n  convert:\n    params:\n      keep_dtype:\n        - square\n        - sum\n"
+    # sqrt reads 1.25e8 (beyond 65504) and is kept; div reads sqrt's 1.1e4 (in range): the walk stops
+    assert item["ops"] == ["square", "sum", "sqrt"]
+    assert item["file"] == {"name": "keep_dtype.cfg", "content": "square\nsum\nsqrt\n"}
+    assert item["set"] == "--set 'stages.convert.params.keep_dtype=[square,sum,sqrt]'"
+    assert item["yaml"] == ("stages:\n  convert:\n    params:\n      keep_dtype:\n        - square\n        - sum\n"
+                            "        - sqrt\n")
+
+
+def test_overflow_chain_walks_forward_while_golden_values_stay_beyond_fp16():
+    # a -> big (overflows) -> b (reads big, still beyond) -> c (reads b) -> d (reads c, in range)
+    # plus a side consumer e of 'a' that is never touched (a is in range)
+    peaks = {"a": 10.0, "big": 1e6, "b": 2e5, "c": 3.0, "d": 1.0, "e": 1.0}
+    rows = [_row(i, op, peak=p, failed=op == "big", overflow="target" if op == "big" else None)
+            for i, (op, p) in enumerate(peaks.items())]
+    producers = {"a": [], "big": ["a"], "b": ["big"], "c": ["b"], "d": ["c"], "e": ["a"]}
+    up, ops, down = advisor.overflow_chain(rows, 1, producers)
+    assert (up, ops, down) == ([], ["big"], ["b", "c"])
+
+
+def test_matrix_variant_target_gets_matrix_paste_lines_and_keeps_existing_entries():
+    rows = [_row(0, "/Mul_1", peak=3e4), _row(1, "/ReduceSum", "ReduceSum", failed=True, overflow="target", peak=3e5),
+            _row(2, "/Sqrt", "Sqrt", failed=True, peak=550.0), _row(3, "/Div", "Div", failed=True, out=True)]
+    producers = {"/Mul_1": [], "/ReduceSum": ["/Mul_1"], "/Sqrt": ["/ReduceSum"], "/Div": ["/Sqrt"]}
+    first = advisor.describe_failure(rows, 1, producers=producers, stage="convert@fp16",
+                                     target_settings={"keep_dtype": ["/Conv"]})
+    item = first["advice"][0]
+    assert item["ops"] == ["/Conv", "/ReduceSum", "/Sqrt"] and item["added"] == ["/ReduceSum", "/Sqrt"]
+    assert item["set"] == "--set 'stages.convert.matrix.fp16.keep_dtype=[/Conv,/ReduceSum,/Sqrt]'"
+    assert item["yaml"].startswith("stages:\n  convert:\n    matrix:\n      fp16:\n        keep_dtype:\n")
 
 
 def test_overflow_without_an_overflowed_input_keeps_only_the_op():
@@ -35,7 +62,7 @@ def test_fused_op_failing_with_passing_inputs_switches_its_rule_off():
     assert first["kind"] == "fusion" and item["kind"] == "fusion_switch"
     assert item["rules"] == ["ConvBNFusion"]
     assert item["file"]["content"] == "ConvBNFusion:off\n"
-    assert item["set"] == "--set stages.convert.params.fusion_switch.ConvBNFusion=off"
+    assert item["set"] == "--set 'stages.convert.params.fusion_switch={ConvBNFusion: \"off\"}'"
     named = advisor.describe_failure(rows, 2, fusion_rules={"F": "ConvBatchnormFusionPass"})
     assert named["advice"][0]["rules"] == ["ConvBatchnormFusionPass"]
 
@@ -47,6 +74,7 @@ def test_loss_without_overflow_offers_keep_dtype_or_allow_fp32_to_fp16():
     assert first["kind"] == "precision_loss" and kinds == ["keep_dtype", "precision_mode"]
     assert first["advice"][0]["file"]["content"] == "softmax\n"
     assert first["advice"][1]["set"] == "--set stages.convert.params.precision_mode=allow_fp32_to_fp16"
+    assert first["advice"][0]["set"] == "--set 'stages.convert.params.keep_dtype=[softmax]'"
 
 
 def test_underflow_keeps_the_later_underflowing_ops_too():
@@ -65,5 +93,23 @@ def test_single_bad_op_near_the_output_while_outputs_pass_is_likely_harmless():
 def test_an_op_the_plan_already_keeps_in_fp32_gets_implementation_advice():
     rows = [_row(0, "a"), _row(1, "exp", "Exp", failed=True), _row(2, "out", "Add", failed=True, out=True)]
     plan = {"nodes": {"exp": {"op_type": "Exp", "dtype": "float32", "reason": "keep_dtype"}}}
-    first = advisor.describe_failure(rows, 1, precision_plan=plan)
+    first = advisor.describe_failure(rows, 1, precision_plan=plan, convert_params={"precision_mode", "keep_dtype"})
     assert first["advice"][0]["kind"] == "implementation"
+    # a convert kind without an op_select_implmode param: no paste line for it
+    assert "set" not in first["advice"][0] and "op_select_implmode" not in first["advice"][0]["message"]
+    from ascendpipe.stages.convert import ConvertKind
+
+    assert advisor._convert_params() == set(ConvertKind.params_schema["properties"])
+    with_param = advisor.describe_failure(rows, 1, precision_plan=plan, convert_params={"op_select_implmode"})
+    assert with_param["advice"][0]["set"] == "--set stages.convert.params.op_select_implmode=high_precision"
+
+
+def test_fusion_advice_carries_the_rules_already_switched_for_the_variant():
+    rows = [_row(0, "conv", "Conv"), _row(1, "bn", "BatchNormalization"),
+            _row(2, "F", "FusedConv", failed=True, fused=True, ops=["conv", "bn"], out=True)]
+    rows[0]["side"] = rows[1]["side"] = "golden_only"
+    first = advisor.describe_failure(rows, 2, stage="convert@fp16", target_settings={"fusion_switch": {"GeluFusion": "off"}})
+    item = first["advice"][0]
+    assert item["rules"] == ["ConvBNFusion"]
+    assert item["file"]["content"] == "GeluFusion:off\nConvBNFusion:off\n"
+    assert item["set"] == "--set 'stages.convert.matrix.fp16.fusion_switch={GeluFusion: \"off\", ConvBNFusion: \"off\"}'"

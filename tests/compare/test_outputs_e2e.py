@@ -80,7 +80,7 @@ def _save_inputs(feeds, path):
 
 
 @pytest.mark.parametrize("name, first_op, kind, keep", [
-    ("l2norm", "square", "overflow", ["square", "sum"]),
+    ("l2norm", "square", "overflow", ["square", "sum", "sqrt"]),
     ("addn", "sum", "overflow", ["sum"]),
     ("epsilon", "square", "precision_loss", ["square", "var", "add_eps"]),
 ])
@@ -137,6 +137,6 @@ def test_stage_kind_writes_results_and_metrics(tmp_path):
     result = CompareKind().run(ctx)
     assert result.metrics["first_failure_index"] == 0 and result.metrics["overflow_ops"] == 3
     assert result.metrics["output_cosine"] == 0.0  # the L2-normalised output collapsed to zeros
-    assert (out / "keep_dtype.cfg").read_text() == "square\nsum\n"
+    assert (out / "keep_dtype.cfg").read_text() == "square\nsum\nsqrt\n"
     assert json.loads((out / "result.json").read_text())["thresholds"]["cosine"] == 0.999
     assert {p.name for p in out.iterdir()} >= {"result.csv", "result.json", "report.html", "metrics.json"}

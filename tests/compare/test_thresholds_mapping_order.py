@@ -18,9 +18,17 @@ def test_violations_and_the_rmse_fp16_floor():
     assert thr.violations(ok, thr.resolve()) == []
     bad = dict(ok, cosine=0.9, kl=0.01)
     assert thr.violations(bad, thr.resolve()) == ["CosineSimilarity 0.9 < 0.99", "KullbackLeiblerDivergence 0.01 > 0.005"]
-    big = dict(ok, rmse=4.7, rmse_fp16_floor=4.6)  # fp16 spacing at 30000 is 16
+    big = dict(ok, rmse=4.7, rmse_fp16_floor=4.6, relative_euclidean=0.03)  # fp16 spacing at 30000 is 16
     assert thr.violations(big, thr.resolve()) == []
     assert thr.violations(dict(big, rmse_fp16_floor=1.0), thr.resolve()) == ["RootMeanSquareError 4.7 > 1"]
+
+
+def test_rmse_on_large_values_needs_a_relative_error_beyond_one_percent():
+    # the ReID square (values near 11000) measured on a build: rmse 5.62, fp16 floor 0.316, relative 0.375%
+    square = {"cosine": 0.9999931, "relative_euclidean": 0.00375, "kl": 0.0, "rmse": 5.62, "rmse_fp16_floor": 0.316,
+              "mean_rel_error": 0.001, "compared": 2048}
+    assert thr.violations(square, thr.resolve()) == []
+    assert thr.violations(dict(square, relative_euclidean=0.02), thr.resolve()) == ["RootMeanSquareError 5.62 > 1"]
 
 
 def _e(name, op, op_type, topo):

@@ -65,7 +65,11 @@ def test_keep_dtype_typo_is_a_user_error(tmp_path, convert):
 def test_tune_bank_session_goes_to_runtime_json(tmp_path, convert):
     (tmp_path / "bank.json").write_text('{"session": {"intra_op_num_threads": 2}, "ops": {}}')
     result = convert(addn_model(tmp_path / "m.onnx"), tune_bank=str(tmp_path / "bank.json"))
-    assert json.loads((result.out_dir / "runtime.json").read_text()) == {"intra_op_num_threads": 2}
+    assert json.loads((result.out_dir / "runtime.json").read_text())["session"] == {"intra_op_num_threads": 2}
+    from ascendpipe.backends.onnxruntime.session import make_session, read_runtime
+
+    assert read_runtime(result.model_path) == {"intra_op_num_threads": 2}  # what infer/profile apply
+    assert make_session(result.model_path).get_session_options().intra_op_num_threads == 2
     (tmp_path / "bad.json").write_text("[1]")
     with pytest.raises(UserError, match="JSON object"):
         convert(tmp_path / "m.onnx", tune_bank=str(tmp_path / "bad.json"))

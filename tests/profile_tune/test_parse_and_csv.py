@@ -74,3 +74,19 @@ def test_csvs_use_msprof_headers_and_their_numbers_add_up():
 
 def test_statistic_of_no_ops_is_empty():
     assert msprof_csv.op_statistic_rows(ProfileData("m")) == []
+
+
+def test_kernels_are_named_after_model_nodes_and_emulation_casts_left_out():
+    from ascendpipe.backends.onnxruntime.profile import attribute_to_model
+
+    events = [_run(0, 100), _kernel("ascendpipe_emu/in_fp16/x", "Cast", 1, 5),
+              _kernel("ascendpipe_emu/raw/r1_nchwc", "Conv", 10, 40), _kernel("ReorderOutput_token_4", "ReorderOutput", 55, 5),
+              _kernel("ascendpipe_emu/out_fp16/r1", "Cast", 61, 3), _kernel("fc", "Gemm", 70, 20)]
+    data = parse_ort_profile(events, model_name="m")
+    producers = {"c1": ("conv1", "FusedConv", ("x", "w")), "ascendpipe_emu/raw/r1": ("relu1", "Relu", ("c1",)),
+                 "y": ("fc", "Gemm", ("r1",))}
+    kept, overhead = attribute_to_model(data, {"conv1", "relu1", "fc", "ascendpipe_emu/in_fp16/x"}, producers)
+    # the Conv kernel producing relu1's output is conv1 with the relu fused in
+    assert [(o.op_name, o.index) for o in kept.ops] == [("conv1", 0), ("ReorderOutput_token_4", 1), ("fc", 2)]
+    assert overhead == 8.0
+    assert kept.iterations == data.iterations

@@ -90,6 +90,10 @@ def test_profile_stage_writes_every_file_and_consistent_metrics(tmp_path, model)
         by_type[r["OP Type"]] = by_type.get(r["OP Type"], 0.0) + float(r["Task Duration(us)"])
     for r in stat:
         assert float(r["Total Time(us)"]) == pytest.approx(by_type[r["OP Type"]], abs=0.01)
+    # onnxruntime's NCHWc rewrite renames the convs; the rows carry the model's node names again
+    assert {r["Op Name"] for r in summary if not r["Op Name"].startswith("Reorder")} <= set(NODES)
+    assert {"conv1", "conv2"} <= {r["Op Name"] for r in summary}
+    assert m["emulation_overhead_pct"] == 0.0
     top = max(by_type, key=by_type.get)
     assert result.info["top_op_type"] == top
     assert m["top_op_type_ratio_pct"] == pytest.approx(100 * by_type[top] / sum(by_type.values()), abs=0.01)

@@ -76,7 +76,7 @@ def test_per_op_changes_use_the_noise_rule():
              "b": {"op_type": "Relu", "durations_us": [10, 11, 9, 12, 10]}}
     rows = {r["op_name"]: r["tune_performance"]["Format"] for r in aoe_result.per_op_changes(before, after)}
     assert rows["a"] == {"performance_after_tune(us)": 60.0, "performance_before_tune(us)": 100.0,
-                         "performance_improvement": "40.00%", "update_mode": "add"}
+                         "performance_improvement": "66.67%", "update_mode": "add"}  # (100-60)/60, AOE's formula
     assert rows["b"]["update_mode"] == "unchanged"
     assert rows["gone"]["update_mode"] == "removed" and rows["gone"]["performance_after_tune(us)"] == 0.0
 
@@ -138,7 +138,11 @@ def test_tune_finds_the_faster_setting_and_keeps_accuracy(tmp_path, slow_model):
     cosine = float(ref.ravel() @ got.ravel() / np.linalg.norm(ref) / np.linalg.norm(got))
     assert cosine >= 0.99
     trials = bank["measurements"]["trials"]
-    assert all(len(t["baseline_ms"]) == 5 and len(t["candidate_ms"]) == 5 for t in trials if "error" not in t)
+    measured = [t for t in trials if "error" not in t]
+    # 5 rounds each; a candidate that looked faster was confirmed with 5 more
+    assert all(len(t["baseline_ms"]) == len(t["candidate_ms"]) in (5, 10) for t in measured)
+    assert all(len(t["candidate_ms"]) == 10 for t in measured if t["accepted"])
+    assert bank["measurements"]["improvement"]["reverted"] is False
     # the aoe_result_opat shape: {"report_<id>": [{"basic": ...}, {"OPAT": {...}}]}
     opat = json.loads((ctx.out_dir / OPAT_FILE).read_text())
     (key, blocks), = opat.items()
@@ -186,3 +190,25 @@ def test_cli_job_type_accepts_both_spellings_and_rejects_others():
     assert parser.parse_args(["--model", "m", "--output", "o", "--job_type", "2"]).job_type == [2]
     with pytest.raises(SystemExit):
         parser.parse_args(["--model", "m", "--output", "o", "--job-type", "3"])
+
+
+def test_a_step_the_final_measurement_does_not_confirm_is_reverted(slow_model, monkeypatch):
+    from ascendpipe.backends.onnxruntime import tune as tune_mod
+
+    calls = {}
+    same = [10.0, 10.1, 9.9, 10.0, 10.0]
+
+    def fake_measure(self, a, b):  # one thread looks 2x faster twice (trial and its confirmation), then not
+        key = (tune_mod._key(a), tune_mod._key(b))
+        calls[key] = calls.get(key, 0) + 1
+        if b["intra_op_num_threads"] == 1 and a["intra_op_num_threads"] != 1 and calls[key] <= 2:
+            return list(same), [5.0, 5.1, 4.9, 5.0, 5.0]
+        return list(same), list(same)
+
+    monkeypatch.setattr(tune_mod.Bench, "measure_pair", fake_measure)
+    outcome = tune_mod.tune_model(slow_model, [{"x": _x()}], job_types=[1], repeats=5, iterations=1,
+                                  max_candidates=4)
+    accepted = [t["change"] for t in outcome.log.trials if t["accepted"]]
+    assert accepted == [{"intra_op_num_threads": 1}]
+    assert outcome.best == outcome.baseline and outcome.final["reverted"]
+    assert not outcome.final["significant"] and "No performance improvement" in outcome.line

@@ -85,6 +85,12 @@ def _settings(ctx):
     return s
 
 
+def _final_paths(argv: list[str], ctx) -> list[str]:
+    """An argv as recorded: paths in the temporary out dir shown where the outputs will live."""
+    tmp, final = str(ctx.out_dir), str(ctx.final_out_dir)
+    return [a.replace(tmp, final) for a in argv] if tmp != final else list(argv)
+
+
 def _settings_record(settings) -> dict[str, Any]:
     """The settings as recorded; an ATC-only mode (bf16, hif8) has no emulator policy to name."""
     from dataclasses import asdict
@@ -214,8 +220,8 @@ def convert(ctx):
     facts = _onnx_facts(plan.data["atc"].model)
     fused_map = fused_map_from_om(info, facts.pop("node_io"))
     acl_dump.write_json_atomic(out / FUSED_MAP, fused_map)
-    record = {"backend": "ascend", "settings": _settings_record(plan.data["settings"]), "atc_argv": plan.argvs[0],
-              "atc_json_argv": plan.argvs[1], "atc_cmdline": info.atc_cmdline, "om_name": info.name,
+    record = {"backend": "ascend", "settings": _settings_record(plan.data["settings"]), "atc_argv": _final_paths(plan.argvs[0], ctx),
+              "atc_json_argv": _final_paths(plan.argvs[1], ctx), "atc_cmdline": info.atc_cmdline, "om_name": info.name,
               "soc_version": info.attrs.get("soc_version"), "opp_version": info.attrs.get("opp_version"),
               "tune_bank": str(plan.data["bank"]) if plan.data["bank"] else None,
               "tool_versions": tk.versions(("atc",)), "model": str(plan.data["atc"].model), **facts}
@@ -223,7 +229,7 @@ def convert(ctx):
     metrics = {"om_ops": len(info.ops), "fused_ops": len(fused_map["fused"]), "om_bytes": om.stat().st_size}
     write_metrics(out, metrics)
     return StageResult(metrics=metrics, remedy_files=remedy_files,
-                       info={"atc_cmdline": info.atc_cmdline or " ".join(plan.argvs[0]), "atc_argv": plan.argvs[0],
+                       info={"atc_cmdline": info.atc_cmdline or " ".join(plan.argvs[0]), "atc_argv": record["atc_argv"],
                              "tool_versions": record["tool_versions"]})
 
 

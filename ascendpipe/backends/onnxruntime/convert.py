@@ -226,7 +226,8 @@ def _tune_runtime(settings: ConvertSettings, out_dir: Path) -> dict | None:
     session = bank.get("session", {})
     if not isinstance(session, dict):
         raise UserError("tune bank 'session' must be an object", where)
-    _write_json(out_dir / "runtime.json", session)
+    # the contract (docs/contracts.md): {"session": {...}}, what session.read_runtime reads
+    _write_json(out_dir / "runtime.json", {"session": session, "tune_bank": str(settings.tune_bank)})
     return session
 
 

@@ -78,13 +78,32 @@ def parse_ort_profile(events: Sequence[dict], *, warmup: int = 0, model_name: st
     return data
 
 
-def attribute_to_model(data: ProfileData, node_names: set[str], producers: dict[str, str]) -> tuple[ProfileData, float]:
+def _base_type(op_type: str) -> str:
+    return op_type[len("Fused"):] if op_type.startswith("Fused") else op_type
+
+
+def _model_node_for(tensor: str, op_type: str, producers: dict[str, tuple]) -> str | None:
+    """The node producing ``tensor``; when onnxruntime fused a chain (Conv+Relu), walk up the first
+    inputs to the node whose type matches the kernel's (the conv, not the relu)."""
+    first = producers.get(tensor)
+    node, steps = first, 0
+    while node is not None and steps < 4:
+        name, node_type, inputs = node
+        if _base_type(node_type) == _base_type(op_type):
+            return name
+        node, steps = (producers.get(inputs[0]) if inputs else None), steps + 1
+    return first[0] if first else None
+
+
+def attribute_to_model(data: ProfileData, node_names: set[str],
+                       producers: dict[str, tuple]) -> tuple[ProfileData, float]:
     """Kernel rows named after the model's nodes, without the emulation's rounding casts.
 
     onnxruntime renames nodes it rewrites after their output tensor (``<tensor>_nchwc``): such a
-    kernel gets the name of the model node producing that tensor (``producers``: tensor -> node).
-    Casts the fp16 emulation inserted (``ascendpipe_emu/...``) do not run on the device: they are
-    left out, and their total time (us, over all kept iterations) is returned as the overhead.
+    kernel gets the name of the model node producing that tensor (``producers``: tensor ->
+    (node name, op type, input tensors)). Casts the fp16 emulation inserted (``ascendpipe_emu/...``)
+    do not run on the device: they are left out, and their total time (us, over all kept iterations)
+    is returned as the overhead.
     """
     kept, overhead, position = [], 0.0, {}
     for op in data.ops:
@@ -93,19 +112,20 @@ def attribute_to_model(data: ProfileData, node_names: set[str], producers: dict[
             continue
         name = op.op_name
         if name not in node_names:
-            name = producers.get(_ORT_RENAME.sub("", name), name)
+            name = _model_node_for(_ORT_RENAME.sub("", name), op.op_type, producers) or name
         index = position.get(op.iteration, 0)
         position[op.iteration] = index + 1
         kept.append(dataclasses.replace(op, op_name=name, index=index))
     return ProfileData(data.model_name, list(data.iterations), kept), overhead
 
 
-def model_node_index(model_path: Path) -> tuple[set[str], dict[str, str]]:
-    """The model's node names and, per output tensor, the node producing it."""
+def model_node_index(model_path: Path) -> tuple[set[str], dict[str, tuple]]:
+    """The model's node names and, per output tensor, (producing node, its op type, its inputs)."""
     import onnx
 
     graph = onnx.load(str(model_path), load_external_data=False).graph
-    producers = {out: node.name for node in graph.node for out in node.output if node.name}
+    producers = {out: (node.name, node.op_type, tuple(node.input))
+                 for node in graph.node for out in node.output if node.name}
     return {node.name for node in graph.node if node.name}, producers
 
 

@@ -1,0 +1,72 @@
+"""``ascendpipe fix``: search the fewest fp32 ops (and fusion switches) that restore accuracy.
+
+Two forms: ``fix PIPELINE --stage convert@fp16 --metric eval.mAP --tolerance 0.01`` (every attempt
+an engine build, cached and recorded as runs) and ``fix --golden M.onnx --input X.npy
+--precision-mode force_fp16 --min-cosine 0.99`` (in-process, judged on the final outputs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+HELP = "search the fewest keep_dtype ops / fusion switches that restore the metric (or output cosine) in fp16"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("pipeline", nargs="?", help="pipeline YAML (pipeline mode); leave out and give --golden "
+                        "for standalone mode")
+    pipe = parser.add_argument_group("pipeline mode")
+    pipe.add_argument("--stage", default="convert", help="the convert stage or variant to fix, e.g. convert@fp16")
+    pipe.add_argument("--metric", help="STAGE.METRIC to restore, e.g. eval.mAP (the stage downstream of --stage)")
+    pipe.add_argument("--tolerance", type=float, default=0.01,
+                      help="target: metric >= golden metric - tolerance (default 0.01, one point of mAP)")
+    pipe.add_argument("--golden-stage", "--golden_stage", dest="golden_stage",
+                      help="stage whose metric is the golden (default: the metric stage's `golden` input)")
+    pipe.add_argument("--compare-stage", "--compare_stage", dest="compare_stage",
+                      help="compare stage giving per-op evidence (default: the one whose target is --stage)")
+    pipe.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                      help="override a pipeline value for every attempt (repeatable)")
+    pipe.add_argument("--backend", choices=["onnxruntime", "ascend"], help="toolchain backend (default: the pipeline's)")
+    alone = parser.add_argument_group("standalone mode")
+    alone.add_argument("--golden", type=Path, help="fp32 .onnx model (selects standalone mode)")
+    alone.add_argument("--input", type=Path, help=".npy (one input) or .npz keyed by input name; default: seeded random")
+    alone.add_argument("--precision-mode", "--precision_mode", dest="precision_mode", default="force_fp16",
+                       help="ATC precision mode to fix (default force_fp16)")
+    alone.add_argument("--min-cosine", "--min_cosine", dest="min_cosine", type=float, default=0.99,
+                       help="target: cosine similarity at every final output >= this (default 0.99)")
+    alone.add_argument("--seed", type=int, default=0, help="seed of the random input (default 0)")
+    parser.add_argument("--max-attempts", "--max_attempts", dest="max_attempts", type=int, default=30,
+                        help="most conversions to try (default 30)")
+    parser.add_argument("--output", type=Path, help="write keep_dtype.cfg, fusion_switch.cfg and fix.json here "
+                        "(pipeline mode default: BUILD_DIR/fix/STAGE)")
+    parser.add_argument("--json", action="store_true", help="print the result JSON on stdout and nothing else")
+
+
+def main(args: argparse.Namespace) -> int:
+    from ascendpipe.cli.common import print_json
+    from ascendpipe.errors import Location, UserError
+    from ascendpipe.fix.run import fix_pipeline, fix_standalone
+
+    if args.pipeline and args.golden:
+        raise UserError("give a PIPELINE (pipeline mode) or --golden (standalone mode), not both", Location(field="--golden"))
+    if args.golden:
+        result = fix_standalone(args.golden, input_path=args.input, precision_mode=args.precision_mode,
+                                min_cosine=args.min_cosine, max_attempts=args.max_attempts, output=args.output,
+                                seed=args.seed)
+    elif args.pipeline:
+        if not args.metric:
+            raise UserError("pipeline mode needs --metric STAGE.METRIC, e.g. --metric eval.mAP", Location(field="--metric"))
+        result = fix_pipeline(args.pipeline, stage=args.stage, metric=args.metric, tolerance=args.tolerance,
+                              golden_stage=args.golden_stage, compare_stage=args.compare_stage,
+                              overrides=args.overrides, backend=args.backend, max_attempts=args.max_attempts,
+                              output=args.output)
+    else:
+        raise UserError("give a PIPELINE file (pipeline mode) or --golden MODEL.onnx (standalone mode)",
+                        Location(field="pipeline"))
+    if args.json:
+        print_json(result.summary)
+    else:
+        sys.stdout.write(result.text())
+    return 0 if result.outcome.passed else 1

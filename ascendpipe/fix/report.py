@@ -1,0 +1,111 @@
+"""What ``fix`` shows and writes: the attempt table, the YAML lines, the remedy files, the JSON.
+
+Formatting is pure; ``write_remedy_files`` is the only I/O (atomic writes, ATC's file formats).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+from ascendpipe.fix.search import Outcome
+from ascendpipe.precision import remedy as remedy_files
+from ascendpipe.precision.settings import REMEDY_NAMES
+
+SUMMARY_FILE = "fix.json"
+
+
+def _num(value) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    return f"{value:.6g}"
+
+
+def _remedy_text(remedy, limit: int = 60) -> str:
+    text = ", ".join(str(c) for c in remedy) or "(none)"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def attempt_rows(outcome: Outcome) -> list[dict]:
+    return [{"attempt": a.number, "phase": a.phase, "remedy": [str(c) for c in a.remedy], "passed": a.result.passed,
+             "metric": a.result.metric, "output_cosine": a.result.output_cosine, "note": a.result.note}
+            for a in outcome.attempts]
+
+
+def attempt_table(outcome: Outcome, metric_name: str) -> str:
+    from ascendpipe.cli.common import table
+
+    both = metric_name != "output cosine"  # standalone mode judges the output cosine itself
+    rows = [[str(a.number), a.phase, _remedy_text(a.remedy), _num(a.result.metric),
+             *([_num(a.result.output_cosine)] if both else []), "yes" if a.result.passed else "no", a.result.note]
+            for a in outcome.attempts]
+    return table(rows, ["#", "phase", "remedy set", metric_name, *(["output cosine"] if both else []), "target", "note"])
+
+
+def yaml_lines(stage_prefix: str, keep: list[str], fusion: dict[str, str]) -> str:
+    """YAML that applies the remedy, nested under ``stage_prefix`` ('stages.convert.matrix.fp16')."""
+    if not keep and not fusion:
+        return ""
+    parts = stage_prefix.split(".")
+    lines = [f"{'  ' * i}{part}:" for i, part in enumerate(parts)]
+    indent = "  " * len(parts)
+    if keep:
+        lines.append(f"{indent}keep_dtype: [{', '.join(json.dumps(k) for k in keep)}]")
+    if fusion:
+        lines.append(f"{indent}fusion_switch: {{{', '.join(f'{json.dumps(r)}: {json.dumps(v)}' for r, v in fusion.items())}}}")
+    return "\n".join(lines) + "\n"
+
+
+def set_lines(stage_prefix: str, keep: list[str], fusion: dict[str, str]) -> list[str]:
+    lines = []
+    if keep:
+        lines.append(f"--set '{stage_prefix}.keep_dtype={json.dumps(keep)}'")
+    if fusion:
+        lines.append(f"--set '{stage_prefix}.fusion_switch={json.dumps(fusion)}'")
+    return lines
+
+
+def summary(outcome: Outcome, keep: list[str], fusion: dict[str, str], **extra) -> dict:
+    """The ``--json`` object: keep_dtype, fusion_switch, metric, attempts, plus the details."""
+    final = outcome.final
+    return {
+        "keep_dtype": keep,
+        "fusion_switch": fusion,
+        "metric": final.metric if final else None,
+        "attempts": len(outcome.attempts),
+        "passed": outcome.passed,
+        "minimal": outcome.minimal,
+        "output_cosine": final.output_cosine if final else None,
+        "message": outcome.message,
+        **extra,
+        "table": attempt_rows(outcome),
+    }
+
+
+def write_remedy_files(out_dir: Path, keep: list[str], fusion: dict[str, str], data: dict) -> dict[str, Path]:
+    """keep_dtype.cfg and fusion_switch.cfg in ATC's formats (only those in use) and fix.json."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = {}
+    for name, text in (("keep_dtype", remedy_files.format_keep_dtype(keep) if keep else None),
+                       ("fusion_switch", remedy_files.format_fusion_switch(fusion) if fusion else None)):
+        path = out_dir / REMEDY_NAMES[name]
+        if text is None:
+            path.unlink(missing_ok=True)  # a stale file from an earlier run would mislead
+            continue
+        written[name] = remedy_files.write_text_atomic(path, text)
+    written["summary"] = remedy_files.write_text_atomic(out_dir / SUMMARY_FILE,
+                                                        json.dumps(data, indent=2, default=str) + "\n")
+    return written
+
+
+def terminal_text(outcome: Outcome, metric_name: str, keep: list[str], fusion: dict[str, str], stage_prefix: str,
+                  written: dict[str, Path], target_text: str) -> str:
+    out = [f"target: {target_text}", "", attempt_table(outcome, metric_name), outcome.message]
+    if outcome.passed and (keep or fusion):
+        out += ["", "apply it with these YAML lines:", yaml_lines(stage_prefix, keep, fusion).rstrip(),
+                "", "or on the command line:", *set_lines(stage_prefix, keep, fusion)]
+    if written:
+        out += ["", "written: " + ", ".join(str(p) for p in written.values())]
+    return "\n".join(out) + "\n"

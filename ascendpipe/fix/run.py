@@ -1,0 +1,106 @@
+"""The library API of ``fix``: wire an evaluator to the search and write the answer.
+
+    from ascendpipe.fix.run import fix_pipeline, fix_standalone
+    report = fix_pipeline("pipelines/reid.yaml", stage="convert@fp16", metric="eval.mAP", tolerance=0.01)
+    report = fix_standalone("model.onnx", input_path="x.npy", precision_mode="force_fp16", min_cosine=0.99)
+
+Both return ``FixReport``: the outcome, the full remedy (with what the stage already had), the
+summary dict (``--json``'s object) and the files written.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from ascendpipe.errors import Location, UserError
+from ascendpipe.fix import report
+from ascendpipe.fix.search import Outcome, search
+
+DEFAULT_MAX_ATTEMPTS = 30
+
+
+@dataclass
+class FixReport:
+    outcome: Outcome
+    keep_dtype: list[str]
+    fusion_switch: dict[str, str]
+    summary: dict
+    written: dict[str, Path]
+    metric_name: str
+    stage_prefix: str
+    target_text: str
+
+    def text(self) -> str:
+        return report.terminal_text(self.outcome, self.metric_name, self.keep_dtype, self.fusion_switch,
+                                    self.stage_prefix, self.written, self.target_text)
+
+
+def _check_attempts(max_attempts: int) -> None:
+    if max_attempts < 1:
+        raise UserError(f"--max-attempts must be at least 1, got {max_attempts}", Location(field="--max-attempts"))
+
+
+def fix_standalone(golden: str | Path, *, input_path: str | Path | None = None, precision_mode: str = "force_fp16",
+                   min_cosine: float = 0.99, max_attempts: int = DEFAULT_MAX_ATTEMPTS, output: str | Path | None = None,
+                   seed: int = 0, params: dict | None = None) -> FixReport:
+    """Search on one model: emulated conversion + compare of the final outputs (onnxruntime backend)."""
+    from ascendpipe.compare.sources import make_feeds, resolve_side
+    from ascendpipe.fix.evaluators import StandaloneEvaluator
+    from ascendpipe.precision.settings import resolve
+
+    _check_attempts(max_attempts)
+    if not 0.0 < min_cosine <= 1.0:
+        raise UserError(f"--min-cosine must be in (0, 1], got {min_cosine}", Location(field="--min-cosine"))
+    side = resolve_side(Path(golden), "golden")
+    if side.model is None:
+        raise UserError(f"--golden must be an fp32 .onnx model, not a dump dir: {golden}", Location(field="--golden"))
+    base = {**(params or {}), "precision_mode": precision_mode}
+    resolve(base)  # a bad mode or remedy is a user error now, not after the golden dump
+    feeds, _note = make_feeds(side.model, Path(input_path) if input_path else None, seed)
+    with tempfile.TemporaryDirectory(prefix="ascendpipe-fix-") as scratch:
+        evaluator = StandaloneEvaluator(side.model, feeds, params=base, min_cosine=min_cosine, work_dir=Path(scratch))
+        outcome = search(evaluator, max_attempts=max_attempts)
+    keep, fusion = evaluator.full_remedy(outcome.remedy)
+    data = report.summary(outcome, keep, fusion, mode="standalone", model=str(side.model),
+                          precision_mode=precision_mode, min_cosine=min_cosine)
+    written = report.write_remedy_files(Path(output), keep, fusion, data) if output else {}
+    return FixReport(outcome, keep, fusion, data, written, "output cosine", "stages.convert.params",
+                     f"cosine at the final outputs >= {min_cosine}")
+
+
+def fix_pipeline(pipeline: str | Path, *, stage: str = "convert", metric: str, tolerance: float = 0.01,
+                 golden_stage: str | None = None, compare_stage: str | None = None, overrides=(),
+                 backend: str | None = None, max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+                 output: str | Path | None = None) -> FixReport:
+    """Search through the engine: each attempt builds the convert stage's dependents with overrides."""
+    import yaml
+
+    import ascendpipe
+    from ascendpipe.fix.evaluators import PipelineEvaluator, base_remedies, resolve_target
+
+    _check_attempts(max_attempts)
+    if tolerance < 0:
+        raise UserError(f"--tolerance must be >= 0, got {tolerance}", Location(field="--tolerance"))
+    resolved = ascendpipe.load(str(pipeline), set=list(overrides), backend=backend)
+    raw = yaml.safe_load(Path(pipeline).read_text()) or {}
+    target = resolve_target(resolved, raw.get("stages") or {}, stage=stage, metric=metric,
+                            golden_stage=golden_stage, compare_stage=compare_stage)
+    workspace = Path(resolved.workspace)
+    build_dir = workspace / resolved.build_dir
+    keep0, fusion0 = base_remedies(resolved.stages[target.convert], workspace)
+    evaluator = PipelineEvaluator(str(pipeline), target, tolerance=tolerance, overrides=overrides, backend=backend,
+                                  base_keep=keep0, base_fusion=fusion0, build_dir=build_dir)
+    outcome = search(evaluator, max_attempts=max_attempts)
+    keep, fusion = evaluator.full_remedy(outcome.remedy)
+    golden = evaluator.golden_metric
+    data = report.summary(outcome, keep, fusion, mode="pipeline", stage=target.convert,
+                          metric_stage=target.metric_stage, metric_name=target.metric, golden_stage=target.golden_stage,
+                          golden_metric=golden, tolerance=tolerance, runs=evaluator.runs,
+                          set=evaluator.set_lines(outcome.remedy) if outcome.passed else [])
+    out_dir = Path(output) if output else build_dir / "fix" / target.convert
+    written = report.write_remedy_files(out_dir, keep, fusion, data)
+    target_text = (f"{target.metric_stage}.{target.metric} >= {target.golden_stage}.{target.metric} - {tolerance}"
+                   + (f" = {golden - tolerance:.6g}" if golden is not None else ""))
+    return FixReport(outcome, keep, fusion, data, written, target.metric, target.set_prefix, target_text)

@@ -1,0 +1,107 @@
+"""Pipeline fix: every attempt an engine build (recorded, cached), the metric read from eval."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import yaml
+
+import ascendpipe
+from ascendpipe.errors import UserError
+from tests import modelzoo
+
+PIPELINE = {
+    "backend": "onnxruntime",
+    "stages": {
+        "infer_golden": {"kind": "infer", "model": "model.onnx", "inputs": "data/in"},
+        "eval_golden": {"kind": "eval", "outputs": "infer_golden", "labels": "data/labels",
+                        "params": {"task": "classification", "topk": [1]}},
+        "convert": {"kind": "convert", "model": "model.onnx",
+                    "matrix": {"fp32": {"precision_mode": "force_fp32"}, "fp16": {"precision_mode": "force_fp16"}}},
+        "infer": {"kind": "infer", "model": "convert", "inputs": "data/in"},
+        "compare": {"kind": "compare", "golden": "model.onnx", "target": "convert", "inputs": "data/in/x.npy"},
+        "eval": {"kind": "eval", "outputs": "infer", "labels": "data/labels", "golden": "eval_golden",
+                 "params": {"task": "classification", "topk": [1]}},
+    },
+}
+
+
+@pytest.fixture
+def workspace(tmp_path, monkeypatch):
+    import onnxruntime as ort
+
+    root = tmp_path / "ws"
+    (root / ".ascendpipe").mkdir(parents=True)
+    (root / "data" / "in").mkdir(parents=True)
+    (root / "data" / "labels").mkdir(parents=True)
+    model = modelzoo.l2norm_model(root / "model.onnx")
+    x = modelzoo.l2norm_inputs(0, batch=32)["features"]
+    np.save(root / "data" / "in" / "x.npy", x)
+    golden = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"]).run(None, {"features": x})[0]
+    np.save(root / "data" / "labels" / "labels.npy", golden.argmax(1))  # golden top-1 is 1.0 by construction
+    (root / "pipeline.yaml").write_text(yaml.safe_dump(PIPELINE, sort_keys=False))
+    monkeypatch.chdir(root)
+    return root
+
+
+def _top1(root, keep):
+    over = [f"stages.convert.matrix.fp16.keep_dtype={json.dumps(keep)}"] if keep else []
+    run = ascendpipe.build(str(root / "pipeline.yaml"), ["eval@fp16"], set=over, quiet=True)
+    return run["stages"]["eval@fp16"]["metrics"]["top1"], run
+
+
+def test_pipeline_fix_finds_a_minimal_set_and_reruns_from_cache(workspace):
+    from ascendpipe.fix.run import fix_pipeline
+
+    report = fix_pipeline(workspace / "pipeline.yaml", stage="convert@fp16", metric="eval.top1", tolerance=0.01)
+    out = report.outcome
+    assert out.passed and out.minimal
+    assert report.summary["golden_metric"] == 1.0
+    assert report.keep_dtype[:3] == ["square", "sum", "sqrt"]
+    # independent judgement through plain builds: the answer holds, and each kept op is needed
+    top1, _ = _top1(workspace, report.keep_dtype)
+    assert top1 >= 1.0 - 0.01
+    for op in report.keep_dtype:
+        assert _top1(workspace, [k for k in report.keep_dtype if k != op])[0] < 0.99, op
+    # every attempt is a recorded run
+    runs = report.summary["runs"]
+    assert len(runs) == len(out.attempts) and all(ascendpipe.show(r)["id"] == r for r in runs)
+    # rerunning fix reuses every conversion: nothing is converted or inferred again
+    again = fix_pipeline(workspace / "pipeline.yaml", stage="convert@fp16", metric="eval.top1", tolerance=0.01)
+    assert again.keep_dtype == report.keep_dtype and len(again.outcome.attempts) == len(out.attempts)
+    for run_id in again.summary["runs"]:
+        states = {n: s["state"] for n, s in ascendpipe.show(run_id)["stages"].items()}
+        assert states["convert@fp16"] != "ran" and states["infer@fp16"] != "ran" and states["eval@fp16"] != "ran"
+    written = workspace / "build" / "fix" / "convert@fp16" / "keep_dtype.cfg"
+    assert written.read_text().split() == report.keep_dtype
+    # the printed YAML lines, merged into the pipeline, apply the remedy
+    from ascendpipe.fix.report import yaml_lines
+
+    text = report.text()
+    lines = yaml_lines(report.stage_prefix, report.keep_dtype, report.fusion_switch)
+    assert lines in text
+    doc = json.loads(json.dumps(PIPELINE))
+    doc["stages"]["convert"]["matrix"]["fp16"].update(yaml.safe_load(lines)["stages"]["convert"]["matrix"]["fp16"])
+    (workspace / "fixed.yaml").write_text(yaml.safe_dump(doc))
+    run = ascendpipe.build(str(workspace / "fixed.yaml"), ["eval@fp16"], quiet=True)
+    assert run["stages"]["eval@fp16"]["metrics"]["top1"] >= 0.99
+
+
+def test_pipeline_names_are_checked(workspace):
+    from ascendpipe.fix.run import fix_pipeline
+
+    with pytest.raises(UserError, match="has variants convert@fp32, convert@fp16"):
+        fix_pipeline(workspace / "pipeline.yaml", stage="convert", metric="eval.top1")
+    with pytest.raises(UserError, match="STAGE.METRIC"):
+        fix_pipeline(workspace / "pipeline.yaml", stage="convert@fp16", metric="top1")
+    with pytest.raises(UserError, match="no stage 'evaluation' depends on"):
+        fix_pipeline(workspace / "pipeline.yaml", stage="convert@fp16", metric="evaluation.top1")
+
+
+def test_unknown_metric_names_what_the_stage_reports(workspace):
+    from ascendpipe.fix.run import fix_pipeline
+
+    with pytest.raises(UserError, match="no metric 'mAP'; it reports: .*top1"):
+        fix_pipeline(workspace / "pipeline.yaml", stage="convert@fp16", metric="eval.mAP", max_attempts=2)

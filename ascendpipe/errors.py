@@ -8,19 +8,34 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+_LOCATION_PARTS = ("file", "line", "column", "stage", "field", "op")
 
 
-@dataclass(frozen=True)
 class Location:
-    """Where a user error comes from. Every part is optional; ``str()`` joins what is known."""
+    """Where a user error comes from. Every part is optional; ``str()`` joins what is known.
 
-    file: str | None = None
-    line: int | None = None  # 1-based
-    column: int | None = None  # 1-based
-    stage: str | None = None
-    field: str | None = None
-    op: str | None = None
+    (A plain class, not a dataclass: ``dataclasses`` costs a no-op build ~10 ms of imports.)
+    """
+
+    __slots__ = _LOCATION_PARTS
+
+    def __init__(self, file=None, line=None, column=None, stage=None, field=None, op=None):
+        self.file = file  # as the user named it
+        self.line = line  # 1-based
+        self.column = column  # 1-based
+        self.stage = stage
+        self.field = field
+        self.op = op
+
+    def parts(self) -> dict:
+        return {k: getattr(self, k) for k in _LOCATION_PARTS}
+
+    def __eq__(self, other):
+        return isinstance(other, Location) and self.parts() == other.parts()
+
+    def __repr__(self):
+        inner = ", ".join(f"{k}={v!r}" for k, v in self.parts().items() if v is not None)
+        return f"Location({inner})"
 
     def __str__(self) -> str:
         parts = []
@@ -51,7 +66,7 @@ class UserError(Exception):
 
     def with_location(self, **parts) -> "UserError":
         """A copy with location parts filled in where this error did not know them yet."""
-        merged = {k: getattr(self.location, k) for k in Location.__dataclass_fields__}
+        merged = self.location.parts()
         for key, value in parts.items():
             if merged.get(key) is None:
                 merged[key] = value

@@ -14,6 +14,7 @@ import numpy as np
 
 from ascendpipe.errors import Location, UserError
 
+OM_FILE = "model.om"  # an ascend convert stage's OM (docs/contracts.md)
 _NP_DTYPES = {1: np.float32, 10: np.float16, 11: np.float64, 6: np.int32, 7: np.int64, 2: np.uint8, 3: np.int8, 9: np.bool_}
 
 
@@ -21,6 +22,7 @@ _NP_DTYPES = {1: np.float32, 10: np.float16, 11: np.float64, 6: np.int32, 7: np.
 class Side:
     dump_dir: Path | None = None  # an existing dump
     model: Path | None = None  # an .onnx to dump
+    om_dir: Path | None = None  # an ascend convert dir (model.om + convert.json): dumped on the device
     fused_map: dict | None = None
     precision_plan: dict | None = None
     om_json: dict | None = None
@@ -37,7 +39,8 @@ def _read_json(path: Path) -> dict | None:
 
 
 def resolve_side(path: Path, role: str) -> Side:
-    """A dump dir (has index.json), a converted model dir (model.onnx / model.json + maps), or an .onnx."""
+    """A dump dir (has index.json), a converted model dir (model.onnx, or on the ascend backend model.om +
+    model.json + convert.json), or an .onnx."""
     path = Path(path)
     if not path.exists():
         raise UserError(f"{role} '{path}' does not exist; give an .onnx model, a converted model dir or a dump dir",
@@ -55,6 +58,8 @@ def resolve_side(path: Path, role: str) -> Side:
             side.dump_dir = path
         elif (path / "dump" / "index.json").is_file():
             side.dump_dir = path / "dump"
+        elif (path / OM_FILE).is_file() and not any(path.glob("*.onnx")):
+            side.om_dir = path
         else:
             models = sorted(path.glob("*.onnx"))
             if len(models) != 1:
@@ -65,8 +70,16 @@ def resolve_side(path: Path, role: str) -> Side:
     side.fused_map = _read_json(folder / "fused_map.json")
     side.precision_plan = _read_json(folder / "precision_plan.json")
     side.om_json = _read_json(folder / "model.json")
-    side.settings = _read_json(folder / "convert.json")
+    side.settings = flat_settings(_read_json(folder / "convert.json"))
     return side
+
+
+def flat_settings(record: dict | None) -> dict | None:
+    """convert.json as the advisor and AIPP check read it: the ascend backend nests the resolved
+    settings under "settings" (beside the atc argv and the OM facts); the emulator writes them flat."""
+    if not record or not isinstance(record.get("settings"), dict):
+        return record
+    return {**{k: v for k, v in record.items() if k != "settings"}, **record["settings"]}
 
 
 def input_specs(model: Path) -> list:
@@ -88,12 +101,25 @@ def input_specs(model: Path) -> list:
     return specs
 
 
-def make_feeds(model: Path, input_path: Path | None, seed: int, *, field: str = "inputs") -> tuple[dict[str, np.ndarray], str]:
+def om_input_specs(om_dir: Path) -> list:
+    """An ascend convert dir's input specs, from its convert.json (what the OM was built for)."""
+    from ascendpipe.inputs import InputSpec
+
+    record = _read_json(Path(om_dir) / "convert.json")
+    if not record or not isinstance(record.get("inputs"), list):
+        raise UserError(f"{om_dir} has model.om but no convert.json with its inputs; compare the output of an "
+                        "ascend convert stage", Location(file=str(om_dir), field="target"))
+    return [InputSpec(i["name"], tuple(i["shape"]), i["dtype"]) for i in record["inputs"]]
+
+
+def make_feeds(model: Path | None, input_path: Path | None, seed: int, *, field: str = "inputs",
+               specs: list | None = None) -> tuple[dict[str, np.ndarray], str]:
     """Feeds from a .npy/.npz/directory (``ascendpipe.inputs.load_inputs``: all samples of a file as one
-    batch, or the first batch of a fixed-batch model), or seeded random ones (said in the returned note)."""
+    batch, or the first batch of a fixed-batch model), or seeded random ones (said in the returned note).
+    ``specs`` (e.g. an OM's, whose batch may be fixed where the ONNX's is not) replace the model's."""
     from ascendpipe.inputs import load_inputs, random_inputs
 
-    specs = input_specs(model)
+    specs = input_specs(model) if specs is None else specs
     if input_path is None:
         feeds = dict(random_inputs(specs, seed=seed))
         described = ", ".join(f"{n} {list(a.shape)} {a.dtype.name}" for n, a in feeds.items())
@@ -169,27 +195,61 @@ def aipp_preprocessing(golden_model: Path | None, settings: dict | None, target_
     return Preprocessing(feeds, rows, note)
 
 
+def dump_om_side(side: Side, feeds: dict, out_dir: Path, *, backend: str, log=None, run_command=None,
+                 stage: str = "compare") -> Path:
+    """Dump an ascend convert dir on the device (ais_bench + acl.json + msaccucmp, through
+    ``ascendpipe.backends.ascend.stages.dump_om``); only the ascend backend runs OMs."""
+    if backend != "ascend":
+        raise UserError(f"target '{side.om_dir}' is an OM (an ascend convert): compare it with --backend ascend, "
+                        "or compare a dump dir", Location(file=str(side.om_dir), field="target"))
+    import io
+
+    from ascendpipe.backends.ascend.stages import dump_om
+
+    index = dump_om(side.om_dir, feeds, out_dir, log=log if log is not None else io.StringIO(),
+                    run_command=run_command, stage=stage)
+    return Path(index).parent
+
+
+def compare_feeds(g: Side, t: Side, input_path: Path | None, seed: int) -> tuple[dict | None, str | None]:
+    """The target's feeds (the golden's too, unless AIPP or golden_inputs say otherwise) and their note.
+    An OM target is fed by its own input specs: its batch may be fixed where the golden ONNX's is not."""
+    if t.om_dir is not None:
+        return make_feeds(None, input_path, seed, specs=om_input_specs(t.om_dir))
+    if g.model or t.model:
+        return make_feeds(t.model or g.model, input_path, seed)
+    return None, None
+
+
 def run_compare(golden: Path, target: Path, *, input_path: Path | None, work_dir: Path, limits: dict,
                 strategy: str = "first-overall", seed: int = 0, convert_stage: str = "convert",
-                golden_inputs: Path | None = None) -> tuple[dict, str | None]:
+                golden_inputs: Path | None = None, backend: str = "onnxruntime", log=None, run_command=None,
+                stage: str = "compare") -> tuple[dict, str | None]:
     """Resolve both sides, dump what needs dumping under ``work_dir``, compare. Returns (result, input note).
 
     ``input_path`` feeds the target (and the golden, unless ``golden_inputs`` is given or the target
-    applies AIPP: see ``aipp_preprocessing``)."""
+    applies AIPP: see ``aipp_preprocessing``). An OM target (ascend backend) is dumped on the device
+    with the CANN tools (``log``, ``run_command``: the stage's log and tool runner)."""
     from ascendpipe.compare.runner import compare_dumps, graph_info
 
     g, t = resolve_side(golden, "golden"), resolve_side(target, "target")
+    if g.om_dir is not None:
+        raise UserError(f"golden '{golden}' is an OM; the golden is the fp32 .onnx (or its dump)",
+                        Location(file=str(golden), field="golden"))
     notes = []
-    feeds = None
-    if g.model or t.model:
-        feeds, note = make_feeds(t.model or g.model, input_path, seed)
+    feeds, note = compare_feeds(g, t, input_path, seed)
+    if note:
         notes.append(note)
     pre = aipp_preprocessing(g.model, t.settings, feeds or {}, golden_inputs, seed, convert_stage)
     if pre.note:
         notes.append(pre.note)
     golden_feeds = pre.golden_feeds if pre.golden_feeds is not None else feeds
     golden_dump = g.dump_dir or dump(g.model, golden_feeds, Path(work_dir) / "golden_dump", fusions=False)
-    target_dump = t.dump_dir or dump(t.model, feeds, Path(work_dir) / "target_dump", fusions=True)
+    if t.om_dir is not None:
+        target_dump = dump_om_side(t, feeds, Path(work_dir) / "target_dump", backend=backend, log=log,
+                                   run_command=run_command, stage=stage)
+    else:
+        target_dump = t.dump_dir or dump(t.model, feeds, Path(work_dir) / "target_dump", fusions=True)
     graph = graph_info(g.model) if g.model else None
     result = compare_dumps(golden_dump, target_dump, limits=limits, strategy=strategy, fused_map=t.fused_map,
                            om_json=t.om_json, precision_plan=t.precision_plan, graph=graph, convert_stage=convert_stage,

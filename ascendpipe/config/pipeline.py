@@ -7,82 +7,15 @@ from __future__ import annotations
 import copy
 import itertools
 import os
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
 
 from ascendpipe.config import schema as schema_mod
+from ascendpipe.config.model import DEFAULT_BUILD_DIR, Pipeline, Stage, find_workspace
 from ascendpipe.config.template import AllowedEnv, RecordingParams, render_tree
 from ascendpipe.config.yamlmarks import Marks, load_yaml
 from ascendpipe.errors import Location, UserError
 
-DEFAULT_BUILD_DIR = "build"
-
-
-@dataclass
-class Stage:
-    name: str  # 'convert@fp16'
-    base: str  # 'convert'
-    variant: str | None
-    kind: str
-    params: dict[str, Any]  # what the stage is keyed on and sees
-    cmd: str | None = None
-    deps: list[str] = field(default_factory=list)  # workspace-relative files/dirs read
-    outs: list[str] = field(default_factory=list)  # workspace-relative files/dirs written
-    inputs: dict[str, str] = field(default_factory=dict)  # input field -> workspace path
-    upstream: dict[str, str] = field(default_factory=dict)  # input field -> stage name
-    metrics_file: str | None = None
-    always_changed: bool = False
-    env_used: dict[str, str] = field(default_factory=dict)
-    line: int | None = None
-
-    def to_json(self) -> dict:
-        return asdict(self)
-
-
-@dataclass
-class Pipeline:
-    path: str  # as given (for messages)
-    workspace: str  # absolute
-    backend: str
-    build_dir: str
-    thresholds: dict[str, float]
-    stages: dict[str, Stage]  # in file order, variants expanded
-    env_names: list[str]
-    marks: Marks | None = None
-
-    def to_json(self) -> dict:
-        return {
-            "path": self.path,
-            "workspace": self.workspace,
-            "backend": self.backend,
-            "build_dir": self.build_dir,
-            "thresholds": self.thresholds,
-            "env_names": self.env_names,
-            "stages": {n: s.to_json() for n, s in self.stages.items()},
-        }
-
-    @classmethod
-    def from_json(cls, data: dict) -> "Pipeline":
-        stages = {n: Stage(**s) for n, s in data["stages"].items()}
-        return cls(
-            path=data["path"],
-            workspace=data["workspace"],
-            backend=data["backend"],
-            build_dir=data["build_dir"],
-            thresholds=data["thresholds"],
-            stages=stages,
-            env_names=data["env_names"],
-        )
-
-
-def find_workspace(pipeline_path: Path) -> Path:
-    """The nearest folder above the pipeline holding ``.ascendpipe/`` or ``.git``; else its folder."""
-    start = pipeline_path.resolve().parent
-    for folder in (start, *start.parents):
-        if (folder / ".ascendpipe").is_dir() or (folder / ".git").exists():
-            return folder
-    return start
+__all__ = ["load_pipeline", "Pipeline", "Stage", "find_workspace", "DEFAULT_BUILD_DIR"]
 
 
 def load_pipeline(
@@ -106,7 +39,7 @@ def load_pipeline(
 
     data = apply_overrides(data, overrides, marks)
     schema_mod.validate(data, schema_mod.pipeline_schema(), lambda p, m: _raise(marks, p, m, data))
-    workspace = find_workspace(path)
+    workspace = Path(find_workspace(path))
     resolver = _Resolver(data, marks, workspace, environ if environ is not None else dict(os.environ))
     stages = resolver.resolve()
     pipeline = Pipeline(

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import sys
 import time
-from dataclasses import dataclass, field
 
 from ascendpipe.errors import UserError
 from ascendpipe.graph.dag import edges, topo_order, upstream_closure
@@ -14,20 +13,21 @@ from ascendpipe.graph.key import key_of
 VERSION = "0.1.0"
 
 
-@dataclass
 class BuildOptions:
-    targets: list[str] = field(default_factory=list)
-    force: bool = False
-    dry_run: bool = False
-    jobs: int = 1
-    overrides: list[str] = field(default_factory=list)
-    backend: str | None = None
-    keep_going: bool = False
-    use_run_cache: bool = True
-    wait_for_lock: bool = True
-    quiet: bool = False
-    argv: list[str] = field(default_factory=list)
-    run_command: object = None  # injected subprocess runner for the ascend backend (tests)
+    def __init__(self, targets=(), force=False, dry_run=False, jobs=1, overrides=(), backend=None, keep_going=False,
+                 use_run_cache=True, wait_for_lock=True, quiet=False, argv=(), run_command=None):
+        self.targets = list(targets)
+        self.force = force
+        self.dry_run = dry_run
+        self.jobs = jobs
+        self.overrides = list(overrides)
+        self.backend = backend
+        self.keep_going = keep_going
+        self.use_run_cache = use_run_cache
+        self.wait_for_lock = wait_for_lock
+        self.quiet = quiet
+        self.argv = list(argv)
+        self.run_command = run_command  # injected subprocess runner for the ascend backend (tests)
 
 
 def select(pipeline, graph, targets: list[str]) -> list[str]:

@@ -10,11 +10,8 @@ A kill before 3 leaves the stage unrecorded, so the next build decides it again 
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 import threading
 import time
-from dataclasses import dataclass, field
 
 from ascendpipe.errors import Location, StageFailed, UserError
 from ascendpipe.graph import key as keymod
@@ -25,17 +22,17 @@ REMEDY_SUFFIXES = (".cfg", ".json", ".txt", ".ini")
 MAX_REMEDY_BYTES = 1 << 20
 
 
-@dataclass
 class Outcome:
-    name: str
-    state: str  # ran | restored | fresh | failed | skipped
-    reasons: list[str] = field(default_factory=list)
-    duration: float = 0.0
-    metrics: dict = field(default_factory=dict)
-    outputs: dict = field(default_factory=dict)
-    error: str | None = None
-    log: str | None = None
-    note: str | None = None  # e.g. "cache object corrupted, rebuilt"
+    def __init__(self, name, state, reasons=None, duration=0.0, metrics=None, outputs=None, error=None, log=None, note=None):
+        self.name = name
+        self.state = state  # ran | restored | fresh | failed | skipped
+        self.reasons = list(reasons or [])
+        self.duration = duration
+        self.metrics = dict(metrics or {})
+        self.outputs = dict(outputs or {})
+        self.error = error
+        self.log = log
+        self.note = note  # e.g. "cache object corrupted, rebuilt"
 
 
 class StageExecutor:
@@ -75,7 +72,8 @@ class StageExecutor:
         kind = self._kind(stage)
         cache_key = (stage.kind, self.pipeline.backend)
         if cache_key not in self._tool_cache:
-            self._tool_cache[cache_key] = kind.tool_versions(self.pipeline.backend) if stage.kind != "run" else {}
+            backend = self.pipeline.backend if kind.uses_backend else "onnxruntime"
+            self._tool_cache[cache_key] = kind.tool_versions(backend) if stage.kind != "run" else {}
         return self._tool_cache[cache_key]
 
     def components(self, stage) -> dict:
@@ -94,7 +92,8 @@ class StageExecutor:
         extra = {}
         if getattr(kind, "uses_thresholds", stage.kind in ("compare", "tune", "fix")) and self.pipeline.thresholds:
             extra["thresholds"] = self.pipeline.thresholds
-        return keymod.components(stage, kind.version, deps, self.tools(stage), self.pipeline.backend, extra)
+        backend = self.pipeline.backend if stage.kind != "run" and kind.uses_backend else None
+        return keymod.components(stage, kind.version, deps, self.tools(stage), backend, extra)
 
     def current_outs(self, stage) -> dict:
         return {o: self.hasher.hash_path(o) for o in stage.outs}
@@ -186,6 +185,9 @@ class StageExecutor:
         return self._run_builtin(stage, kind, log, log_abs)
 
     def _run_builtin(self, stage, kind, log: str, log_abs: str):
+        import shutil
+        import tempfile
+
         from ascendpipe.stages.base import METRICS_FILE, StageContext, Upstream, write_metrics
 
         final = self.ws.abs(stage.outs[0])

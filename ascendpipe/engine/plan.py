@@ -12,7 +12,7 @@ import hashlib
 import json
 import os
 
-from ascendpipe.config.pipeline import Pipeline, find_workspace
+from ascendpipe.config.model import Pipeline, find_workspace
 from ascendpipe.errors import UserError
 
 PLAN_FORMAT = 1
@@ -52,7 +52,7 @@ def resolve(path: str, overrides=(), backend: str | None = None, environ: dict |
         raise UserError(f"pipeline file {path} does not exist") from None
     except IsADirectoryError:
         raise UserError(f"{path} is a folder; give the pipeline's YAML file") from None
-    workspace = find_workspace(_abs(path))
+    workspace = find_workspace(path)
     plans = os.path.join(str(workspace), ".ascendpipe", "plans")
     fp = fingerprint(text + b"\0" + os.path.abspath(path).encode(), overrides, backend)
     plan_file = os.path.join(plans, fp + ".json")
@@ -86,9 +86,3 @@ def resolve(path: str, overrides=(), backend: str | None = None, environ: dict |
         except OSError:
             pass  # a read-only workspace still builds; it only pays for resolution again
     return pipeline
-
-
-def _abs(path):
-    from pathlib import Path
-
-    return Path(path)

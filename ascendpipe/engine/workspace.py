@@ -7,14 +7,13 @@ import json
 import os
 import sys
 import time
-from dataclasses import dataclass
 
 from ascendpipe.errors import UserError
 
 
-@dataclass
 class Workspace:
-    root: str
+    def __init__(self, root: str):
+        self.root = root
 
     @property
     def state_dir(self) -> str:

@@ -5,13 +5,12 @@ anything runs (cycles, two writers of one path, deps that nothing makes).
 from __future__ import annotations
 
 import os
-from pathlib import PurePosixPath
 
 from ascendpipe.errors import Location, UserError
 
 
 def _ancestors(path: str):
-    parts = PurePosixPath(path).parts
+    parts = [p for p in path.split("/") if p]
     for i in range(len(parts) - 1, 0, -1):
         yield "/".join(parts[:i])
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field
 
 KEY_FORMAT = 1  # bump when the components' meaning changes: every stage becomes stale once
 
@@ -31,7 +30,7 @@ def components(stage, kind_version: str, dep_hashes: dict[str, str], tools: dict
         "outs": sorted(stage.outs),
         "env": stage.env_used,
     }
-    if stage.kind != "run":
+    if backend is not None:  # None for kinds whose outputs do not depend on the backend
         comp["backend"] = backend
     if extra:
         comp.update(extra)
@@ -42,10 +41,13 @@ def key_of(comp: dict) -> str:
     return hashlib.sha256(canonical(comp).encode()).hexdigest()
 
 
-@dataclass
 class Decision:
-    stale: bool
-    reasons: list[str] = field(default_factory=list)
+    def __init__(self, stale: bool, reasons=None):
+        self.stale = stale
+        self.reasons = list(reasons or [])
+
+    def __repr__(self):
+        return f"Decision(stale={self.stale}, reasons={self.reasons})"
 
 
 def _short(value) -> str:
@@ -86,8 +88,12 @@ def explain(old: dict | None, new: dict) -> list[str]:
         reasons.append(f"cmd changed: {_short(old.get('cmd'))} -> {_short(new.get('cmd'))}")
     ot, nt = old.get("tools") or {}, new.get("tools") or {}
     for t in sorted(set(ot) | set(nt)):
-        if ot.get(t) != nt.get(t):
-            reasons.append(f"tool {t} {ot.get(t)} -> {nt.get(t)}")
+        if t not in ot:
+            reasons.append(f"tool {t} {nt[t]} added")
+        elif t not in nt:
+            reasons.append(f"tool {t} no longer used")
+        elif ot[t] != nt[t]:
+            reasons.append(f"tool {t} {ot[t]} -> {nt[t]}")
     if (old.get("env") or {}) != (new.get("env") or {}):
         reasons.append("environment variables used by the stage changed")
     if old.get("outs") != new.get("outs"):

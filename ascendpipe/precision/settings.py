@@ -110,7 +110,7 @@ def _on_off(value: Any, rule: str, where: Location) -> str:
 def resolve(params: dict[str, Any], read_path: Callable[[str], Path] = Path, where: Location | None = None) -> ConvertSettings:
     """Settings from params. File-valued params are opened through ``read_path`` (relative -> absolute)."""
     where = where or Location()
-    loc = lambda f: Location(**{**where.__dict__, "field": f})
+    loc = lambda f: Location(**{**where.parts(), "field": f})
     mode, mode_v2 = params.get("precision_mode"), params.get("precision_mode_v2")
     if mode and mode_v2:
         raise UserError("precision_mode and precision_mode_v2 cannot be combined (as on ATC); keep one", loc("precision_mode_v2"))

@@ -27,60 +27,86 @@ kind module and must stay fast.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Callable, ClassVar, TextIO
-
 from ascendpipe.errors import UserError
+
+TYPE_CHECKING = False  # (importing typing for its constant costs a no-op build ~3 ms)
+if TYPE_CHECKING:
+    from pathlib import Path
+    from typing import Any, Callable, ClassVar, TextIO
 
 METRICS_FILE = "metrics.json"  # a built-in stage's metrics, also read by downstream stages
 
+# Plain classes rather than dataclasses: every kind module imports this one, and a no-op build
+# imports every kind module (dataclasses and pathlib cost it ~20 ms of imports).
 
-@dataclass
+
 class Upstream:
     """What a kind knows about a stage that feeds one of its input fields."""
 
-    stage: str  # full stage name, e.g. 'convert@force_fp16'
-    kind: str
-    out_dir: Path
+    def __init__(self, stage: str, kind: str, out_dir: Path):
+        self.stage = stage  # full stage name, e.g. 'convert@force_fp16'
+        self.kind = kind
+        self.out_dir = out_dir
 
     def metrics(self) -> dict:
         path = self.out_dir / METRICS_FILE
         return json.loads(path.read_text()) if path.exists() else {}
 
+    def __repr__(self):
+        return f"Upstream(stage={self.stage!r}, kind={self.kind!r}, out_dir={str(self.out_dir)!r})"
 
-@dataclass
+
 class StageContext:
-    name: str  # full stage name ('convert@force_fp16')
-    kind: str
-    workspace: Path  # all relative paths are relative to this
-    out_dir: Path  # write outputs here only (a temp dir, moved into place on success)
-    final_out_dir: Path  # where the outputs will live after success (for messages and records)
-    params: dict[str, Any]  # resolved and validated params of this kind
-    inputs: dict[str, Path]  # input field -> absolute path (a file, or an upstream's out dir)
-    upstream: dict[str, Upstream]  # input field -> upstream stage, for fields that name a stage
-    backend: str  # 'onnxruntime' | 'ascend'
-    log: TextIO  # the stage's log file: progress and tool output go here
-    thresholds: dict[str, float] = field(default_factory=dict)  # pipeline-level compare thresholds
-    run_command: Callable[..., Any] | None = None  # injected subprocess runner (see backends)
+    def __init__(
+        self,
+        name: str,
+        kind: str,
+        workspace: Path,
+        out_dir: Path,
+        final_out_dir: Path,
+        params: dict[str, Any],
+        inputs: dict[str, Path],
+        upstream: dict[str, Upstream],
+        backend: str,
+        log: TextIO,
+        thresholds: dict[str, float] | None = None,
+        run_command: Callable[..., Any] | None = None,
+    ):
+        self.name = name  # full stage name ('convert@force_fp16')
+        self.kind = kind
+        self.workspace = workspace  # all relative paths are relative to this
+        self.out_dir = out_dir  # write outputs here only (a temp dir, moved into place on success)
+        self.final_out_dir = final_out_dir  # where the outputs live after success (for messages)
+        self.params = params  # resolved and validated params of this kind
+        self.inputs = inputs  # input field -> absolute path (a file, or an upstream's out dir)
+        self.upstream = upstream  # input field -> upstream stage, for fields that name a stage
+        self.backend = backend  # 'onnxruntime' | 'ascend'
+        self.log = log  # the stage's log file: progress and tool output go here
+        self.thresholds = dict(thresholds or {})  # pipeline-level compare thresholds
+        self.run_command = run_command  # injected subprocess runner (see backends)
 
-    def path(self, rel: str | Path) -> Path:
+    def path(self, rel) -> Path:
+        from pathlib import Path
+
         p = Path(rel)
-        return p if p.is_absolute() else self.workspace / p
+        return p if p.is_absolute() else Path(self.workspace) / p
 
     def say(self, text: str) -> None:
         self.log.write(text.rstrip("\n") + "\n")
         self.log.flush()
 
 
-@dataclass
 class StageResult:
-    metrics: dict[str, Any] = field(default_factory=dict)  # numbers shown by runs/show/diff
-    # Remedy files (keep_dtype list, fusion switch JSON, aipp config, mixlist): name -> path inside
-    # out_dir. Their content goes into the record.
-    remedy_files: dict[str, Path] = field(default_factory=dict)
-    # Anything else worth recording (e.g. the ATC command line, the precision plan summary).
-    info: dict[str, Any] = field(default_factory=dict)
+    def __init__(self, metrics: dict | None = None, remedy_files: dict | None = None, info: dict | None = None):
+        self.metrics = dict(metrics or {})  # numbers shown by runs/show/diff
+        # Remedy files (keep_dtype list, fusion switch JSON, aipp config, mixlist): name -> path
+        # inside out_dir. Their content goes into the record.
+        self.remedy_files = dict(remedy_files or {})
+        # Anything else worth recording (e.g. the ATC command line, the precision plan summary).
+        self.info = dict(info or {})
+
+    def __repr__(self):
+        return f"StageResult(metrics={self.metrics!r}, remedy_files={self.remedy_files!r}, info={self.info!r})"
 
 
 class StageKind:
@@ -92,6 +118,9 @@ class StageKind:
     required_inputs: ClassVar[tuple[str, ...]] = ()
     path_params: ClassVar[tuple[str, ...]] = ()
     backends: ClassVar[tuple[str, ...]] = ("onnxruntime", "ascend")
+    # False for kinds whose outputs do not depend on the toolchain backend (export, eval, source):
+    # switching `--backend` must not rebuild them
+    uses_backend: ClassVar[bool] = True
 
     def tool_versions(self, backend: str) -> dict[str, str]:
         return ascend_tool_versions(self.name) if backend == "ascend" else {}

@@ -6,6 +6,9 @@ dir of either backend, an .onnx, or a dump dir: on the Ascend backend, the targe
 ``golden_inputs`` (optional: the training-preprocessed float input for the golden, when the target
 takes other data: with AIPP the first row checks the device's preprocessing against it).
 Outputs: result.csv, result.json, report.html and the first failure's remedy file, if any.
+On the ascend backend a target that is an ascend convert dir (model.om) is dumped on the device
+(ais_bench + acl.json + msaccucmp) and compared through the OM JSON's op mapping; ``msit`` (auto|on|off)
+also runs ``msit debug compare`` where it is installed: msit_result.json, beside ours.
 """
 
 from __future__ import annotations
@@ -28,11 +31,18 @@ class CompareKind(StageKind):
             "strategy": {"enum": ["first-overall", "first-per-output", "all"], "default": "first-overall"},
             "thresholds": {"type": "object", "properties": _THRESHOLD_PROPS, "additionalProperties": False},
             "seed": {"type": "integer", "default": 0},
+            # ascend backend, OM target: also run `msit debug compare` (auto: where msit is found)
+            "msit": {"enum": ["auto", "on", "off"], "default": "auto"},
         },
     }
 
     def tool_versions(self, backend: str) -> dict[str, str]:
-        return {"numpy": package_version("numpy"), "onnxruntime": package_version("onnxruntime")}
+        versions = {"numpy": package_version("numpy"), "onnxruntime": package_version("onnxruntime")}
+        if backend == "ascend":  # the OM is dumped with the CANN tools; msit may run too
+            from ascendpipe.backends.ascend import stages as ascend_stages
+
+            versions.update(ascend_stages.tool_versions("compare"))
+        return versions
 
     def run(self, ctx: StageContext) -> StageResult:
         from ascendpipe.compare import thresholds as thr
@@ -47,6 +57,7 @@ class CompareKind(StageKind):
             ctx.inputs["golden"], ctx.inputs["target"], input_path=ctx.inputs.get("inputs"), work_dir=ctx.out_dir,
             limits=limits, strategy=ctx.params.get("strategy", "first-overall"), seed=int(ctx.params.get("seed", 0)),
             convert_stage=convert_stage, golden_inputs=ctx.inputs.get("golden_inputs"),
+            backend=ctx.backend, log=ctx.log, run_command=ctx.run_command, stage=ctx.name,
         )
         write_results(result, ctx.out_dir, note)
         ctx.say(terminal_text(result, input_note=note))
@@ -57,7 +68,23 @@ class CompareKind(StageKind):
                 remedies[item["file"]["name"]] = write_atomic(ctx.out_dir / item["file"]["name"], item["file"]["content"])
         s = result["summary"]
         metrics = {k: s[k] for k in ("first_failure_index", "failed_ops", "min_cosine", "output_cosine", "overflow_ops")}
+        if ctx.backend == "ascend":
+            metrics.update(_msit_beside(ctx, result))
         write_metrics(ctx.out_dir, metrics)
         info = {"first_failure": first and {k: first[k] for k in ("op_name", "op_type", "reason", "kind")},
                 "input": note, "thresholds": limits}
         return StageResult(metrics=metrics, remedy_files=remedies, info=info)
+
+
+def _msit_beside(ctx: StageContext, result: dict) -> dict:
+    """msit on the same OM and feeds, when the target is an OM (see backends/ascend/om_compare.py)."""
+    from ascendpipe.compare.sources import compare_feeds, resolve_side
+
+    golden, target = resolve_side(ctx.inputs["golden"], "golden"), resolve_side(ctx.inputs["target"], "target")
+    if target.om_dir is None:
+        return {}
+    from ascendpipe.backends.ascend.om_compare import msit_beside
+
+    feeds, _ = compare_feeds(golden, target, ctx.inputs.get("inputs"), int(ctx.params.get("seed", 0)))
+    return msit_beside(ctx, golden_model=golden.model, om_dir=target.om_dir, feeds=feeds, ours=result,
+                       mode=ctx.params.get("msit", "auto"))

@@ -94,6 +94,7 @@ def golden_deltas(metrics: dict, golden: dict) -> dict:
 
 class EvalKind(StageKind):
     name = "eval"
+    uses_backend = False
     version = "1"
     summary = "Top-1/Top-5, ReID mAP/CMC or detection mAP on infer outputs, with the delta to golden"
     input_fields = ("outputs", "query", "gallery", "labels", "golden")

@@ -83,6 +83,7 @@ def _normalise_dynamic_axes(axes: dict | None) -> dict | None:
 
 class ExportKind(StageKind):
     name = "export"
+    uses_backend = False
     version = "1"
     summary = "PyTorch -> ONNX with torch.onnx.export, checked against torch with onnxruntime"
     input_fields = ("model", "checkpoint")

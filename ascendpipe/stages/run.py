@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import subprocess
 
 from ascendpipe.errors import StageFailed
 from ascendpipe.stages.base import StageKind, StageResult
@@ -24,6 +22,9 @@ class RunKind(StageKind):
     params_schema = {"type": "object"}
 
     def execute(self, stage, workspace: str, log_path: str) -> StageResult:
+        import shutil
+        import subprocess
+
         for out in stage.outs:
             target = os.path.join(workspace, out)
             if os.path.isdir(target) and not os.path.islink(target):

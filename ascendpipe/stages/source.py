@@ -17,6 +17,7 @@ from ascendpipe.stages.base import StageContext, StageKind, StageResult, find_mo
 
 class SourceKind(StageKind):
     name = "source"
+    uses_backend = False
     version = "1"
     summary = "an existing ONNX model, checked, as the start of a pipeline"
     input_fields = ("model",)

@@ -19,11 +19,11 @@ import time
 
 from ascendpipe.errors import UserError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: stat_cache gained ctime_ns
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT);
-CREATE TABLE IF NOT EXISTS stat_cache(path TEXT PRIMARY KEY, ino INTEGER, mtime_ns INTEGER, size INTEGER, hash TEXT);
+CREATE TABLE IF NOT EXISTS stat_cache(path TEXT PRIMARY KEY, ino INTEGER, mtime_ns INTEGER, ctime_ns INTEGER, size INTEGER, hash TEXT);
 CREATE TABLE IF NOT EXISTS stage_state(
     pipeline TEXT, name TEXT, key TEXT, components TEXT, outs TEXT, metrics TEXT, run_id INTEGER,
     PRIMARY KEY(pipeline, name));
@@ -71,6 +71,11 @@ class Database:
                 raise UserError(
                     f"{self.path} was written by a newer ascendpipe (schema {row[0]} > {SCHEMA_VERSION}); upgrade ascendpipe"
                 )
+            elif int(row[0]) < SCHEMA_VERSION:
+                # 1 -> 2: the stat cache is only a cache; rebuild it with the new column
+                self.conn.execute("DROP TABLE stat_cache")
+                self.conn.executescript(_SCHEMA)
+                self.conn.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(SCHEMA_VERSION),))
 
     def close(self) -> None:
         self.conn.close()
@@ -90,10 +95,10 @@ class Database:
     # -- stat cache ----------------------------------------------------------------------------
     def stat_get(self, path: str):
         with self._lock:
-            return self.conn.execute("SELECT ino, mtime_ns, size, hash FROM stat_cache WHERE path=?", (path,)).fetchone()
+            return self.conn.execute("SELECT ino, mtime_ns, ctime_ns, size, hash FROM stat_cache WHERE path=?", (path,)).fetchone()
 
     def stat_store(self, rows: list[tuple]) -> None:
-        self._tx(lambda c: c.executemany("INSERT OR REPLACE INTO stat_cache VALUES(?,?,?,?,?)", rows))
+        self._tx(lambda c: c.executemany("INSERT OR REPLACE INTO stat_cache VALUES(?,?,?,?,?,?)", rows))
 
     # -- stage state ---------------------------------------------------------------------------
     def all_state(self, pipeline: str) -> dict[str, dict]:

@@ -2,8 +2,9 @@
 
 A file's hash is the sha256 of its bytes. A folder's hash is the sha256 of its manifest (the sorted
 list of relative paths, sizes and file hashes) with the suffix ``.dir``, as DVC does, so a folder
-output can be stored file by file. The stat cache maps a path to (inode, mtime_ns, size, hash); any
-change of the three stat fields means re-hashing. Touching a file without changing it re-hashes it
+output can be stored file by file. The stat cache maps a path to (inode, mtime_ns, ctime_ns, size,
+hash); any change of those stat fields means re-hashing, and files changed in the last two seconds
+are never cached (see ``_stat_hash``). Touching a file without changing it re-hashes it
 once and finds the same hash: content, not mtime, decides staleness.
 """
 
@@ -13,8 +14,10 @@ import hashlib
 import json
 import os
 import threading
+import time
 
 CHUNK = 1 << 20
+RACY_WINDOW_NS = 2_000_000_000
 DIR_SUFFIX = ".dir"
 
 
@@ -49,11 +52,17 @@ class Hasher:
 
     def _stat_hash(self, abspath: str, st) -> str:
         row = self.db.stat_get(abspath)
-        if row and row[:3] == (st.st_ino, st.st_mtime_ns, st.st_size):
-            return row[3]
+        if row and row[:4] == (st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size):
+            return row[4]
         digest = hash_file(abspath)
-        with self._lock:
-            self._pending.append((abspath, st.st_ino, st.st_mtime_ns, st.st_size, digest))
+        # "Racily clean" files (git's term): timestamps are only as fine as the kernel's clock tick,
+        # and inodes are reused at once, so a file rewritten within the same tick with the same size
+        # can look unchanged. Only files whose timestamps are safely in the past enter the cache;
+        # a fresh output is hashed again once, on the next build.
+        newest = max(st.st_mtime_ns, st.st_ctime_ns)
+        if time.time_ns() - newest > RACY_WINDOW_NS:
+            with self._lock:
+                self._pending.append((abspath, st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size, digest))
         return digest
 
     def flush(self) -> None:

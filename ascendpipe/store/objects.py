@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import tempfile
 
 from ascendpipe.store.hashing import DIR_SUFFIX, hash_file, manifest_bytes, hash_bytes
 
@@ -23,6 +21,9 @@ class CorruptObject(Exception):
 
 
 def atomic_copy(src: str, dst: str) -> None:
+    import shutil
+    import tempfile
+
     os.makedirs(os.path.dirname(dst) or ".", exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=os.path.dirname(dst) or ".", prefix=".tmp-")
     os.close(fd)
@@ -36,6 +37,9 @@ def atomic_copy(src: str, dst: str) -> None:
 
 
 def atomic_write(path: str, data: bytes) -> None:
+    import shutil
+    import tempfile
+
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path) or ".", prefix=".tmp-")
     try:
@@ -104,6 +108,9 @@ class ObjectStore:
 
     def restore(self, digest: str, dest: str) -> None:
         """Materialise an object at ``dest`` atomically (verified while copying)."""
+        import shutil
+        import tempfile
+
         parent = os.path.dirname(dest) or "."
         os.makedirs(parent, exist_ok=True)
         if digest.endswith(DIR_SUFFIX):
@@ -145,6 +152,9 @@ class ObjectStore:
 def replace_path(src: str, dest: str) -> None:
     """Put ``src`` (file or folder) at ``dest``, replacing what is there, without a moment where a
     partial ``dest`` exists: the old one is moved aside first and removed after."""
+    import shutil
+    import tempfile
+
     if os.path.lexists(dest):
         trash = tempfile.mkdtemp(dir=os.path.dirname(dest) or ".", prefix=".tmp-old-")
         aside = os.path.join(trash, "old")

@@ -142,3 +142,38 @@ def read_result_csv(path: Path) -> dict[str, Any]:
     data = read_result_csv_text(Path(path).read_text(errors="replace"))
     data["path"] = str(path)
     return data
+
+
+AGREE_TOLERANCE = 1e-3  # |cosine(ours) - cosine(msit)| at most this: the two compares agree on the row
+
+
+def _keyed(rows: list[dict]) -> dict[tuple[str, int], dict]:
+    """Rows keyed by (op name, k-th row of that op): an op with several outputs has one row each."""
+    seen: dict[str, int] = {}
+    keyed = {}
+    for row in rows:
+        op = row.get("op_name") or ""
+        k = seen.get(op, 0)
+        seen[op] = k + 1
+        keyed[(op, k)] = row
+    return keyed
+
+
+def cosine_agreement(ours: list[dict], theirs: list[dict], tol: float = AGREE_TOLERANCE) -> dict[str, Any]:
+    """How many rows two compares of the same OM agree on: rows paired by target op (msit's NPUDump is
+    the OM op, as our row's op_name); both cosines known; |difference| <= tol. msit's own net-output
+    rows (``Node_Output``) and one-sided rows are not paired."""
+    mine = _keyed([r for r in ours if r.get("side") == "both"])
+    other = _keyed([r for r in theirs if r.get("op_name") != "Node_Output" and r.get("side") != "target_only"])
+    paired = disagree = 0
+    differing = []
+    for key in sorted(set(mine) & set(other), key=lambda k: (mine[k].get("index", 0), k[1])):
+        a, b = mine[key].get("cosine"), other[key].get("cosine")
+        if a is None or b is None or math.isnan(a) or math.isnan(b):
+            continue
+        paired += 1
+        if abs(a - b) > tol:
+            disagree += 1
+            differing.append({"op_name": key[0], "ours": a, "msit": b})
+    return {"tolerance": tol, "paired_rows": paired, "agree": paired - disagree, "disagree": differing,
+            "only_ours": len(set(mine) - set(other)), "only_msit": len(set(other) - set(mine))}

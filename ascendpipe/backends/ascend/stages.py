@@ -22,7 +22,7 @@ OM_NAME = "model"  # model.om / model.json in a converted model directory
 CONVERT_INFO = "convert.json"
 FUSED_MAP = "fused_map.json"
 KIND_TOOLS = {"convert": ("atc",), "tune": ("aoe", "atc"), "infer": ("python3",), "dump": ("python3",),
-              "profile": ("msprof", "python3")}
+              "profile": ("msprof", "python3"), "compare": ("python3", "msit")}
 # ATC only: options the emulator does not model, taken from the convert params as given
 ASCEND_ONLY = ("op_select_implmode", "optypelist_for_implmode", "buffer_optimize", "out_nodes", "log")
 ASCEND_ONLY_MODES = {"allow_mix_precision_bf16", "allow_fp32_to_bf16", "mixed_bfloat16", "mixed_hif8"}
@@ -189,6 +189,20 @@ def fused_map_from_om(info: atc.OmInfo, node_io: dict[str, tuple[list[str], list
             "rules": {op.name: op.pass_names[0] for op in info.ops if op.pass_names}}
 
 
+def _write_om_facts(ctx, out: Path, plan: Plan, extra: dict[str, Any]) -> tuple[atc.OmInfo, dict, dict]:
+    """fused_map.json and convert.json from the OM JSON and the ONNX: what makes ``out`` a converted
+    model dir (docs/contracts.md) that infer, dump and compare read, whether atc or aoe wrote the OM."""
+    info = atc.load_om_json(out / f"{OM_NAME}.json")
+    facts = _onnx_facts(plan.data["atc"].model)
+    fused_map = fused_map_from_om(info, facts.pop("node_io"))
+    acl_dump.write_json_atomic(out / FUSED_MAP, fused_map)
+    record = {"backend": "ascend", "settings": _settings_record(plan.data["settings"]), **extra,
+              "atc_cmdline": info.atc_cmdline, "om_name": info.name, "soc_version": info.attrs.get("soc_version"),
+              "opp_version": info.attrs.get("opp_version"), "model": str(plan.data["atc"].model), **facts}
+    acl_dump.write_json_atomic(out / CONVERT_INFO, record)
+    return info, fused_map, record
+
+
 @_located
 def convert(ctx):
     """atc conversion, then ``atc --mode=1`` for the OM JSON; remedy files in ATC's formats."""
@@ -216,16 +230,9 @@ def convert(ctx):
     if (work / "fusion_result.json").is_file():
         shutil.move(str(work / "fusion_result.json"), out / "fusion_result.json")
     shutil.rmtree(work, ignore_errors=True)
-    info = atc.load_om_json(om_json)
-    facts = _onnx_facts(plan.data["atc"].model)
-    fused_map = fused_map_from_om(info, facts.pop("node_io"))
-    acl_dump.write_json_atomic(out / FUSED_MAP, fused_map)
-    record = {"backend": "ascend", "settings": _settings_record(plan.data["settings"]), "atc_argv": _final_paths(plan.argvs[0], ctx),
-              "atc_json_argv": _final_paths(plan.argvs[1], ctx), "atc_cmdline": info.atc_cmdline, "om_name": info.name,
-              "soc_version": info.attrs.get("soc_version"), "opp_version": info.attrs.get("opp_version"),
-              "tune_bank": str(plan.data["bank"]) if plan.data["bank"] else None,
-              "tool_versions": tk.versions(("atc",)), "model": str(plan.data["atc"].model), **facts}
-    acl_dump.write_json_atomic(out / CONVERT_INFO, record)
+    info, fused_map, record = _write_om_facts(ctx, out, plan, {
+        "atc_argv": _final_paths(plan.argvs[0], ctx), "atc_json_argv": _final_paths(plan.argvs[1], ctx),
+        "tune_bank": str(plan.data["bank"]) if plan.data["bank"] else None, "tool_versions": tk.versions(("atc",))})
     metrics = {"om_ops": len(info.ops), "fused_ops": len(fused_map["fused"]), "om_bytes": om.stat().st_size}
     write_metrics(out, metrics)
     return StageResult(metrics=metrics, remedy_files=remedy_files,
@@ -280,6 +287,10 @@ def tune(ctx):
     for p in aoe.find_result_files(work):
         shutil.copyfile(p, out / p.name)
     shutil.rmtree(work, ignore_errors=True)
+    # the tuned OM's dir is a converted model dir too: infer, dump and compare take a tune stage
+    _write_om_facts(ctx, out, plan, {"aoe_argv": [_final_paths(a, ctx) for a in plan.argvs[:-1]],
+                                     "atc_json_argv": _final_paths(plan.argvs[-1], ctx), "tune_bank": str(out / "bank"),
+                                     "tool_versions": tk.versions(("aoe", "atc"))})
     ops = [op for r in results for op in r["ops"]]
     model = next((r["model"] for r in results if r["model"]), {})
     log = aoe.parse_log("\n".join(logs))
@@ -619,10 +630,45 @@ def profile(ctx):
                                               "top_op_type": totals[0]["op_type"] if totals else None})
 
 
+# ---- compare: what it runs on an OM target (the comparing itself is ascendpipe.compare) ----------
+
+def _placeholder_model(path, suffix: str) -> Path:
+    """A model file inside a stage dir, for a dry run where the dir may not be built yet."""
+    path = Path(path)
+    if path.is_file():
+        return path
+    found = sorted(path.glob(f"*{suffix}")) if path.is_dir() else []
+    return found[0] if len(found) == 1 else path / f"<model>{suffix}"
+
+
+def _compare_plan(ctx, tk: Toolkit, strict: bool, out_dir: Path) -> Plan:
+    """The device dump of an OM target (as ``dump_om`` runs it) and, where msit runs, its argv."""
+    from types import SimpleNamespace
+
+    from ascendpipe.backends.ascend import msit
+
+    target, upstream = ctx.inputs.get("target"), ctx.upstream.get("target")
+    om_target = (upstream is not None and upstream.kind in ("convert", "tune")) or (
+        target is not None and (Path(target) / f"{OM_NAME}.om").is_file())
+    if target is None or not om_target:
+        return Plan([])
+    dump_dir = out_dir / "target_dump"
+    dump_ctx = SimpleNamespace(name=ctx.name, kind="dump", inputs={"model": Path(target)}, params={}, log=None,
+                               run_command=None, final_out_dir=dump_dir, out_dir=dump_dir)
+    plan = _dump_plan(dump_ctx, tk, strict, dump_dir)
+    mode, exe = ctx.params.get("msit", "auto"), tk.find("msit")
+    if mode == "on" or (mode == "auto" and exe is not None):
+        plan.argvs.append(msit.compare_argv(exe or "msit", golden_model=_placeholder_model(ctx.inputs["golden"], ".onnx"),
+                                            om_model=Path(target) / f"{OM_NAME}.om", output=out_dir / "msit",
+                                            inputs=[out_dir / "msit_input" / "<input>.npy"], cann_path=tk.home,
+                                            device=0))
+    return plan
+
+
 # ---- dry run ------------------------------------------------------------------------------------
 
 PLANS = {"convert": _convert_plan, "tune": _tune_plan, "infer": _infer_plan, "dump": _dump_plan,
-         "profile": _profile_plan}
+         "profile": _profile_plan, "compare": _compare_plan}
 
 
 def commands(kind: str, ctx) -> list[list[str]]:

@@ -93,6 +93,7 @@ def fix_pipeline(pipeline: str | Path, *, stage: str = "convert", metric: str, t
     evaluator = PipelineEvaluator(str(pipeline), target, tolerance=tolerance, overrides=overrides, backend=backend,
                                   base_keep=keep0, base_fusion=fusion0, build_dir=build_dir)
     outcome = search(evaluator, max_attempts=max_attempts)
+    evaluator.restore_workspace()
     keep, fusion = evaluator.full_remedy(outcome.remedy)
     golden = evaluator.golden_metric
     data = report.summary(outcome, keep, fusion, mode="pipeline", stage=target.convert,

@@ -4,6 +4,7 @@ One workspace (a temp copy of pipelines/), built in sequence: onnxruntime (the s
 at /ReduceSum, keep_dtype fixes it), a no-op, one variant changed, reverted (restored from the cache),
 then ``--backend ascend`` with the CANN doubles, whose records diff against the onnxruntime run.
 Training runs 4 epochs (``--set params.epochs=4``): enough for the sum of squares to pass 65504.
+Builds use ``-j 2`` (the four variants are independent; about half the wall time on 2 cores).
 """
 
 from __future__ import annotations
@@ -46,18 +47,18 @@ def reid(tmp_path_factory):
     with pytest.MonkeyPatch.context() as mp:
         mp.chdir(ws)
         mp.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
-        seen["ort"] = ascendpipe.build(pipeline, set=EPOCHS, quiet=True)
+        seen["ort"] = ascendpipe.build(pipeline, jobs=2, set=EPOCHS, quiet=True)
         seen["ort_outputs"] = {v: _json(ws / f"build/eval@{v}/metrics.json") for v in VARIANTS}
         seen["golden"] = _json(ws / "build/eval_golden/metrics.json")
         seen["compare_fp16"] = _json(ws / "build/compare@fp16/result.json")
-        seen["noop"] = ascendpipe.build(pipeline, set=EPOCHS, quiet=True)
-        seen["changed"] = ascendpipe.build(pipeline, set=EPOCHS + [CHANGED], quiet=True)
+        seen["noop"] = ascendpipe.build(pipeline, jobs=2, set=EPOCHS, quiet=True)
+        seen["changed"] = ascendpipe.build(pipeline, jobs=2, set=EPOCHS + [CHANGED], quiet=True)
         seen["changed_mAP"] = _json(ws / "build/eval@fp16_keep/metrics.json")["mAP"]
-        seen["reverted"] = ascendpipe.build(pipeline, set=EPOCHS, quiet=True)
+        seen["reverted"] = ascendpipe.build(pipeline, jobs=2, set=EPOCHS, quiet=True)
         seen["reverted_mAP"] = _json(ws / "build/eval@fp16_keep/metrics.json")["mAP"]
         _point_at_doubles(mp)
         mp.setenv("PATH", f"{DOUBLES / 'msit_bin'}{os.pathsep}{os.environ['PATH']}")
-        seen["ascend"] = ascendpipe.build(pipeline, set=EPOCHS + ASCEND, backend="ascend", quiet=True)
+        seen["ascend"] = ascendpipe.build(pipeline, jobs=2, set=EPOCHS + ASCEND, backend="ascend", quiet=True)
     yield seen
 
 

@@ -60,6 +60,10 @@ def test_pipeline_fix_finds_a_minimal_set_and_reruns_from_cache(workspace):
     assert out.passed and out.minimal
     assert report.summary["golden_metric"] == 1.0
     assert report.keep_dtype[:3] == ["square", "sum", "sqrt"]
+    # fix leaves the workspace as the pipeline file describes it, not as its last attempt did
+    status = ascendpipe.status(str(workspace / "pipeline.yaml"))
+    touched = {n: s["state"] for n, s in status["stages"].items() if n.endswith("@fp16")}
+    assert touched and set(touched.values()) == {"fresh"}, touched
     # independent judgement through plain builds: the answer holds, and each kept op is needed
     top1, _ = _top1(workspace, report.keep_dtype)
     assert top1 >= 1.0 - 0.01

@@ -248,20 +248,9 @@ def save_npy_atomic(path: str | Path, array: np.ndarray) -> None:
 
 
 def write_json_atomic(path: str | Path, data) -> None:
-    import json
-    import os
-    import tempfile
+    from ascendpipe.fsutil import write_json_atomic as _write
 
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            json.dump(data, fh, indent=2, allow_nan=False, default=_json_default)
-            fh.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    _write(path, data, default=_json_default, allow_nan=False)
 
 
 def _json_default(value):

@@ -11,7 +11,6 @@ Set up the peer once: `bash bench/setup_peers.sh` (dvc in its own venv, never a 
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import statistics
 import subprocess
@@ -52,7 +51,6 @@ def dvc_yaml(n: int) -> str:
 
 def doit_dodo(n: int) -> str:
     return f'''
-import os
 DOIT_CONFIG = {{"backend": "sqlite3", "dep_file": ".doit.sqlite3", "verbosity": 0}}
 def task_s():
     for i in range({n}):

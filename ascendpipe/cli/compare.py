@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
 from pathlib import Path
@@ -25,6 +24,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0, help="seed of the random input (default 0)")
     parser.add_argument("--threshold", action="append", default=[], metavar="NAME=VALUE",
                         help="override a threshold: cosine, relative_euclidean, kl, rmse, mean_relative_error")
+    parser.add_argument("--backend", choices=["onnxruntime", "ascend"], default="onnxruntime",
+                        help="ascend: the target is an OM dir (dumped on the NPU with ais_bench + acl.json)")
     parser.add_argument("--convert-stage", "--convert_stage", dest="convert_stage", default="convert",
                         help="stage name used in the advice's --set lines (default convert)")
 
@@ -54,7 +55,7 @@ def main(args: argparse.Namespace) -> int:
         work = args.output or Path(scratch)
         result, note = run_compare(args.golden, args.target, input_path=args.input, work_dir=work, limits=limits,
                                    strategy=args.strategy, seed=args.seed, convert_stage=args.convert_stage,
-                                   golden_inputs=args.golden_input)
+                                   golden_inputs=args.golden_input, backend=args.backend, log=sys.stderr)
         if args.output:
             write_results(result, args.output, note)
     if args.json:

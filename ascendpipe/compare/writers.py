@@ -6,8 +6,6 @@ import csv
 import io
 import json
 import math
-import os
-import tempfile
 from pathlib import Path
 
 # msaccucmp + msit result_*.csv header, in order. The duplicated names are msit's (pandas reads them
@@ -27,18 +25,9 @@ EXTRA_ROW_KEYS = ("golden_tensor", "golden_ops", "golden_dtype", "side", "fused"
 
 
 def write_atomic(path: Path, text: str) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return path
+    from ascendpipe.fsutil import write_text_atomic
+
+    return Path(write_text_atomic(Path(path), text))
 
 
 def _num(value) -> str:

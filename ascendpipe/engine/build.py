@@ -147,7 +147,7 @@ def _record_noop(executor, order) -> None:
         old = executor.state[name]
         recs.append(
             {
-                "seq": seq, "name": name, "kind": stage.kind, "state": "fresh", "key": key_of(comps), "params": stage.params,
+                "seq": seq, "name": name, "kind": stage.kind, "state": "fresh", "key": executor.keys[name], "params": stage.params,
                 "deps": comps["deps"], "outputs": old["outs"], "tools": comps["tools"], "metrics": old["metrics"],
             }
         )

@@ -15,7 +15,7 @@ import time
 
 from ascendpipe.errors import Location, StageFailed, UserError
 from ascendpipe.graph import key as keymod
-from ascendpipe.store.hashing import DIR_SUFFIX, hash_bytes
+from ascendpipe.store.hashing import hash_bytes
 from ascendpipe.store.objects import CorruptObject, replace_path
 
 REMEDY_SUFFIXES = (".cfg", ".json", ".txt", ".ini")
@@ -54,6 +54,7 @@ class StageExecutor:
         self._tool_cache: dict[tuple, dict] = {}
         self._produced = {o for st in pipeline.stages.values() for o in st.outs}
         self.on_start = None  # callback(name, reasons) when a stage starts running
+        self.keys: dict[str, str] = {}  # stage -> key of its latest decision
 
     def _made_by_a_stage(self, dep: str) -> bool:
         if dep in self._produced:
@@ -101,10 +102,16 @@ class StageExecutor:
     def decide(self, stage) -> tuple[keymod.Decision, dict]:
         comps = self.components(stage)
         if stage.name in self.forced:
+            with self._lock:
+                self.keys[stage.name] = keymod.key_of(comps)
             return keymod.Decision(True, ["forced"]), comps
         old = self.state.get(stage.name)
+        key = keymod.key_of(comps)
+        with self._lock:
+            self.keys[stage.name] = key  # hashed once per decision; reused when recording
         decision = keymod.decide(
-            old["components"] if old else None, old["outs"] if old else None, comps, self.current_outs(stage), stage.always_changed
+            old["components"] if old else None, old["outs"] if old else None, comps, self.current_outs(stage),
+            stage.always_changed, old_key=old["key"] if old else None, new_key=key,
         )
         return decision, comps
 
@@ -129,7 +136,7 @@ class StageExecutor:
 
     def _execute(self, stage, started: float) -> Outcome:
         decision, comps = self.decide(stage)
-        key = keymod.key_of(comps)
+        key = self.keys[stage.name]
         if not decision.stale:
             old = self.state[stage.name]
             self._record(stage, "fresh", key, comps, old["outs"], old["metrics"], [], {}, [], 0.0, None, state_update=False, cache=False)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 
 from ascendpipe.store.hashing import DIR_SUFFIX
 

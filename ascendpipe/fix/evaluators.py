@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ascendpipe.errors import Location, UserError
-from ascendpipe.fix.search import FUSION, KEEP, Candidate, Result
+from ascendpipe.fix.search import FUSION, KEEP, Result
 
 
 def split_remedy(remedy, base_keep=(), base_fusion=None, order=()) -> tuple[list[str], dict[str, str]]:

@@ -116,10 +116,16 @@ def out_reasons(recorded: dict[str, str], current: dict[str, str | None]) -> lis
     return reasons
 
 
-def decide(old_components: dict | None, old_outs: dict | None, new_components: dict, current_outs: dict, always_changed: bool = False) -> Decision:
+def decide(old_components: dict | None, old_outs: dict | None, new_components: dict, current_outs: dict,
+           always_changed: bool = False, *, old_key: str | None = None, new_key: str | None = None) -> Decision:
+    """Stale when the key changed (reasons from the components) or an output differs from the record.
+
+    ``old_key`` / ``new_key`` spare re-hashing components the caller already hashed."""
     if always_changed:
         return Decision(True, ["always_changed is set"])
-    if old_components is None or key_of(old_components) != key_of(new_components):
+    if old_components is None:
+        return Decision(True, explain(None, new_components))
+    if (old_key or key_of(old_components)) != (new_key or key_of(new_components)):
         return Decision(True, explain(old_components, new_components))
     reasons = out_reasons(old_outs or {}, current_outs)
     return Decision(bool(reasons), reasons)

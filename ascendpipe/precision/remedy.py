@@ -6,9 +6,7 @@ Readers take the file path for error locations (file:line); parsers on text are 
 from __future__ import annotations
 
 import json
-import os
 import re
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -20,12 +18,9 @@ MIXLIST_ACTIONS = ("to-remove", "to-add")
 
 
 def write_text_atomic(path: Path, text: str) -> Path:
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    with os.fdopen(fd, "w") as handle:
-        handle.write(text)
-    os.replace(tmp, path)
-    return path
+    from ascendpipe.fsutil import write_text_atomic as _write
+
+    return Path(_write(Path(path), text))
 
 
 def _read(path: Path, field: str) -> str:

@@ -1,7 +1,8 @@
 """The generic ``run`` kind: a shell command with declared deps and outs, as in DVC.
 
 The command runs in the workspace root through ``/bin/sh -c``, with stdout and stderr going to the
-stage's log. It sees its params as JSON in ``ASCENDPIPE_PARAMS`` and its name in
+stage's log, and with the folder of the Python running ascendpipe first on ``PATH`` (so ``python``
+is the venv's interpreter even when the venv is not activated). It sees its params as JSON in ``ASCENDPIPE_PARAMS`` and its name in
 ``ASCENDPIPE_STAGE``. Declared outs are deleted before it runs (a stale output must never pass for
 a new one) and must all exist after it succeeds.
 """
@@ -33,6 +34,12 @@ class RunKind(StageKind):
                 os.unlink(target)
             os.makedirs(os.path.dirname(target) or workspace, exist_ok=True)
         env = dict(os.environ)
+        # `python` in a command means the interpreter running ascendpipe (its venv), even when the
+        # venv is not activated: `.venv/bin/ascendpipe build` must not run the system python
+        import sys
+
+        bindir = os.path.dirname(sys.executable)
+        env["PATH"] = bindir + os.pathsep + env.get("PATH", "") if bindir else env.get("PATH", "")
         env["ASCENDPIPE_PARAMS"] = json.dumps(stage.params, sort_keys=True, default=str)
         env["ASCENDPIPE_STAGE"] = stage.name
         with open(log_path, "ab") as log:

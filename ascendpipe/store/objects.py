@@ -37,19 +37,9 @@ def atomic_copy(src: str, dst: str) -> None:
 
 
 def atomic_write(path: str, data: bytes) -> None:
-    import shutil
-    import tempfile
+    from ascendpipe.fsutil import write_bytes_atomic
 
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path) or ".", prefix=".tmp-")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    write_bytes_atomic(path, data)
 
 
 class ObjectStore:

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import io
-import json
 import os
-import sys
 import textwrap
 from pathlib import Path
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -137,3 +136,14 @@ def test_missing_out_after_command_is_a_failure(ws):
     run = ws.build()
     assert run["stages"]["lazy"]["state"] == "failed"
     assert "did not write data/never" in run["stages"]["lazy"]["error"]
+
+
+def test_python_in_a_command_is_ascendpipes_interpreter(ws):
+    ws.pipeline('stages:\n  which: {kind: run, cmd: "python -c \'import sys; print(sys.executable)\' > data/py.txt", outs: [data/py.txt]}\n')
+    (ws.root / "data").mkdir()
+    env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
+    env["PATH"] = "/usr/bin:/bin:" + env.get("PATH", "")  # a system python first, as without activation
+    proc = subprocess.run([sys.executable, "-m", "ascendpipe", "build", "pipeline.yaml"], cwd=ws.root, env=env,
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert os.path.dirname((ws.root / "data/py.txt").read_text().strip()) == os.path.dirname(sys.executable)

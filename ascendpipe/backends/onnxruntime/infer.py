@@ -19,7 +19,7 @@ from typing import Sequence, TextIO
 import numpy as np
 
 from ascendpipe.errors import UserError
-from ascendpipe.inputs import Batch, check_array, write_json_atomic
+from ascendpipe.inputs import check_array, write_json_atomic
 
 SUMMARY_FILE = "summary.json"
 OUTPUTS_DIR = "outputs"

@@ -10,7 +10,9 @@ Growing: each failing attempt names what to add next, best evidence first:
 2. else the first failing compare row's ops not kept yet;
 3. else, with no usable evidence, ops in graph order, doubling the batch each blind step.
 Shrinking: delta debugging (ddmin) over the passing set, or for a few candidates removing each
-once, so every kept candidate is needed (1-minimal). Every evaluation counts against ``max_attempts``; a set already evaluated is never
+once, so every kept candidate is needed (1-minimal). A kept op whose golden output cannot exist in
+fp16 (beyond 65504, or wholly below its smallest subnormal) is needed by range alone and is not
+re-tested. Every evaluation counts against ``max_attempts``; a set already evaluated is never
 evaluated again.
 """
 
@@ -179,7 +181,8 @@ def search(evaluator: Evaluator, *, max_attempts: int = 30, start: Iterable[Cand
         found = _grow(trials, current, result, rank)
         if found is None:
             return _outcome(trials, current, False, False, _unmet_message(trials, "no more candidates to try"))
-        minimal = _shrink(trials, found)
+        forced = out_of_fp16_range(found, result.rows)
+        minimal = _shrink(trials, found, forced)
         return _outcome(trials, minimal, True, True, f"target met with {len(minimal)} {'remedy' if len(minimal) == 1 else 'remedies'}; each one is needed")
     except OutOfAttempts:
         best = trials.best_passing()
@@ -205,8 +208,33 @@ def _grow(trials: _Trials, current: frozenset, result: Result, rank) -> frozense
     return current
 
 
-def _shrink(trials: _Trials, found: frozenset) -> frozenset:
-    """ddmin (Zeller): split into n chunks, keep a chunk or a complement that still passes."""
+FP16_MAX = 65504.0
+FP16_FLUSH = 2.98e-8  # below half the smallest fp16 subnormal (5.96e-8) a value rounds to 0
+
+
+def out_of_fp16_range(found: frozenset, rows: list[dict]) -> frozenset:
+    """Kept ops whose golden output cannot exist in fp16: beyond 65504 (it becomes inf), or a nonzero
+    tensor whose every value is below half the smallest subnormal (it becomes all zeros). They are
+    needed without a trial to prove it. Golden values do not depend on the remedy, so the
+    baseline's compare rows decide."""
+    biggest: dict[str, float] = {}
+    for row in rows:
+        value = row.get("golden_abs_max")
+        if row.get("op_name") and isinstance(value, (int, float)):
+            biggest[row["op_name"]] = max(biggest.get(row["op_name"], 0.0), float(value))
+    def unrepresentable(name: str) -> bool:
+        value = biggest.get(name)
+        return value is not None and (value > FP16_MAX or 0.0 < value < FP16_FLUSH)
+
+    return frozenset(c for c in found if c.kind == KEEP and unrepresentable(c.name))
+
+
+def _shrink(trials: _Trials, found: frozenset, forced: frozenset = frozenset()) -> frozenset:
+    """ddmin (Zeller) over what is not ``forced``: split into n chunks, keep a chunk or a complement
+    that still passes (every trial keeps the forced candidates)."""
+    if forced:
+        inner = _Forced(trials, forced)
+        return frozenset(_shrink(inner, frozenset(found) - forced)) | forced
     items = list(trials.ordered(found))
     if len(items) <= LINEAR_SHRINK_MAX:  # few items: removing each once is cheaper than splitting
         for c in list(items):
@@ -237,6 +265,20 @@ def _shrink(trials: _Trials, found: frozenset) -> frozenset:
     if len(items) == 1 and trials.passes([]):
         items = []
     return frozenset(items)
+
+
+class _Forced:
+    """A view of the trials in which every tested set also holds the forced candidates."""
+
+    def __init__(self, trials: _Trials, forced: frozenset):
+        self.trials = trials
+        self.forced = forced
+
+    def ordered(self, remedy):
+        return self.trials.ordered(remedy)
+
+    def passes(self, items) -> bool:
+        return self.trials.passes(list(items) + list(self.trials.ordered(self.forced)))
 
 
 def _split(items: list, n: int) -> list[list]:

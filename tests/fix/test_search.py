@@ -157,3 +157,28 @@ def test_random_oracles_give_exactly_the_needed_set(seed):
     out = search(Oracle(keep(*needed), advice=advice), max_attempts=200)
     assert out.passed and out.minimal
     assert set(out.keep_dtype) == needed
+
+
+class RangeOracle(Oracle):
+    """As Oracle, and the golden output of the ``big`` ops does not fit in fp16."""
+
+    def __init__(self, needed, big, advice):
+        super().__init__(needed, advice=advice)
+        self.big = set(big)
+
+    def evaluate(self, remedy):
+        result = super().evaluate(remedy)
+        for row in result.rows:
+            row["golden_abs_max"] = 3.1e5 if row["op_name"] in self.big else 10.0
+        return result
+
+
+def test_ops_whose_golden_output_exceeds_fp16_are_kept_without_a_trial():
+    # the advisor names the overflow chain at once; o4's output (3.1e5) cannot exist in fp16,
+    # o5 only reads it: only o5 needs a trial to show it is needed
+    oracle = RangeOracle(keep("o4", "o5"), big={"o4"},
+                         advice=lambda first: [{"kind": "keep_dtype", "ops": ["o4", "o5"], "added": ["o4", "o5"]}])
+    out = search(oracle, max_attempts=20)
+    assert out.passed and out.minimal and set(out.remedy) == keep("o4", "o5")
+    assert len(out.attempts) == 3  # baseline, {o4, o5}, then {o4} alone (fails): o5 is needed
+    assert frozenset(keep("o5")) not in oracle.seen  # o4 was never dropped

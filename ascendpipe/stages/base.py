@@ -134,7 +134,9 @@ class StageKind:
         return []
 
     def run(self, ctx: StageContext) -> StageResult:  # pragma: no cover - abstract
-        raise NotImplementedError(f"stage kind {self.name} has no run()")
+        from ascendpipe.errors import StageFailed
+
+        raise StageFailed(ctx.name, f"stage kind '{self.name}' defines no run() (a bug in the kind)")
 
 
 def package_version(dist: str) -> str:

@@ -209,13 +209,10 @@ class PipelineEvaluator:
         """The ``--set`` overrides that apply a remedy (none for the empty one: the current conversion)."""
         if not remedy:
             return []
+        from ascendpipe.fix.report import overrides
+
         keep, fusion = self.full_remedy(remedy)
-        lines = []
-        if keep:
-            lines.append(f"{self.target.set_prefix}.keep_dtype={json.dumps(keep)}")
-        if fusion:
-            lines.append(f"{self.target.set_prefix}.fusion_switch={json.dumps(fusion)}")
-        return lines
+        return overrides(self.target.set_prefix, keep, fusion)
 
     def restore_workspace(self) -> None:
         """Leave the workspace as the pipeline file (not the last attempt) describes it: every

@@ -57,13 +57,19 @@ def yaml_lines(stage_prefix: str, keep: list[str], fusion: dict[str, str]) -> st
     return "\n".join(lines) + "\n"
 
 
-def set_lines(stage_prefix: str, keep: list[str], fusion: dict[str, str]) -> list[str]:
-    lines = []
+def overrides(stage_prefix: str, keep: list[str], fusion: dict[str, str]) -> list[str]:
+    """``KEY=VALUE`` overrides (the engine's ``--set`` grammar) that apply a remedy."""
+    items = []
     if keep:
-        lines.append(f"--set '{stage_prefix}.keep_dtype={json.dumps(keep)}'")
+        items.append(f"{stage_prefix}.keep_dtype={json.dumps(keep)}")
     if fusion:
-        lines.append(f"--set '{stage_prefix}.fusion_switch={json.dumps(fusion)}'")
-    return lines
+        items.append(f"{stage_prefix}.fusion_switch={json.dumps(fusion)}")
+    return items
+
+
+def set_lines(stage_prefix: str, keep: list[str], fusion: dict[str, str]) -> list[str]:
+    """The same overrides as shell arguments, ready to paste."""
+    return [f"--set '{item}'" for item in overrides(stage_prefix, keep, fusion)]
 
 
 def summary(outcome: Outcome, keep: list[str], fusion: dict[str, str], **extra) -> dict:

@@ -122,8 +122,13 @@ class StageKind:
     # switching `--backend` must not rebuild them
     uses_backend: ClassVar[bool] = True
 
+    # distributions whose versions key the stage on the onnxruntime backend
+    runtime_tools: ClassVar[tuple[str, ...]] = ()
+
     def tool_versions(self, backend: str) -> dict[str, str]:
-        return ascend_tool_versions(self.name) if backend == "ascend" else {}
+        if backend == "ascend":
+            return ascend_tool_versions(self.name)
+        return {dist: package_version(dist) for dist in self.runtime_tools}
 
     def commands(self, ctx: StageContext) -> list[list[str]]:
         """External command lines ``run`` would execute (``--dry-run``); the ascend backend's argv."""
@@ -178,6 +183,14 @@ def package_version(dist: str) -> str:
 
 
 _version_cache: dict[str, str] = {}
+
+
+def run_on_backend(ctx: StageContext, kind: str, onnxruntime_module: str) -> StageResult:
+    """Hand the stage to ``ascendpipe.backends.ascend.stages.<kind>`` or the onnxruntime module's."""
+    import importlib
+
+    module = "ascendpipe.backends.ascend.stages" if ctx.backend == "ascend" else onnxruntime_module
+    return getattr(importlib.import_module(module), kind)(ctx)
 
 
 def ascend_tool_versions(kind: str) -> dict[str, str]:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from ascendpipe.stages.base import StageContext, StageKind, StageResult, ascend_tool_versions, package_version, write_metrics
+from ascendpipe.stages.base import StageContext, StageKind, StageResult, run_on_backend, write_metrics
 
 
 class ProfileKind(StageKind):
     name = "profile"
+    runtime_tools = ("onnxruntime",)
     version = "2"
     summary = "latency/throughput and per-op time (timeline.json, op_summary.csv, op_statistic.csv, profile.html)"
     input_fields = ("model", "inputs")
@@ -20,18 +21,8 @@ class ProfileKind(StageKind):
         },
     }
 
-    def tool_versions(self, backend: str) -> dict[str, str]:
-        if backend == "ascend":
-            return ascend_tool_versions(self.name)
-        return {"onnxruntime": package_version("onnxruntime")}
-
     def run(self, ctx: StageContext) -> StageResult:
-        if ctx.backend == "ascend":
-            from ascendpipe.backends.ascend import stages as ascend_stages
-
-            return ascend_stages.profile(ctx)
-        from ascendpipe.backends.onnxruntime.profile_tune_stages import profile
-
-        result = profile(ctx)
-        write_metrics(ctx.out_dir, result.metrics)
+        result = run_on_backend(ctx, "profile", "ascendpipe.backends.onnxruntime.profile_tune_stages")
+        if ctx.backend != "ascend":
+            write_metrics(ctx.out_dir, result.metrics)
         return result

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ascendpipe.stages.convert import ConvertKind
-from ascendpipe.stages.base import StageContext, StageKind, StageResult, ascend_tool_versions, package_version, write_metrics
+from ascendpipe.stages.base import StageContext, StageKind, StageResult, run_on_backend, write_metrics
 
 _SESSION = {
     "type": "object",
@@ -20,6 +20,7 @@ _SESSION = {
 
 class TuneKind(StageKind):
     name = "tune"
+    runtime_tools = ("onnxruntime",)
     version = "3"
     summary = "measured search of session settings; writes a knowledge bank (tune_bank.json) and aoe_result_opat.json"
     input_fields = ("model", "inputs")
@@ -42,18 +43,8 @@ class TuneKind(StageKind):
         },
     }
 
-    def tool_versions(self, backend: str) -> dict[str, str]:
-        if backend == "ascend":
-            return ascend_tool_versions(self.name)
-        return {"onnxruntime": package_version("onnxruntime")}
-
     def run(self, ctx: StageContext) -> StageResult:
-        if ctx.backend == "ascend":
-            from ascendpipe.backends.ascend import stages as ascend_stages
-
-            return ascend_stages.tune(ctx)
-        from ascendpipe.backends.onnxruntime.profile_tune_stages import tune
-
-        result = tune(ctx)
-        write_metrics(ctx.out_dir, result.metrics)
+        result = run_on_backend(ctx, "tune", "ascendpipe.backends.onnxruntime.profile_tune_stages")
+        if ctx.backend != "ascend":
+            write_metrics(ctx.out_dir, result.metrics)
         return result

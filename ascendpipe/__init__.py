@@ -6,7 +6,7 @@ package (as every CLI call does) costs nothing beyond the standard library.
 
 __version__ = "0.1.0"
 
-_API = ("build", "status", "load", "validate", "runs", "show", "diff", "gc")
+_API = ("build", "status", "load", "validate", "runs", "show", "diff", "gc", "push", "pull")
 
 
 def __getattr__(name):

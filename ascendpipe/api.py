@@ -24,16 +24,40 @@ def validate(path: str, *, set=(), backend: str | None = None) -> dict:
     return {"pipeline": pipeline.path, "stages": list(pipeline.stages), "backend": pipeline.backend}
 
 
-def build(path: str, stages=(), *, force=False, dry_run=False, jobs=1, set=(), backend=None, keep_going=False,
-          run_cache=True, wait=True, quiet=False, stream=None, run_command=None) -> dict:
-    """Build a pipeline; returns the run record (``show RUN --json``'s shape)."""
+def build(path: str, stages=(), *, force=False, dry_run=False, jobs=None, set=(), backend=None, keep_going=False,
+          run_cache=True, wait=True, quiet=False, stream=None, run_command=None, executor="local", address=None,
+          remote=None, use_remote=True, retries=2) -> dict:
+    """Build a pipeline; returns the run record (``show RUN --json``'s shape).
+
+    ``executor="ray"`` runs stages as Ray tasks (on ``address``, the Ray instance this process is
+    already connected to, or a new local one); ``remote`` overrides the remote cache URL."""
     from ascendpipe.engine.build import BuildOptions
     from ascendpipe.engine.build import build as _build
 
     options = BuildOptions(
         targets=list(stages), force=force, dry_run=dry_run, jobs=jobs, overrides=list(set), backend=backend,
         keep_going=keep_going, use_run_cache=run_cache, wait_for_lock=wait, quiet=quiet,
-        argv=["ascendpipe.build", str(path)], run_command=run_command,
+        argv=["ascendpipe.build", str(path)], run_command=run_command, executor=executor, address=address,
+        remote=remote, use_remote=use_remote, retries=retries,
+    )
+    return _build(str(path), options, stream=stream if stream is not None else (io.StringIO() if quiet else sys.stdout))
+
+
+def push(path: str, stages=(), *, remote=None, set=(), backend=None, stream=None) -> dict:
+    """Upload what the selected stages last built to the remote cache."""
+    from ascendpipe.engine.remote_sync import push as _push
+
+    return _push(str(path), list(stages), url=remote, overrides=list(set), backend=backend, stream=stream or io.StringIO())
+
+
+def pull(path: str, stages=(), *, remote=None, set=(), backend=None, jobs=None, quiet=True, stream=None) -> dict:
+    """Restore the selected stages from the remote cache (a build that runs nothing); the run record."""
+    from ascendpipe.engine.build import BuildOptions
+    from ascendpipe.engine.build import build as _build
+
+    options = BuildOptions(
+        targets=list(stages), jobs=jobs, overrides=list(set), backend=backend, keep_going=True, quiet=quiet,
+        argv=["ascendpipe.pull", str(path)], remote=remote, restore_only=True,
     )
     return _build(str(path), options, stream=stream if stream is not None else (io.StringIO() if quiet else sys.stdout))
 

@@ -15,6 +15,13 @@ def add_pipeline_args(p, *, stages: bool = False) -> None:
     p.add_argument("--backend", choices=["onnxruntime", "ascend"], help="toolchain backend (default: the pipeline's, else onnxruntime)")
 
 
+def add_remote_args(p, *, optional: bool = True) -> None:
+    p.add_argument("--remote", default=None, metavar="URL",
+                   help="remote cache (s3://BUCKET/PREFIX, a folder...) instead of .ascendpipe/config.json's or the pipeline's `remote:`")
+    if optional:
+        p.add_argument("--no-remote", action="store_true", help="ignore the remote cache")
+
+
 def print_json(data) -> None:
     sys.stdout.write(json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
 

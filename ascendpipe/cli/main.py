@@ -20,6 +20,8 @@ COMMANDS = {
     "show": "ascendpipe.cli.show",
     "diff": "ascendpipe.cli.diff",
     "gc": "ascendpipe.cli.gc",
+    "push": "ascendpipe.cli.push",
+    "pull": "ascendpipe.cli.pull",
     "convert": "ascendpipe.cli.convert",
     "infer": "ascendpipe.cli.infer",
     "dump": "ascendpipe.cli.dump",

@@ -12,7 +12,7 @@ DEFAULT_BUILD_DIR = "build"
 
 _STAGE_FIELDS = (
     "name", "base", "variant", "kind", "params", "cmd", "deps", "outs", "inputs", "upstream",
-    "metrics_file", "always_changed", "env_used", "line",
+    "metrics_file", "always_changed", "env_used", "line", "resources",
 )
 
 
@@ -20,7 +20,7 @@ class Stage:
     __slots__ = _STAGE_FIELDS
 
     def __init__(self, name, base, variant, kind, params, cmd=None, deps=None, outs=None, inputs=None,
-                 upstream=None, metrics_file=None, always_changed=False, env_used=None, line=None):
+                 upstream=None, metrics_file=None, always_changed=False, env_used=None, line=None, resources=None):
         self.name = name  # 'convert@fp16'
         self.base = base  # 'convert'
         self.variant = variant  # 'fp16', or None
@@ -35,6 +35,8 @@ class Stage:
         self.always_changed = always_changed
         self.env_used = dict(env_used or {})
         self.line = line  # the stage's line in the pipeline file
+        # what a scale-out executor reserves for it ({"NPU": 1, "CPU": 2, "memory": bytes}); not keyed
+        self.resources = dict(resources or {})
 
     def to_json(self) -> dict:
         return {k: getattr(self, k) for k in _STAGE_FIELDS}
@@ -44,7 +46,7 @@ class Stage:
 
 
 class Pipeline:
-    def __init__(self, path, workspace, backend, build_dir, thresholds, stages, env_names, marks=None):
+    def __init__(self, path, workspace, backend, build_dir, thresholds, stages, env_names, marks=None, remote=None):
         self.path = path  # as given (for messages)
         self.workspace = workspace  # absolute
         self.backend = backend
@@ -53,6 +55,7 @@ class Pipeline:
         self.stages = stages  # name -> Stage, in file order, variants expanded
         self.env_names = env_names
         self.marks = marks
+        self.remote = remote  # the shared remote cache URL from the file (`remote:`), or None
 
     def to_json(self) -> dict:
         return {
@@ -62,6 +65,7 @@ class Pipeline:
             "build_dir": self.build_dir,
             "thresholds": self.thresholds,
             "env_names": self.env_names,
+            "remote": self.remote,
             "stages": {n: s.to_json() for n, s in self.stages.items()},
         }
 
@@ -75,6 +79,7 @@ class Pipeline:
             thresholds=data["thresholds"],
             stages={n: Stage(**s) for n, s in data["stages"].items()},
             env_names=data["env_names"],
+            remote=data.get("remote"),
         )
 
 

@@ -51,6 +51,7 @@ def load_pipeline(
         stages=stages,
         env_names=list(data.get("env") or []),
         marks=marks,
+        remote=data.get("remote"),
     )
     if pipeline.backend not in schema_mod.BACKENDS:
         raise UserError(f"unknown backend '{pipeline.backend}'; known: {', '.join(schema_mod.BACKENDS)}")
@@ -231,7 +232,9 @@ class _Resolver:
             env_used=env_used,
             line=marks.location(stage_path).line,
             always_changed=bool(raw.get("always_changed", False)),
+            resources=self._resources(fields.get("resources"), stage_path, name),
         )
+        fields.pop("resources", None)
         self._fill_io(stage, fields, kind, choice, stage_path)
         return stage
 
@@ -293,6 +296,16 @@ class _Resolver:
                 where = ("stages", stage.base, "params", pname)
                 stage.deps.append(self._rel(value, where, stage.name))
         stage.outs = [f"{self.build_dir}/{stage.name}"]
+
+    def _resources(self, raw, stage_path: tuple, name: str) -> dict:
+        from ascendpipe.config.resources import normalize
+
+        try:
+            return normalize(raw)
+        except UserError as err:
+            field = err.message.split(":", 1)[0]
+            where = stage_path + ("resources", field) if isinstance(raw, dict) and field in raw else stage_path + ("resources",)
+            raise UserError(f"resources.{err.message}", self.marks.location(where, stage=name)) from None
 
     def _stage_ref(self, value: str, origin: dict) -> str | None:
         if value in self.raw_stages:

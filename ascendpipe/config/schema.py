@@ -14,7 +14,20 @@ from ascendpipe.errors import UserError
 
 SCHEMA_ID = "https://ascendpipe.dev/schemas/pipeline.schema.json"
 
-RESERVED_STAGE_FIELDS = {"kind", "params", "matrix", "cmd", "deps", "outs", "metrics", "desc", "always_changed"}
+RESERVED_STAGE_FIELDS = {"kind", "params", "matrix", "cmd", "deps", "outs", "metrics", "desc", "always_changed", "resources"}
+
+RESOURCES_SCHEMA = {
+    "type": "object",
+    "description": "What a scale-out executor (--executor ray) reserves for the stage: NPU and CPU counts, memory "
+    "(bytes, or a string such as 4GB or 512MiB), and any custom Ray resource. Not part of the stage key.",
+    "properties": {
+        "NPU": {"type": "number", "minimum": 0},
+        "CPU": {"type": "number", "minimum": 0},
+        "GPU": {"type": "number", "minimum": 0},
+        "memory": {"type": ["integer", "string"], "minimum": 0},
+    },
+    "additionalProperties": {"type": "number", "minimum": 0},
+}
 
 BACKENDS = ("onnxruntime", "ascend")
 
@@ -37,6 +50,7 @@ def _stage_schema(kind_names: list[str]) -> dict:
             "outs": {"type": "array", "items": {"type": "string"}},
             "metrics": {"type": "string"},
             "always_changed": {"type": "boolean"},
+            "resources": RESOURCES_SCHEMA,
         },
     }
 
@@ -83,6 +97,7 @@ def pipeline_schema() -> dict:
             "env": {"type": "array", "items": {"type": "string", "pattern": "^[A-Za-z_][A-Za-z0-9_]*$"}},
             "thresholds": {"type": "object", "additionalProperties": {"type": "number"}},
             "build_dir": {"type": "string"},
+            "remote": {"type": "string", "minLength": 1, "description": "shared remote cache URL, e.g. s3://BUCKET/PREFIX"},
             "stages": {
                 "type": "object",
                 "minProperties": 1,

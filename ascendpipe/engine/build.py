@@ -14,12 +14,13 @@ VERSION = "0.1.0"
 
 
 class BuildOptions:
-    def __init__(self, targets=(), force=False, dry_run=False, jobs=1, overrides=(), backend=None, keep_going=False,
-                 use_run_cache=True, wait_for_lock=True, quiet=False, argv=(), run_command=None):
+    def __init__(self, targets=(), force=False, dry_run=False, jobs=None, overrides=(), backend=None, keep_going=False,
+                 use_run_cache=True, wait_for_lock=True, quiet=False, argv=(), run_command=None,
+                 executor="local", address=None, remote=None, use_remote=True, retries=2, restore_only=False):
         self.targets = list(targets)
         self.force = force
         self.dry_run = dry_run
-        self.jobs = jobs
+        self.jobs = jobs  # None: 1 on the local executor, as many as the cluster takes on Ray
         self.overrides = list(overrides)
         self.backend = backend
         self.keep_going = keep_going
@@ -28,6 +29,13 @@ class BuildOptions:
         self.quiet = quiet
         self.argv = list(argv)
         self.run_command = run_command  # injected subprocess runner for the ascend backend (tests)
+        # scale-out (docs/scale-out.md): where stages run, and the shared remote cache
+        self.executor = executor  # "local" (doit threads here) | "ray"
+        self.address = address  # Ray cluster address; None: the connected or a new local instance
+        self.remote = remote  # remote cache URL overriding the workspace's and the pipeline's
+        self.use_remote = use_remote
+        self.retries = retries  # Ray: reruns of a stage whose worker or node died
+        self.restore_only = restore_only  # `pull`: restore from the caches, run nothing
 
 
 def select(pipeline, graph, targets: list[str]) -> list[str]:
@@ -81,8 +89,9 @@ def build(path: str, options: BuildOptions, stream=None) -> dict:
         run_id = db.start_run(ws.rel_pipeline(pipeline.path), options.argv or sys.argv, pipeline.backend, VERSION)
         forced = set(order) if options.force else set()
         executor = StageExecutor(pipeline, ws, db, hasher, objects, run_id, forced=forced, use_run_cache=options.use_run_cache, run_command=options.run_command)
+        scale_out = _scale_out(executor, pipeline, ws, order, options)  # None unless a remote or Ray is in play
         try:
-            if not forced and _all_fresh(executor, order):
+            if not forced and not options.restore_only and _all_fresh(executor, order):
                 _record_noop(executor, order)
                 for name in order:
                     progress.finished(executor.outcomes[name])
@@ -100,7 +109,9 @@ def build(path: str, options: BuildOptions, stream=None) -> dict:
                     executor.record_skipped(name, because)
                     progress.finished(executor.outcomes[name])
 
-                run_stages(order, graph, execute, on_skip, jobs=options.jobs, keep_going=options.keep_going, dep_file=ws.doit_db)
+                # something is stale: only now reach the remote and start or join Ray (a no-op never does)
+                jobs = scale_out.start(options.jobs, order) if scale_out is not None else (options.jobs or 1)
+                run_stages(order, graph, execute, on_skip, jobs=jobs, keep_going=options.keep_going, dep_file=ws.doit_db)
                 for name in order:
                     if name not in executor.outcomes:
                         executor.outcomes[name] = Outcome(name, "skipped", error="not run: the build stopped at a failure (use --keep-going)")
@@ -109,6 +120,8 @@ def build(path: str, options: BuildOptions, stream=None) -> dict:
             hasher.flush()
             failed = any(o.state == "failed" for o in executor.outcomes.values())
             db.finish_run(run_id, "failed" if failed else "done")
+            if scale_out is not None:
+                scale_out.close()
     progress.summary({n: executor.outcomes[n] for n in order if n in executor.outcomes}, time.monotonic() - started, run_id)
     if not options.quiet:
         from ascendpipe.engine.progress import headline
@@ -119,6 +132,15 @@ def build(path: str, options: BuildOptions, stream=None) -> dict:
     record = run_record(db, run_id)
     db.close()
     return record
+
+
+def _scale_out(executor, pipeline, ws, order, options):
+    """Attach the remote cache and the Ray runner to the executor (engine/scale_out.py)."""
+    if options.executor == "local" and not options.use_remote and not options.restore_only:
+        return None  # (keeps a plain local build from importing anything more)
+    from ascendpipe.engine.scale_out import attach
+
+    return attach(executor, pipeline, ws, order, options)
 
 
 def _all_fresh(executor, order) -> bool:

@@ -47,7 +47,7 @@ class StageExecutor:
         self.use_run_cache = use_run_cache
         self.run_command = run_command
         self.pipeline_key = ws.rel_pipeline(pipeline.path)
-        self.state = db.all_state(self.pipeline_key)
+        self.state = db.all_state(self.pipeline_key) if db is not None else {}  # None: a worker that only runs
         self.outcomes: dict[str, Outcome] = {}
         self._lock = threading.Lock()
         self._seq = 0
@@ -55,6 +55,10 @@ class StageExecutor:
         self._produced = {o for st in pipeline.stages.values() for o in st.outs}
         self.on_start = None  # callback(name, reasons) when a stage starts running
         self.keys: dict[str, str] = {}  # stage -> key of its latest decision
+        # scale-out (engine/ray_executor.py, engine/remote_sync.py): a shared remote cache consulted
+        # after the local run-cache, and a runner that runs a stage elsewhere; None: here only
+        self.remote = None
+        self.runner = None
 
     def _made_by_a_stage(self, dep: str) -> bool:
         if dep in self._produced:
@@ -151,10 +155,13 @@ class StageExecutor:
         log = self.log_path(stage)
         if self.on_start is not None:
             self.on_start(stage.name, decision.reasons)
-        result = self._run(stage, log)
-        for out in stage.outs:
-            self.hasher.forget(out)
-        outputs = self._store_outputs(stage)
+        if self.runner is not None:  # another process or host runs it; outputs come back stored
+            result, outputs = self.runner.run_and_store(self, stage, log)
+        else:
+            result = self._run(stage, log)
+            for out in stage.outs:
+                self.hasher.forget(out)
+            outputs = self._store_outputs(stage)
         remedy = self._remedy_blobs(stage, result)
         duration = time.monotonic() - started
         self._record(stage, "ran", key, comps, outputs, result.metrics, remedy, result.info, decision.reasons, duration, log, state_update=True, cache=True)
@@ -162,6 +169,10 @@ class StageExecutor:
 
     def _try_restore(self, stage, key: str):
         entry = self.db.cache_get(key)
+        if entry is None and self.remote is not None:
+            from ascendpipe.engine.remote_sync import restore_from_remote
+
+            return restore_from_remote(self, stage, key)
         if entry is None or set(entry["outs"]) != set(stage.outs):
             return None, None
         try:

@@ -1,0 +1,283 @@
+"""The remote cache: the object store's layout (``objects/ab/cdef...``, folders as ``.dir``
+manifests) under a URL, plus the run-cache index as one JSON entry per stage key
+(``runs/ab/cdef....json``: outputs, metrics, remedy files, info).
+
+It speaks fsspec, so ``s3://bucket/prefix`` (through s3fs: AWS, MinIO, Huawei OBS), ``file://`` or a
+plain folder all work. Credentials and endpoints come only from the environment and the usual AWS
+config files (botocore's chain: ``AWS_ACCESS_KEY_ID``, ``AWS_PROFILE``, ``~/.aws/credentials``,
+``AWS_ENDPOINT_URL``...); nothing of them is stored in records or in the entries.
+
+Every object is written complete before its name exists (an S3 PUT is atomic; local files go
+through a temp name), files before the manifests naming them, and objects before the entry naming
+them, so a reader never meets an entry whose objects are still missing. Every download is hashed
+before use: a corrupted remote object is deleted from the remote and reported, never used.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+from ascendpipe.errors import UserError
+from ascendpipe.store.hashing import DIR_SUFFIX, hash_bytes, hash_file
+from ascendpipe.store.objects import CorruptObject
+
+ENTRY_FORMAT = "ascendpipe-remote-entry/1"
+# short timeouts and few retries: an unreachable remote must fail in seconds, not minutes
+_S3_CONFIG = {"connect_timeout": 5, "read_timeout": 60, "retries": {"max_attempts": 3, "mode": "standard"}}
+
+
+def object_path(digest: str) -> str:
+    return f"objects/{digest[:2]}/{digest[2:]}"
+
+
+def entry_path(key: str) -> str:
+    return f"runs/{key[:2]}/{key[2:]}.json"
+
+
+def split_url(url: str) -> tuple[str, str]:
+    """(protocol, root without protocol): ``s3://b/p/`` -> ('s3', 'b/p'); a plain path -> ('file', abs)."""
+    if "://" not in url:
+        return "file", os.path.abspath(url)
+    protocol, _, rest = url.partition("://")
+    protocol = protocol.lower()
+    rest = rest.rstrip("/")
+    if protocol == "file":
+        return "file", os.path.abspath(rest if rest.startswith("/") else "/" + rest)
+    if not rest:
+        raise UserError(f"remote '{url}' names no bucket; use {protocol}://BUCKET/PREFIX")
+    return protocol, rest
+
+
+class RemoteUnreachable(UserError):
+    pass
+
+
+class RemoteCache:
+    """One remote cache. ``fs`` may be handed in (tests); otherwise it is made from the URL."""
+
+    def __init__(self, url: str, fs=None):
+        self.url = url
+        self.protocol, self.root = split_url(url)
+        self._fs = fs
+
+    # -- plumbing ------------------------------------------------------------------------------
+    @property
+    def fs(self):
+        if self._fs is None:
+            self._fs = _filesystem(self.protocol, self.url)
+        return self._fs
+
+    def _path(self, rel: str) -> str:
+        return f"{self.root}/{rel}"
+
+    def _call(self, what: str, fn, *args, **kw):
+        """Run one remote operation; missing objects are ``FileNotFoundError``, anything that says
+        the remote cannot be used is one clear ``RemoteUnreachable`` line."""
+        try:
+            return fn(*args, **kw)
+        except FileNotFoundError:
+            raise
+        except (UserError, CorruptObject, TypeError, AttributeError, NameError):
+            raise  # ours, or a bug: not the remote's doing
+        except Exception as exc:  # botocore/aiohttp/OS errors: one line, no traceback
+            raise RemoteUnreachable(f"remote cache {self.url} unreachable while {what}: {_reason(exc)}", hint=_HINT) from None
+
+    def check(self) -> None:
+        """Fail now, with one line, if the remote cannot be listed (reachability and credentials)."""
+        def probe():
+            if self.protocol == "file":
+                os.makedirs(self.root, exist_ok=True)
+                return
+            bucket = self.root.split("/", 1)[0]
+            self.fs.ls(bucket, detail=False, refresh=True)
+
+        try:
+            self._call("connecting", probe)
+        except FileNotFoundError:
+            raise RemoteUnreachable(f"remote cache {self.url}: the bucket does not exist", hint=_HINT) from None
+
+    def exists(self, rel: str) -> bool:
+        return bool(self._call(f"checking {rel}", self.fs.exists, self._path(rel)))
+
+    def read_bytes(self, rel: str) -> bytes:
+        return self._call(f"reading {rel}", self.fs.cat_file, self._path(rel))
+
+    def write_bytes(self, rel: str, data: bytes) -> None:
+        path = self._path(rel)
+        if self.protocol == "file":
+            from ascendpipe.fsutil import write_bytes_atomic
+
+            self._call(f"writing {rel}", write_bytes_atomic, path, data)
+            return
+        self._call(f"writing {rel}", self.fs.pipe_file, path, data)
+
+    def upload(self, local: str, rel: str) -> None:
+        path = self._path(rel)
+        if self.protocol == "file":
+            from ascendpipe.store.objects import atomic_copy
+
+            self._call(f"writing {rel}", atomic_copy, local, path)
+            return
+        self._call(f"writing {rel}", self.fs.put_file, local, path)
+
+    def download(self, rel: str, local: str) -> None:
+        """Copy ``rel`` to ``local`` (a temp name the caller renames once the content is verified)."""
+        os.makedirs(os.path.dirname(local) or ".", exist_ok=True)
+        self._call(f"reading {rel}", self.fs.get_file, self._path(rel), local)
+
+    def delete(self, rel: str) -> None:
+        try:
+            self._call(f"deleting {rel}", self.fs.rm_file, self._path(rel))
+        except FileNotFoundError:
+            pass
+
+    # -- run-cache entries ---------------------------------------------------------------------
+    def get_entry(self, key: str) -> dict | None:
+        """The entry for a stage key, or None (absent, or unreadable: then it is rebuilt)."""
+        try:
+            data = self.read_bytes(entry_path(key))
+        except FileNotFoundError:
+            return None
+        try:
+            entry = json.loads(data)
+        except ValueError:
+            return None
+        if not isinstance(entry, dict) or entry.get("format") != ENTRY_FORMAT or entry.get("key") != key:
+            return None
+        if not isinstance(entry.get("outs"), dict):
+            return None
+        return entry
+
+    def put_entry(self, key: str, entry: dict) -> None:
+        body = {"format": ENTRY_FORMAT, "key": key, **{k: v for k, v in entry.items() if k not in ("format", "key")}}
+        self.write_bytes(entry_path(key), json.dumps(body, sort_keys=True, default=str).encode())
+
+    # -- objects -------------------------------------------------------------------------------
+    def push_object(self, objects, digest: str, known: set | None = None) -> int:
+        """Upload one object (and a folder's files) from a local ObjectStore unless the remote has it.
+        Each local object is verified first: a corrupted local object is never published.
+        Returns the number of objects uploaded."""
+        sent = 0
+        if digest.endswith(DIR_SUFFIX):
+            objects.verify(digest)
+            for e in objects.manifest(digest):
+                sent += self._push_one(objects, e["hash"], known)
+        sent += self._push_one(objects, digest, known)
+        return sent
+
+    def _push_one(self, objects, digest: str, known: set | None) -> int:
+        if known is not None and digest in known:
+            return 0
+        rel = object_path(digest)
+        if self.exists(rel):
+            if known is not None:
+                known.add(digest)
+            return 0
+        if not digest.endswith(DIR_SUFFIX):
+            objects.verify(digest)
+        self.upload(objects.path_of(digest), rel)
+        if known is not None:
+            known.add(digest)
+        return 1
+
+    def fetch_object(self, objects, digest: str) -> int:
+        """Download an object (a folder's manifest and files) into a local ObjectStore, each one
+        verified before it takes its name there. Raises ``FileNotFoundError`` when the remote lacks
+        one and ``CorruptObject`` when one does not hash to its name (it is deleted from the remote)."""
+        got = 0
+        if digest.endswith(DIR_SUFFIX):
+            got += self._fetch_one(objects, digest)
+            for e in objects.manifest(digest):
+                got += self._fetch_one(objects, e["hash"])
+        else:
+            got += self._fetch_one(objects, digest)
+        return got
+
+    def _fetch_one(self, objects, digest: str) -> int:
+        import tempfile
+
+        dst = objects.path_of(digest)
+        if os.path.exists(dst):
+            try:
+                objects.verify(digest) if not digest.endswith(DIR_SUFFIX) else _check_manifest(dst, digest)
+                return 0
+            except (FileNotFoundError, CorruptObject):
+                pass  # a bad local copy was dropped by verify: fetch it again
+        os.makedirs(os.path.dirname(dst), exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(dst), prefix=".tmp-")
+        os.close(fd)
+        try:
+            rel = object_path(digest)
+            self.download(rel, tmp)
+            found = _manifest_digest(tmp) if digest.endswith(DIR_SUFFIX) else hash_file(tmp)
+            if found != digest:
+                self.delete(rel)  # never hand a bad object to anyone again
+                raise CorruptObject(digest, found)
+            os.replace(tmp, dst)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+        return 1
+
+    def has_object(self, digest: str) -> bool:
+        return self.exists(object_path(digest))
+
+
+def _manifest_digest(path: str) -> str:
+    with open(path, "rb") as f:
+        return hash_bytes(f.read()) + DIR_SUFFIX
+
+
+def _check_manifest(path: str, digest: str) -> None:
+    found = _manifest_digest(path)
+    if found != digest:
+        os.unlink(path)
+        raise CorruptObject(digest, found)
+
+
+_HINT = "check the URL, AWS_ENDPOINT_URL and the AWS credentials in the environment or ~/.aws, or build with --no-remote"
+
+
+def _reason(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _filesystem(protocol: str, url: str):
+    try:
+        import fsspec
+    except ImportError:
+        raise UserError(f"remote cache {url} needs fsspec: pip install 'ascendpipe[remote]'") from None
+    if protocol == "file":
+        return fsspec.filesystem("file")
+    if protocol in ("s3", "s3a", "obs"):
+        try:
+            import s3fs  # noqa: F401
+        except ImportError:
+            raise UserError(f"remote cache {url} needs s3fs: pip install 'ascendpipe[remote]'") from None
+        # credentials, region and endpoint from botocore's usual chain (env, ~/.aws/config,
+        # ~/.aws/credentials); botocore's retries kept short so a dead endpoint fails fast
+        return fsspec.filesystem("s3", config_kwargs=dict(_S3_CONFIG), skip_instance_cache=True)
+    try:
+        return fsspec.filesystem(protocol)
+    except (ImportError, ValueError) as exc:
+        raise UserError(f"remote cache {url}: protocol '{protocol}' is not available ({exc})") from None
+
+
+def remote_url(cli_url: str | None, pipeline_remote: str | None, workspace_root: str) -> str | None:
+    """Which remote a command uses: ``--remote`` first, then the workspace's own
+    ``.ascendpipe/config.json`` (a local override, never committed), then the pipeline's ``remote:``."""
+    if cli_url:
+        return cli_url
+    config = os.path.join(workspace_root, ".ascendpipe", "config.json")
+    try:
+        with open(config) as f:
+            data = json.load(f)
+    except FileNotFoundError:
+        data = {}
+    except ValueError as exc:
+        raise UserError(f"{config} is not JSON ({exc}); fix it or remove it") from None
+    if isinstance(data, dict) and data.get("remote"):
+        return str(data["remote"])
+    return pipeline_remote or None

@@ -46,6 +46,7 @@ class RayRunner:
             kwargs = {"include_dashboard": False, "logging_level": "WARNING", "log_to_driver": False}
             try:
                 if address:
+                    _probe(address)
                     ray.init(address=address, **kwargs)
                 else:
                     # a private local instance; the raylet reaps what a killed worker's stage left running
@@ -122,7 +123,9 @@ class RayRunner:
             _write_log(self.ws.abs(log), reply["log_text"])
         if not reply["ok"]:
             raise StageFailed(stage.name, reply["error"], log)
-        result = StageResult(metrics=reply.get("metrics"), remedy_files=reply.get("remedy_files"), info=reply.get("info"))
+        # where it ran goes into the record (info), never into the outputs
+        info = {**(reply.get("info") or {}), "ray_worker": reply.get("worker")}
+        result = StageResult(metrics=reply.get("metrics"), remedy_files=reply.get("remedy_files"), info=info)
         if self.mode == "shared":
             for out in stage.outs:
                 executor.hasher.forget(out)
@@ -184,9 +187,24 @@ class RayRunner:
                 self._known.add(digest)
         except (FileNotFoundError, CorruptObject) as exc:
             raise StageFailed(stage.name, f"its outputs could not be fetched intact from the remote cache ({exc}); nothing recorded") from None
-        entry = {"outs": dict(outs), "metrics": result.metrics, "remedy": executor._remedy_blobs(stage, result), "info": result.info}
+        info = {k: v for k, v in result.info.items() if k != "ray_worker"}
+        entry = {"outs": dict(outs), "metrics": result.metrics, "remedy": executor._remedy_blobs(stage, result), "info": info}
         publish(self.remote, executor.objects, executor.keys[stage.name], stage.name, entry, self._known)
         return dict(outs)
+
+
+def _probe(address: str, timeout: float = 5.0) -> None:
+    """Fail in seconds when nothing listens at HOST:PORT (ray.init would retry for minutes)."""
+    import socket
+
+    target = address.split("://", 1)[-1]
+    host, sep, port = target.rpartition(":")
+    if not sep or not port.isdigit():
+        return  # 'auto' and the like: Ray resolves those itself
+    try:
+        socket.create_connection((host or "127.0.0.1", int(port)), timeout=timeout).close()
+    except OSError as exc:
+        raise ConnectionError(f"nothing answers at {host}:{port} ({exc.strerror or exc})") from None
 
 
 def _write_log(path: str, text: str) -> None:

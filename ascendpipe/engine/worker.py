@@ -35,13 +35,31 @@ def token_path(root: str, run_id: int) -> str:
 
 
 def run_job(job: dict) -> dict:
+    _wait_for_own_children()
     if job["mode"] == "shared":
         return _run_shared(job)
     return _run_remote(job)
 
 
+def _wait_for_own_children() -> None:
+    """Ray ignores SIGCHLD in workers when its raylet reaps the processes a dead worker left behind
+    (the subreaper option that makes a killed stage's commands die with it). With SIGCHLD ignored
+    the kernel reaps children itself and every command looks like it exited 0: take it back.
+    (Set unconditionally: Python's getsignal() does not see a disposition changed in C.)"""
+    import signal
+
+    try:
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    except ValueError:  # not the main thread: then the worker's runtime did not change it either
+        pass
+
+
+def _where() -> dict:
+    return {"host": socket.gethostname(), "pid": os.getpid()}
+
+
 def _reply_failed(message: str, log_text: str | None = None) -> dict:
-    return {"ok": False, "error": message, "log_text": log_text, "host": socket.gethostname()}
+    return {"ok": False, "error": message, "log_text": log_text, "worker": _where()}
 
 
 def _run_shared(job: dict) -> dict:
@@ -60,7 +78,7 @@ def _run_shared(job: dict) -> dict:
     if not ok:
         return _reply_failed(error)
     return {"ok": True, "metrics": result.metrics, "info": result.info, "remedy_files": _str_paths(result.remedy_files),
-            "host": socket.gethostname()}
+            "worker": _where()}
 
 
 def _run_remote(job: dict) -> dict:
@@ -108,7 +126,7 @@ def _run_remote(job: dict) -> dict:
         except UserError as exc:
             return _reply_failed(str(exc), log_text)
         return {"ok": True, "outs": outs, "metrics": result.metrics, "info": result.info,
-                "remedy_files": _str_paths(result.remedy_files), "log_text": log_text, "host": socket.gethostname()}
+                "remedy_files": _str_paths(result.remedy_files), "log_text": log_text, "worker": _where()}
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 

@@ -9,6 +9,7 @@ import itertools
 import os
 from pathlib import Path
 
+from ascendpipe.backends import registry as backends
 from ascendpipe.config import schema as schema_mod
 from ascendpipe.config.model import DEFAULT_BUILD_DIR, Pipeline, Stage, find_workspace
 from ascendpipe.config.template import AllowedEnv, RecordingParams, render_tree
@@ -45,7 +46,7 @@ def load_pipeline(
     pipeline = Pipeline(
         path=display,
         workspace=str(workspace),
-        backend=backend or data.get("backend", "onnxruntime"),
+        backend=backend or data.get("backend", backends.DEFAULT),
         build_dir=data.get("build_dir", DEFAULT_BUILD_DIR),
         thresholds=dict(data.get("thresholds") or {}),
         stages=stages,
@@ -53,8 +54,8 @@ def load_pipeline(
         marks=marks,
         remote=data.get("remote"),
     )
-    if pipeline.backend not in schema_mod.BACKENDS:
-        raise UserError(f"unknown backend '{pipeline.backend}'; known: {', '.join(schema_mod.BACKENDS)}")
+    if pipeline.backend not in backends.names():
+        raise UserError(f"unknown backend '{pipeline.backend}'; known: {', '.join(backends.names())}")
     from ascendpipe.graph.dag import check_graph
 
     check_graph(pipeline)

@@ -29,8 +29,6 @@ RESOURCES_SCHEMA = {
     "additionalProperties": {"type": "number", "minimum": 0},
 }
 
-BACKENDS = ("onnxruntime", "ascend")
-
 
 def _stage_schema(kind_names: list[str]) -> dict:
     return {
@@ -56,6 +54,7 @@ def _stage_schema(kind_names: list[str]) -> dict:
 
 
 def pipeline_schema() -> dict:
+    from ascendpipe.backends import registry as backends
     from ascendpipe.stages.registry import get_kind, kind_names
 
     names = kind_names()
@@ -92,7 +91,7 @@ def pipeline_schema() -> dict:
         "required": ["stages"],
         "additionalProperties": False,
         "properties": {
-            "backend": {"enum": list(BACKENDS)},
+            "backend": {"enum": backends.names()},
             "params": {"type": "object"},
             "env": {"type": "array", "items": {"type": "string", "pattern": "^[A-Za-z_][A-Za-z0-9_]*$"}},
             "thresholds": {"type": "object", "additionalProperties": {"type": "number"}},

@@ -45,7 +45,7 @@ def build(path: str, stages=(), *, force=False, dry_run=False, jobs=None, set=()
 
 def push(path: str, stages=(), *, remote=None, set=(), backend=None, stream=None) -> dict:
     """Upload what the selected stages last built to the remote cache."""
-    from ascendpipe.engine.remote_sync import push as _push
+    from ascendpipe.engine.push import push as _push
 
     return _push(str(path), list(stages), url=remote, overrides=list(set), backend=backend, stream=stream or io.StringIO())
 

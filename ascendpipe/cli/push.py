@@ -17,7 +17,7 @@ def main(args) -> int:
     import io
     import sys
 
-    from ascendpipe.engine.remote_sync import push
+    from ascendpipe.engine.push import push
 
     result = push(args.pipeline, args.stages, url=args.remote, overrides=args.overrides, backend=args.backend,
                   stream=io.StringIO() if args.json else sys.stdout)

@@ -4,13 +4,11 @@
   looked up in the remote: its objects are fetched into ``cache/`` (each one hashed on arrival), then
   restored exactly as from the local run-cache. A missing or corrupted remote object means the stage
   runs (and the corrupted object is deleted from the remote so the rebuild replaces it).
-- ``push`` uploads the recorded outputs of the selected stages (verified locally first) and then
-  their entries. ``pull`` is a build that only restores: what neither cache holds is reported.
+- ``pull`` is a build that only restores (``RestoreOnly``): what neither cache holds is reported.
+  ``push`` (engine/push.py) uploads what was built, through ``publish``.
 """
 
 from __future__ import annotations
-
-import sys
 
 from ascendpipe.store.objects import CorruptObject
 
@@ -72,49 +70,6 @@ def publish(remote, objects, key: str, stage_name: str, entry: dict, known: set 
         sent += remote.push_object(objects, digest, known)
     remote.put_entry(key, {"stage": stage_name, **entry})
     return sent
-
-
-def push(path: str, targets=(), *, url: str | None = None, overrides=(), backend=None, stream=None) -> dict:
-    """Upload what the selected stages last built. Returns counts per stage."""
-    from ascendpipe.engine.build import open_stores, select
-    from ascendpipe.engine.plan import resolve
-    from ascendpipe.errors import UserError
-    from ascendpipe.graph.dag import edges
-    from ascendpipe.store.remote import remote_url
-
-    stream = stream or sys.stdout
-    pipeline = resolve(path, list(overrides), backend)
-    order = select(pipeline, edges(pipeline), list(targets))
-    ws, db, hasher, objects = open_stores(pipeline)
-    try:
-        chosen = remote_url(url, getattr(pipeline, "remote", None), ws.root)
-        if not chosen:
-            raise UserError("no remote cache: set `remote: s3://BUCKET/PREFIX` in the pipeline, or pass --remote URL")
-        remote = open_remote(chosen)
-        state = db.all_state(ws.rel_pipeline(pipeline.path))
-        result = {"remote": chosen, "stages": {}, "objects_uploaded": 0}
-        known: set[str] = set()
-        for name in order:
-            st = state.get(name)
-            if st is None:
-                result["stages"][name] = {"state": "never built"}
-                stream.write(f"  skipped  {name}: never built\n")
-                continue
-            try:
-                sent = publish(remote, objects, st["key"], name, entry_for(db, st["key"], st), known)
-            except (FileNotFoundError, CorruptObject) as exc:
-                why = "missing from cache/" if isinstance(exc, FileNotFoundError) else str(exc)
-                result["stages"][name] = {"state": "not pushed", "reason": why}
-                stream.write(f"  skipped  {name}: {why}; build it again to push it\n")
-                continue
-            result["objects_uploaded"] += sent
-            result["stages"][name] = {"state": "pushed", "key": st["key"], "objects_uploaded": sent}
-            stream.write(f"  pushed   {name} ({sent} new objects)\n")
-        pushed = sum(1 for s in result["stages"].values() if s["state"] == "pushed")
-        stream.write(f"{pushed} of {len(order)} stages pushed to {chosen} ({result['objects_uploaded']} objects uploaded)\n")
-        return result
-    finally:
-        db.close()
 
 
 class RestoreOnly:

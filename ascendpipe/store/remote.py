@@ -90,7 +90,10 @@ class RemoteCache:
                 os.makedirs(self.root, exist_ok=True)
                 return
             bucket = self.root.split("/", 1)[0]
-            self.fs.ls(bucket, detail=False, refresh=True)
+            if self.protocol in ("s3", "s3a", "obs"):
+                self.fs.call_s3("head_bucket", Bucket=bucket)  # one request, whatever the bucket holds
+            else:
+                self.fs.ls(bucket, detail=False)
 
         try:
             self._call("connecting", probe)

@@ -248,3 +248,19 @@ def test_an_unreachable_cluster_is_one_clear_line(make_ws, address):
                           cwd=ws.root, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert proc.stderr.strip().splitlines()[-1].startswith(f"ascendpipe: error: cannot start or reach the Ray cluster at {address}")
+
+
+def test_built_in_kinds_run_on_workers_from_a_folder_remote(make_ws, ray_local, tmp_path):
+    local = _matrix_ws(make_ws, "local")
+    run = local.build(stages=["convert@force_fp16-high_performance", "convert@force_fp32-high_performance"])
+    on_ray = local.clone("ray")
+    (on_ray.root / ".ascendpipe/config.json").write_text('{"remote": "%s"}' % (tmp_path / "folder-remote"))
+    run_ray = on_ray.build(stages=["convert@force_fp16-high_performance", "convert@force_fp32-high_performance"], executor="ray")
+    assert set(states(run_ray).values()) == {"ran"}
+    # the same bytes, except convert.json, which names the model by its absolute path (the clone's
+    # own, on the driver; the worker's scratch folder, on a worker)
+    ours = {k: v for k, v in on_ray.files().items() if not k.endswith("convert.json")}
+    theirs = {k: v for k, v in local.files().items() if not k.endswith("convert.json")}
+    assert ours == theirs and len(ours) >= 6
+    assert run_ray["stages"]["convert@force_fp32-high_performance"]["metrics"] == run["stages"]["convert@force_fp32-high_performance"]["metrics"]
+    assert (tmp_path / "folder-remote/runs").is_dir()

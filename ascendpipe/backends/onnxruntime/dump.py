@@ -29,12 +29,13 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
+from ascendpipe.contract import DUMP_FORMAT, DUMP_INDEX, DUMP_TENSORS_DIR
 from ascendpipe.errors import Location, UserError
 from ascendpipe.inputs import check_array, save_npy_atomic, write_json_atomic
 
-INDEX_FILE = "index.json"
-TENSORS_DIR = "tensors"
-FORMAT = "ascendpipe-dump/1"
+INDEX_FILE = DUMP_INDEX
+TENSORS_DIR = DUMP_TENSORS_DIR
+FORMAT = DUMP_FORMAT
 EMULATION_KEY = "ascendpipe.emulation"
 EMU_PREFIX = "ascendpipe_emu/"
 DEFAULT_MEMORY_BUDGET = 1 << 30  # bytes of marked outputs held at once

@@ -80,14 +80,9 @@ def atc_settings(ctx, settings, model: Path, out_dir: Path) -> atc.AtcSettings:
         raise UserError("soc_version is required on the ascend backend (e.g. soc_version: Ascend310P3)",
                         Location(stage=ctx.name, field="soc_version"))
     files = settings.remedy_files()
-    option = {"keep_dtype": "keep_dtype", "fusion_switch": "fusion_switch_file", "aipp": "insert_op_conf",
-              "modify_mixlist": "modify_mixlist"}
-    paths = {option[name]: out_dir / REMEDY_NAMES[name] for name in files}
+    paths = {name: out_dir / REMEDY_NAMES[name] for name in files}
     extra = {k: ctx.params[k] for k in ASCEND_ONLY if ctx.params.get(k) not in (None, "", [])}
-    return atc.AtcSettings(model=model, output=out_dir / MODEL_STEM, soc_version=soc,
-                           input_shape=settings.input_shape or None, input_format=settings.input_format,
-                           precision_mode=settings.precision_mode, precision_mode_v2=settings.precision_mode_v2,
-                           **paths, **extra)
+    return atc.from_convert_settings(settings, model, out_dir / MODEL_STEM, paths, soc_version=soc, **extra)
 
 
 def convert_plan(ctx, tk: Toolkit, strict: bool, out_dir: Path) -> Plan:

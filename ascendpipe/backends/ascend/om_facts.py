@@ -18,16 +18,10 @@ def onnx_facts(model: Path) -> dict[str, Any]:
     """Input specs, output names and each node's outputs from the ONNX (for infer and the op mapping)."""
     import onnx
 
+    from ascendpipe.onnxgraph import graph_input_specs
+
     m = onnx.load(str(model), load_external_data=False)
-    inits = {i.name for i in m.graph.initializer}
-    elem = {1: "float32", 10: "float16", 11: "float64", 2: "uint8", 3: "int8", 6: "int32", 7: "int64", 9: "bool"}
-    inputs = []
-    for value in m.graph.input:
-        if value.name in inits:
-            continue
-        t = value.type.tensor_type
-        dims = [d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in t.shape.dim]
-        inputs.append({"name": value.name, "shape": dims, "dtype": elem.get(t.elem_type, "float32")})
+    inputs = [{"name": s.name, "shape": list(s.shape), "dtype": s.dtype} for s in graph_input_specs(m.graph)]
     nodes = {n.name: (list(n.input), list(n.output)) for n in m.graph.node if n.name}
     return {"inputs": inputs, "outputs": [o.name for o in m.graph.output], "node_io": nodes}
 

@@ -118,9 +118,9 @@ class RemoteCache:
     def upload(self, local: str, rel: str) -> None:
         path = self._path(rel)
         if self.protocol == "file":
-            from ascendpipe.store.objects import atomic_copy
+            from ascendpipe.fsutil import copy_atomic
 
-            self._call(f"writing {rel}", atomic_copy, local, path)
+            self._call(f"writing {rel}", copy_atomic, local, path)
             return
         self._call(f"writing {rel}", self.fs.put_file, local, path)
 
@@ -198,7 +198,7 @@ class RemoteCache:
         return got
 
     def _fetch_one(self, objects, digest: str) -> int:
-        import tempfile
+        from ascendpipe.fsutil import atomic_path
 
         dst = objects.path_of(digest)
         if os.path.exists(dst):
@@ -207,20 +207,13 @@ class RemoteCache:
                 return 0
             except (FileNotFoundError, CorruptObject):
                 pass  # a bad local copy was dropped by verify: fetch it again
-        os.makedirs(os.path.dirname(dst), exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(dst), prefix=".tmp-")
-        os.close(fd)
-        try:
-            rel = object_path(digest)
+        rel = object_path(digest)
+        with atomic_path(dst) as tmp:  # the object takes its name only once it hashes right
             self.download(rel, tmp)
             found = _manifest_digest(tmp) if digest.endswith(DIR_SUFFIX) else hash_file(tmp)
             if found != digest:
                 self.delete(rel)  # never hand a bad object to anyone again
                 raise CorruptObject(digest, found)
-            os.replace(tmp, dst)
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
         return 1
 
     def has_object(self, digest: str) -> bool:

@@ -153,7 +153,7 @@ class StageExecutor:
             if restored is not None:
                 duration = time.monotonic() - started
                 self._record(stage, "restored", key, comps, restored["outs"], restored["metrics"], restored["remedy"], restored["info"], decision.reasons, duration, None, state_update=True, cache=False)
-                return Outcome(stage.name, "restored", decision.reasons, duration, restored["metrics"], restored["outs"])
+                return Outcome(stage.name, "restored", decision.reasons, duration, restored["metrics"], restored["outs"], note=restored.get("note"))
         log = self.log_path(stage)
         if self.on_start is not None:
             self.on_start(stage.name, decision.reasons)

@@ -38,7 +38,7 @@ class Progress:
         label = {"ran": "ran", "restored": "restored", "fresh": "fresh", "failed": "FAILED", "skipped": "skipped"}[outcome.state]
         elapsed = f"{outcome.duration:7.2f}s" if outcome.state in ("ran", "restored", "failed") else " " * 8
         extra = ""
-        if outcome.state == "restored":
+        if outcome.state == "restored" and not outcome.note:
             extra = "  from the run-cache"
         elif outcome.state in ("failed", "skipped") and outcome.error:
             extra = f"  {outcome.error}"

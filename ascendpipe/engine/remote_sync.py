@@ -45,6 +45,7 @@ def restore_from_remote(executor, stage, key: str):
         "metrics": dict(entry.get("metrics") or {}),
         "remedy": list(entry.get("remedy") or []),  # with their content: a fresh clone records them whole
         "info": dict(entry.get("info") or {}),
+        "note": "from the remote cache",
     }, None
 
 

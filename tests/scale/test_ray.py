@@ -227,7 +227,7 @@ def test_stage_resources_reach_ray(make_ws, ray_local):
     assert (ws.root / "data/cpus.txt").read_text() == "2"
 
 
-def test_shared_mode_refuses_a_worker_that_cannot_see_the_workspace(make_ws, ray_local):
+def test_shared_mode_refuses_a_worker_that_cannot_see_the_workspace(make_ws):
     from ascendpipe.engine.worker import run_job
 
     reply = run_job({"mode": "shared", "root": str(make_ws("elsewhere").root), "run_id": 1, "token": "abc"})

@@ -136,8 +136,10 @@ def build(path: str, options: BuildOptions, stream=None) -> dict:
 
 def _scale_out(executor, pipeline, ws, order, options):
     """Attach the remote cache and the Ray runner to the executor (engine/scale_out.py)."""
-    if options.executor == "local" and not options.use_remote and not options.restore_only:
-        return None  # (keeps a plain local build from importing anything more)
+    if options.executor == "local" and not options.restore_only:
+        no_remote_named = not (options.remote or getattr(pipeline, "remote", None) or os.path.exists(os.path.join(ws.state_dir, "config.json")))
+        if not options.use_remote or no_remote_named:
+            return None  # a plain local build: nothing to attach, nothing more to import
     from ascendpipe.engine.scale_out import attach
 
     return attach(executor, pipeline, ws, order, options)

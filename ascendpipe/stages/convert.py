@@ -34,6 +34,8 @@ class ConvertKind(StageKind):
             "input_format": {"enum": ["NCHW", "NHWC", "ND", "NCDHW", "NDHWC"]},
             "soc_version": {"type": "string"},
             "tune_bank": {"type": "string"},
+            # fp16 overflow: inf/NaN (IEEE) or saturation to +-65504; default: the SoC's (docs/emulation.md)
+            "overflow_mode": {"enum": ["inf_nan", "saturation"]},
             # ATC options without an emulation counterpart: passed to atc, recorded on onnxruntime
             "op_select_implmode": {"enum": ["high_performance", "high_precision", "high_precision_for_all",
                                             "high_performance_for_all"]},

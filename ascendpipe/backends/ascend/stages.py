@@ -134,6 +134,8 @@ def _atc_settings(ctx, settings, model: Path, out_dir: Path) -> atc.AtcSettings:
     option = {"keep_dtype": "keep_dtype", "fusion_switch": "fusion_switch_file", "aipp": "insert_op_conf",
               "modify_mixlist": "modify_mixlist"}
     paths = {option[name]: out_dir / REMEDY_NAMES[name] for name in files}
+    if getattr(settings, "fusion_switch_source", None):  # the user's file goes to atc as it is
+        paths["fusion_switch_file"] = Path(settings.fusion_switch_source[0])
     extra = {k: ctx.params[k] for k in ASCEND_ONLY if ctx.params.get(k) not in (None, "", [])}
     return atc.AtcSettings(model=model, output=out_dir / OM_NAME, soc_version=soc,
                            input_shape=settings.input_shape or None, input_format=settings.input_format,

@@ -311,6 +311,8 @@ def guess(original_types: list[str]) -> list[str]:
     names = []
     for entry in CATALOGUE:
         need = [s.types for s in entry.chain if s.lo > 0]
-        if all(types & t for t in need) and types <= set().union(*(s.types for s in entry.chain)):
+        if all(types & t for t in need) and len(types & set().union(*(s.types for s in entry.chain))) >= 2:
             names.append(entry.name)
+    if "AutomaticUbFusion" in names and "TbeConv3dElemwisePass" in names:  # rank unknown: the 2-D one
+        names.remove("TbeConv3dElemwisePass")
     return names

@@ -63,6 +63,16 @@ def _ranks(model) -> dict[str, int]:
     return ranks
 
 
+def _consts(graph) -> dict[str, tuple[int, ...]]:
+    """Constant tensors (initializers and Constant nodes' outputs) -> shape."""
+    consts = {i.name: tuple(i.dims) for i in graph.initializer}
+    for node in graph.node:
+        if node.op_type == "Constant" and node.output:
+            value = next((a.t for a in node.attribute if a.name == "value"), None)
+            consts[node.output[0]] = tuple(value.dims) if value is not None else ()
+    return consts
+
+
 def _nodes(graph) -> list:
     return [atc_passes.Node(n.name, n.op_type, tuple(n.input), tuple(n.output)) for n in graph.node]
 
@@ -72,7 +82,7 @@ def apply(model, switches: dict[str, str], soc_version: str | None = None) -> Fu
     check_rules(switches)
     graph = model.graph
     plan = FusionPlan()
-    consts = {i.name: tuple(i.dims) for i in graph.initializer}
+    consts = _consts(graph)
     outputs = {o.name for o in graph.output}
     ranks = _ranks(model)
     folds = atc_passes.match(_nodes(graph), consts, outputs, switches, soc_version, ranks, effect=atc_passes.FOLD)
@@ -82,7 +92,7 @@ def apply(model, switches: dict[str, str], soc_version: str | None = None) -> Fu
         plan.originals[anchor] = sorted(set(plan.originals.get(anchor, [anchor])) | set(group.members))
         plan.rules[anchor] = group.pass_name
         plan.applied[group.pass_name] = plan.applied.get(group.pass_name, 0) + 1
-    consts = {i.name: tuple(i.dims) for i in graph.initializer}
+    consts = _consts(graph)
     ubs = atc_passes.match(_nodes(graph), consts, outputs, switches, soc_version, ranks, effect=atc_passes.UB_FP16)
     for group in ubs:
         plan.applied[group.pass_name] = plan.applied.get(group.pass_name, 0) + 1
@@ -109,6 +119,7 @@ def _fold(graph, group) -> None:
 
     by_name = {n.name: n for n in graph.node}
     inits = {i.name: i for i in graph.initializer}
+    inits.update({n.output[0]: a.t for n in graph.node if n.op_type == "Constant" for a in n.attribute if a.name == "value"})
     anchor, rest = by_name[group.members[0]], [by_name[m] for m in group.members[1:]]
     arr = lambda name: numpy_helper.to_array(inits[name]).astype(np.float64)
 

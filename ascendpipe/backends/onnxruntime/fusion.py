@@ -63,6 +63,15 @@ def _ranks(model) -> dict[str, int]:
     return ranks
 
 
+def _subgraph_reads(graph) -> set[str]:
+    reads = set()
+    for node in graph.node:
+        for attr in node.attribute:
+            for sub in (attr.g, *attr.graphs) if (attr.g.node or attr.graphs) else ():
+                reads |= {t for n in sub.node for t in n.input} | _subgraph_reads(sub)
+    return reads
+
+
 def _consts(graph) -> dict[str, tuple[int, ...]]:
     """Constant tensors (initializers and Constant nodes' outputs) -> shape."""
     consts = {i.name: tuple(i.dims) for i in graph.initializer}
@@ -92,6 +101,12 @@ def apply(model, switches: dict[str, str], soc_version: str | None = None) -> Fu
         plan.originals[anchor] = sorted(set(plan.originals.get(anchor, [anchor])) | set(group.members))
         plan.rules[anchor] = group.pass_name
         plan.applied[group.pass_name] = plan.applied.get(group.pass_name, 0) + 1
+    if folds:  # the folded BN parameters and the unfolded weights: nothing reads them any more
+        used = {t for n in graph.node for t in n.input} | {o.name for o in graph.output}
+        used |= _subgraph_reads(graph)
+        keep = [i for i in graph.initializer if i.name in used]
+        del graph.initializer[:]
+        graph.initializer.extend(keep)
     consts = _consts(graph)
     ubs = atc_passes.match(_nodes(graph), consts, outputs, switches, soc_version, ranks, effect=atc_passes.UB_FP16)
     for group in ubs:

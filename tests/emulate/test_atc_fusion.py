@@ -180,3 +180,56 @@ def test_catalogue_entries_cite_their_page_and_section():
         {"TbeReduceElemwiseFusionPass": "off", "ConvBatchnormFusionPass": "off"}))
     assert text == {"Switch": {"GraphFusion": {"ConvBatchnormFusionPass": "off"},
                                "UBFusion": {"TbeReduceElemwiseFusionPass": "off"}}}
+
+
+def _conv_bn_model(path):
+    rng = np.random.default_rng(1)
+    inits = [numpy_helper.from_array(rng.standard_normal((4, 2, 3, 3)).astype(np.float32), "w"),
+             numpy_helper.from_array(np.array([3000.0, 0.5, 2.0, 1.0], np.float32), "scale"),
+             numpy_helper.from_array(rng.standard_normal(4).astype(np.float32), "beta"),
+             numpy_helper.from_array(rng.standard_normal(4).astype(np.float32), "mean"),
+             numpy_helper.from_array(np.array([1e-4, 1.0, 2.0, 0.5], np.float32), "var")]
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+             helper.make_node("BatchNormalization", ["c", "scale", "beta", "mean", "var"], ["y"], name="bn")]
+    graph = helper.make_graph(nodes, "cbn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 5, 5])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 5, 5])], initializer=inits)
+    return _save(graph, path)
+
+
+def test_conv_bn_folds_in_fp32_then_reads_the_folded_weights_in_fp16(tmp_path, convert):
+    from tests.emulate.conftest import r16
+
+    model = _conv_bn_model(tmp_path / "m.onnx")
+    result = convert(model)
+    emu = onnx.load(str(result.model_path))
+    assert [n.op_type for n in emu.graph.node if not n.name.startswith("ascendpipe_emu")] == ["Conv"]
+    weights = {i.name: numpy_helper.to_array(i) for i in emu.graph.initializer}
+    w = numpy_helper.to_array(onnx.load(str(model)).graph.initializer[0]).astype(np.float64)
+    factor = np.array([3000.0, 0.5, 2.0, 1.0]) / np.sqrt(np.array([1e-4, 1.0, 2.0, 0.5]) + 1e-5)
+    folded = weights["ascendpipe_emu/fold/conv/W"]
+    np.testing.assert_array_equal(folded, r16((w * factor.reshape(-1, 1, 1, 1)).astype(np.float32)))
+    assert np.isinf(folded[0]).any()  # 3000 / sqrt(1.1e-4) scales weights past 65504: the device folds, then overflows
+    off = convert(model, fusion_switch={"ConvBatchnormFusionPass": "off"})
+    assert "bn" in off.plan and json.loads((off.out_dir / "fused_map.json").read_text())["rules"] == {}
+
+
+def _matmul_bias_model(path):
+    rng = np.random.default_rng(2)
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["mm"], name="mm"),
+             helper.make_node("Add", ["mm", "b"], ["y"], name="bias")]
+    graph = helper.make_graph(nodes, "mmb", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])],
+                              initializer=[numpy_helper.from_array(rng.standard_normal((8, 3)).astype(np.float32), "w"),
+                                           numpy_helper.from_array(np.array([0.1, 0.2, 0.3], np.float32), "b")])
+    return _save(graph, path)
+
+
+def test_matmul_bias_fuses_only_on_the_socs_the_reference_lists(tmp_path, convert):
+    model = _matmul_bias_model(tmp_path / "m.onnx")
+    a2 = convert(model, soc_version="Ascend910B2")
+    assert json.loads((a2.out_dir / "fused_map.json").read_text())["rules"] == {"mm": "MatMulBiasAddFusionPass"}
+    assert a2.plan["mm"].reason and "bias" not in a2.plan
+    other = convert(model, soc_version="Ascend310P3")
+    assert {"mm", "bias"} <= set(other.plan)  # not listed for Atlas inference products: the rounding stays
+    feeds = {"x": np.random.default_rng(3).standard_normal((2, 8)).astype(np.float32)}
+    np.testing.assert_allclose(run(a2.model_path, feeds)[0], run(model, feeds)[0], rtol=2e-2, atol=2e-2)

@@ -184,7 +184,7 @@ class Group:
     outputs: list[str]  # the last member's outputs
 
 
-def _extra_ok(node: Node, chain_input: str, rule: str, consts: dict, shapes: dict) -> bool:
+def _extra_ok(node: Node, chain_input: str, rule: str, consts: dict) -> bool:
     others = [t for t in node.inputs if t and t != chain_input]
     if rule == "any":
         return True
@@ -287,7 +287,7 @@ def _walk(chain, step_index, start, consumers, consts, graph_outputs, taken) -> 
             for s, c in options:
                 if count < chain[step].lo and s != step:
                     continue
-                if candidate.op_type in chain[s].types and _extra_ok(candidate, out[0], chain[s].extra, consts, {}):
+                if candidate.op_type in chain[s].types and _extra_ok(candidate, out[0], chain[s].extra, consts):
                     found.append(candidate)
                     current, step, count, advanced = candidate, s, c, True
                     break

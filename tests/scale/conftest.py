@@ -143,13 +143,14 @@ def bucket(s3_server):
 
 @pytest.fixture(scope="session")
 def ray_local(s3_server, tmp_path_factory):
-    """A small local Ray instance (4 logical CPUs, 100 MB object store, no dashboard).
+    """A small local Ray instance (4 logical CPUs, 2 NPUs, 100 MB object store, no dashboard).
 
     Started after the S3 environment so its workers inherit it."""
     ray = pytest.importorskip("ray", reason="Ray executor tests need ray (pip install 'ascendpipe[ray]')")
     os.environ["ASCENDPIPE_WORKER_CACHE"] = str(tmp_path_factory.mktemp("worker-cache"))
     ray.init(
-        address="local", num_cpus=4, object_store_memory=100 * 1024 * 1024, include_dashboard=False,
+        # two NPUs declared as a node with two Ascend devices would report them (none are used)
+        address="local", num_cpus=4, resources={"NPU": 2}, object_store_memory=100 * 1024 * 1024, include_dashboard=False,
         logging_level="WARNING", log_to_driver=False,
         _system_config={"kill_child_processes_on_worker_exit_with_raylet_subreaper": True},
     )

@@ -203,12 +203,39 @@ def test_resources_the_cluster_cannot_give_fail_the_stage_clearly(make_ws, ray_l
             cmd: python3 step.py COUNTER data/x.txt
             deps: [step.py]
             outs: [data/x.txt]
-            resources: {NPU: 1, CPU: 1, memory: 64MB}
+            resources: {NPU: 4, CPU: 1, memory: 64MB}
+          profile:
+            kind: run
+            cmd: python3 step.py COUNTER data/y.txt
+            deps: [step.py]
+            outs: [data/y.txt]
+            resources: {fast_disk: 1}
         """)
-    run = ws.build(executor="ray")
-    assert states(run) == {"tune": "failed"}
-    assert run["stages"]["tune"]["error"] == "needs NPU: 1 but the Ray cluster has none in all"
+    run = ws.build(executor="ray", keep_going=True)
+    assert states(run) == {"tune": "failed", "profile": "failed"}
+    assert run["stages"]["tune"]["error"] == "needs NPU: 4 but the Ray cluster has 2 in all"
+    assert run["stages"]["profile"]["error"] == "needs fast_disk: 1 but the Ray cluster has none in all"
     assert ws.ran() == []
+
+
+def test_one_npu_per_stage_sets_its_visible_device(make_ws, ray_local):
+    ws = make_ws("ws")
+    ws.pipeline("""\
+        stages:
+          infer:
+            kind: run
+            cmd: echo "$ASCEND_RT_VISIBLE_DEVICES" > data/device-{{ params.i }}.txt
+            outs: ["data/device-{{ params.i }}.txt"]
+            matrix:
+              i: [0, 1, 2, 3]
+            resources: {NPU: 1}
+        """)
+    (ws.root / "data").mkdir()
+    run = ws.build(executor="ray")
+    assert set(states(run).values()) == {"ran"}
+    devices = [(ws.root / f"data/device-{i}.txt").read_text().strip() for i in range(4)]
+    # Ray's accelerator support hands each task one of the node's two NPUs, by its own id
+    assert set(devices) <= {"0", "1"} and all(devices), devices
 
 
 def test_stage_resources_reach_ray(make_ws, ray_local):

@@ -106,9 +106,13 @@ class RayRunner:
 
         job = self._job(executor, stage, log)
         opts = self.task_options(stage)
-        ref = self._task.options(**opts).remote(job)
         try:
-            reply = ray.get(ref)
+            reply = ray.get(self._task.options(**opts).remote(job))
+            if reply.get("corrupt_input"):
+                # the worker found (and deleted) a corrupted input in the remote: upload ours, once more
+                self._known.discard(reply["corrupt_input"])
+                self._publish_deps(executor, job["deps"])
+                reply = ray.get(self._task.options(**opts).remote(job))
         except ray.exceptions.RayTaskError as exc:  # a bug in ascendpipe's worker code: keep the trace
             _write_log(self.ws.abs(log), str(exc))
             raise StageFailed(stage.name, f"the Ray task raised {type(exc.cause).__name__ if exc.cause else 'an error'}", log) from None

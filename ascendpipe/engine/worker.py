@@ -102,8 +102,10 @@ def _run_remote(job: dict) -> dict:
                 objects.restore(digest, os.path.join(scratch, rel))
         except FileNotFoundError as exc:
             return _reply_failed(f"input object {str(exc)[:12]} is missing from the remote cache {job['remote']}")
-        except CorruptObject as exc:
-            return _reply_failed(f"an input in the remote cache is corrupted ({exc}); build its stage again")
+        except CorruptObject as exc:  # deleted from the remote by the fetch; the driver uploads it again
+            reply = _reply_failed(f"an input in the remote cache is corrupted ({exc})")
+            reply["corrupt_input"] = exc.digest
+            return reply
         except UserError as exc:
             return _reply_failed(str(exc))
         ok, result, error = _run_in(job, scratch)

@@ -291,3 +291,28 @@ def test_built_in_kinds_run_on_workers_from_a_folder_remote(make_ws, ray_local, 
     assert ours == theirs and len(ours) >= 6
     assert run_ray["stages"]["convert@force_fp32-high_performance"]["metrics"] == run["stages"]["convert@force_fp32-high_performance"]["metrics"]
     assert (tmp_path / "folder-remote/runs").is_dir()
+
+
+def test_a_corrupted_input_in_the_remote_is_uploaded_again_never_used(make_ws, ray_local, tmp_path):
+    from ascendpipe.store.hashing import hash_file
+
+    folder = tmp_path / "folder-remote"
+    ws = make_ws("ws")
+    ws.pipeline(PIPELINE.replace("REMOTE", str(folder)))
+    ws.write("input.txt", "some input\n")
+    first = ws.build(executor="ray")
+    assert set(states(first).values()) == {"ran"}
+    digest = hash_file(str(ws.root / "step.py"))
+    obj = folder / "objects" / digest[:2] / digest[2:]
+    assert obj.read_bytes() == (ws.root / "step.py").read_bytes()
+    obj.write_bytes(b"print('tampered')\n")
+    ws.ran()
+    # the workers' own cache holds a good copy from the first build: drop it, as on a new host
+    import shutil
+
+    shutil.rmtree(os.path.join(os.environ["ASCENDPIPE_WORKER_CACHE"], "objects"))
+    run = ws.build(executor="ray", force=True, stages=["prepare"])
+    assert states(run) == {"prepare": "ran"}
+    assert ws.ran() == ["prepare"]  # the real step.py ran (the tampered one writes no counter line)
+    assert obj.read_bytes() == (ws.root / "step.py").read_bytes()
+    assert run["stages"]["prepare"]["outputs"] == first["stages"]["prepare"]["outputs"]

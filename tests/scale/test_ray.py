@@ -1,6 +1,6 @@
 """Stages as Ray tasks on a small local Ray instance: a 16-variant matrix byte-identical to the
 local executor, workers exchanging files only through the remote cache, a worker killed
-mid-stage, resources the cluster cannot give."""
+mid-stage, a lost node (a two-node cluster on this machine), resources the cluster cannot give."""
 
 from __future__ import annotations
 
@@ -316,3 +316,58 @@ def test_a_corrupted_input_in_the_remote_is_uploaded_again_never_used(make_ws, r
     assert ws.ran() == ["prepare"]  # the real step.py ran (the tampered one writes no counter line)
     assert obj.read_bytes() == (ws.root / "step.py").read_bytes()
     assert run["stages"]["prepare"]["outputs"] == first["stages"]["prepare"]["outputs"]
+
+
+LOST_NODE = """\
+import io, os, sys, threading, time
+import ray
+from ray.cluster_utils import Cluster
+import ascendpipe
+
+retries = int(sys.argv[1])
+small = {"object_store_memory": 100 * 1024 * 1024}
+cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False, **small})
+node = cluster.add_node(num_cpus=1, resources={"doomed": 1}, **small)
+ray.init(address=cluster.address, include_dashboard=False, log_to_driver=False)
+box = {}
+thread = threading.Thread(target=lambda: box.update(run=ascendpipe.build(
+    "pipeline.yaml", executor="ray", retries=retries, quiet=True, stream=io.StringIO())))
+thread.start()
+deadline = time.time() + 120
+while not os.path.exists("attempt.flag"):
+    assert time.time() < deadline and thread.is_alive()
+    time.sleep(0.05)
+cluster.remove_node(node)  # the node running the stage is lost
+if retries:
+    cluster.add_node(num_cpus=1, resources={"doomed": 1}, **small)  # and another one joins
+thread.join(120)
+stage = box["run"]["stages"]["slow"]
+print("RESULT", stage["state"], stage.get("error"))
+ray.shutdown()
+cluster.shutdown()
+"""
+
+
+@pytest.mark.parametrize("retries", [1, 0])
+def test_a_lost_node_is_survived(make_ws, retries):
+    """A two-node cluster on this machine (ray.cluster_utils); its own process, as one process
+    holds one Ray connection."""
+    pytest.importorskip("ray", reason="needs ray (pip install 'ascendpipe[ray]')")
+    import subprocess
+    import sys
+
+    ws = make_ws("ws")
+    ws.pipeline(KILLABLE.replace("outs: [data/slow.txt]", "outs: [data/slow.txt]\n    resources: {doomed: 1}"))
+    ws.write("slow.py", SLOW_PY)
+    ws.write("lost_node.py", LOST_NODE)
+    proc = subprocess.run([sys.executable, "lost_node.py", str(retries)], cwd=ws.root, capture_output=True, text=True, timeout=400)
+    result = [line for line in proc.stdout.splitlines() if line.startswith("RESULT")]
+    assert result, proc.stdout[-2000:] + proc.stderr[-3000:]
+    status = ascendpipe.status(str(ws.root / "pipeline.yaml"))
+    if retries:
+        assert result[0] == "RESULT ran None"
+        assert (ws.root / "data/slow.txt").read_text() == "partial complete"
+        assert status["stages"]["slow"]["state"] == "fresh"
+    else:
+        assert result[0].startswith("RESULT failed its Ray worker was lost 1 time (NodeDiedError")
+        assert status["stages"]["slow"] == {"state": "stale", "reasons": ["never built"]}

@@ -28,6 +28,9 @@ COMMANDS = {
     "tune": "ascendpipe.cli.tune",
     "fix": "ascendpipe.cli.fix",
     "import": "ascendpipe.cli.import_",
+    "report": "ascendpipe.cli.report",
+    "checkout": "ascendpipe.cli.checkout",
+    "export": "ascendpipe.cli.export",
 }
 
 

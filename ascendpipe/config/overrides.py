@@ -54,3 +54,47 @@ def apply_overrides(data: dict, overrides, marks=None) -> dict:
             node = child
         node[parts[-1]] = value
     return data
+
+
+# -- the pipeline's overrides file -------------------------------------------------------------
+# ``pipelines/reid.yaml`` -> ``pipelines/reid.overrides``: ``--set`` lines that every command
+# resolving the pipeline (build, status, dag, validate, fix) applies before the command line's own
+# ``--set``. ``ascendpipe checkout RUN`` writes it; people may edit or delete it.
+
+OVERRIDES_SUFFIX = ".overrides"
+
+
+def overrides_file(pipeline_path) -> str:
+    import os
+
+    path = str(pipeline_path)
+    stem, ext = os.path.splitext(path)
+    return (stem if ext in (".yaml", ".yml") else path) + OVERRIDES_SUFFIX
+
+
+def read_overrides_file(pipeline_path) -> list[str]:
+    """The ``KEY=VALUE`` lines of the pipeline's overrides file (none when it does not exist).
+
+    Blank lines and lines starting with ``#`` are skipped; a line without ``=`` is a located error.
+    """
+    path = overrides_file(pipeline_path)
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except FileNotFoundError:
+        return []
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"cannot read the overrides file {path}: {exc}", Location(file=path)) from None
+    lines = []
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        key, eq, _ = line.partition("=")
+        if not eq or not key.strip():
+            raise UserError(
+                f"expected KEY=VALUE (a --set line), got '{line}'; fix or delete this file",
+                Location(file=path, line=number),
+            )
+        lines.append(line)
+    return lines

@@ -13,7 +13,7 @@ import json
 import os
 
 from ascendpipe.config.model import Pipeline, find_workspace
-from ascendpipe.errors import UserError
+from ascendpipe.errors import Location, UserError
 
 PLAN_FORMAT = 1
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -44,8 +44,15 @@ def fingerprint(text: bytes, overrides, backend) -> str:
     return h.hexdigest()
 
 
-def resolve(path: str, overrides=(), backend: str | None = None, environ: dict | None = None, use_cache: bool = True) -> Pipeline:
+def resolve(path: str, overrides=(), backend: str | None = None, environ: dict | None = None, use_cache: bool = True,
+            overrides_file: bool = True) -> Pipeline:
+    """The resolved pipeline. The pipeline's overrides file (``reid.yaml`` -> ``reid.overrides``,
+    written by ``ascendpipe checkout``) applies before ``overrides`` unless ``overrides_file`` is False."""
+    from ascendpipe.config.overrides import read_overrides_file
+
     environ = dict(os.environ) if environ is None else environ
+    file_lines = read_overrides_file(path) if overrides_file else []
+    overrides = file_lines + list(overrides or [])
     try:
         text = open(path, "rb").read()
     except FileNotFoundError:
@@ -69,7 +76,14 @@ def resolve(path: str, overrides=(), backend: str | None = None, environ: dict |
                 return pipeline
     from ascendpipe.config.pipeline import load_pipeline
 
-    pipeline = load_pipeline(path, overrides, backend, environ)
+    try:
+        pipeline = load_pipeline(path, overrides, backend, environ)
+    except UserError as err:
+        if err.location.file == "--set" and any(err.message.startswith(f"--set {line}:") for line in file_lines):
+            from ascendpipe.config.overrides import overrides_file as file_of
+
+            raise UserError(f"{err.message}; fix or delete this file", Location(file=file_of(path)), hint=err.hint) from None
+        raise
     if use_cache:
         payload = {
             "format": PLAN_FORMAT,

@@ -19,7 +19,7 @@ KEY_METRICS = ("mAP", "top1", "rank1", "map50", "map", "top5", "rank5", "output_
 # Settings always shown in the variants table when present, whether or not they vary.
 KEY_PARAMS = ("precision_mode", "precision_mode_v2", "keep_dtype")
 MAX_SETTING_COLUMNS = 12
-MAX_RUN_METRIC_COLUMNS = 4
+MAX_RUN_METRIC_COLUMNS = 5
 BUILT = ("ran", "restored", "fresh")
 NO_VARIANT = "—"
 
@@ -260,9 +260,16 @@ def page_model(runs: list[dict], curves: dict, *, workspace: str, generated: str
     metric_cols, constant_metrics = _pick_metric_columns(variant_rows)
     spans = _bars(variant_rows, metric_cols)
 
-    # runs table: a few key metrics as columns (a range over the run's variants)
+    # runs table: a few key metrics as columns (a range over the run's stages of that base), those
+    # that differ between runs first
     all_metrics = sorted({k for r in variant_rows for k in r["metrics"]}, key=_metric_rank)
-    run_metric_cols = all_metrics[:MAX_RUN_METRIC_COLUMNS]
+    per_run = {run["id"]: _run_metrics(run) for run in runs}
+    seen_values: dict[str, set] = {}
+    for values in per_run.values():
+        for k, vs in values.items():
+            seen_values.setdefault(k, set()).add(tuple(sorted(vs)))
+    ranked = sorted(seen_values, key=lambda k: (len(seen_values[k]) == 1, _metric_rank(k)))
+    run_metric_cols = ranked[:MAX_RUN_METRIC_COLUMNS]
     run_rows = []
     for run in runs:
         stages = run.get("stages") or {}
@@ -281,8 +288,7 @@ def page_model(runs: list[dict], curves: dict, *, workspace: str, generated: str
                 modes.append(mode)
         remedy = [{"stage": n, "name": rf["name"], "hash": rf["hash"], "content": rf.get("content")}
                   for n, st in stages.items() for rf in st.get("remedy_files") or []]
-        mine = [r for r in variant_rows if r["run"] == run["id"]]
-        metric_cells = {k: _range_cell([r["metrics"][k] for r in mine if k in r["metrics"]]) for k in run_metric_cols}
+        metric_cells = {k: _range_cell(per_run[run["id"]].get(k, [])) for k in run_metric_cols}
         t0, t1 = _time(run.get("started")), _time(run.get("finished"))
         run_rows.append({
             "id": run["id"], "pipeline": run.get("pipeline"), "started": run.get("started") or "",
@@ -325,6 +331,17 @@ def page_model(runs: list[dict], curves: dict, *, workspace: str, generated: str
         "constant_metrics": {k: show(v) for k, v in constant_metrics.items()},
         "n_compare": len(curve_of), "data": data,
     }
+
+
+def _run_metrics(run: dict) -> dict[str, list]:
+    """``base.metric`` -> the values of every built stage of that base in the run."""
+    out: dict[str, list] = {}
+    for name, st in (run.get("stages") or {}).items():
+        if st.get("state") in BUILT:
+            for k, v in flat(st.get("metrics")).items():
+                if is_number(v):
+                    out.setdefault(f"{split_name(name)[0]}.{k}", []).append(v)
+    return out
 
 
 def _references(runs: list[dict]) -> list[dict]:

@@ -154,6 +154,9 @@ def export(db, objects, workspace: str, runs: list[dict], *, tracking_uri: str |
     workspace_id = db.workspace_id()
     by_experiment: dict[str, str] = {}
     existing_by_exp: dict[str, dict] = {}
+    from ascendpipe.explorer.shape import fill_from_same_key
+
+    fill_from_same_key(runs)
     created, skipped, redone, notes = [], [], [], []
     for run in sorted(runs, key=lambda r: r["id"]):
         if run.get("state") == "running":

@@ -241,11 +241,31 @@ def _bar_pct(v, span) -> float:
     return round(100.0 * (v - lo) / (hi - lo), 1)
 
 
+def fill_from_same_key(runs: list[dict]) -> list[dict]:
+    """Stages recorded as fresh carry no remedy files or info (a no-op build records only what it
+    decided); a stage with the same key built the same outputs, so theirs are the same: copy them."""
+    known: dict[str, dict] = {}
+    for run in runs:
+        for st in (run.get("stages") or {}).values():
+            if st.get("key") and (st.get("remedy_files") or st.get("info")) and st["key"] not in known:
+                known[st["key"]] = st
+    for run in runs:
+        for st in (run.get("stages") or {}).values():
+            src = known.get(st.get("key"))
+            if src is None or st.get("state") not in BUILT:
+                continue
+            if not st.get("remedy_files") and src.get("remedy_files"):
+                st["remedy_files"] = [dict(rf) for rf in src["remedy_files"]]
+            if not st.get("info") and src.get("info"):
+                st["info"] = dict(src["info"])
+    return runs
+
+
 def page_model(runs: list[dict], curves: dict, *, workspace: str, generated: str, curve_index: dict | None = None) -> dict:
     """``runs``: run records (``show --json`` shape, remedy contents included), newest first.
     ``curves``: compare-output digest -> ``curve()``; ``curve_index``: (run id, stage) -> digest."""
     curve_index = curve_index or {}
-    runs = sorted(runs, key=lambda r: r["id"], reverse=True)
+    runs = fill_from_same_key(sorted(runs, key=lambda r: r["id"], reverse=True))
     blobs: dict[str, str] = {}
     by_pipeline_prev: dict[int, dict] = {}
     last_of: dict[str, dict] = {}

@@ -243,21 +243,22 @@ def _bar_pct(v, span) -> float:
 
 def fill_from_same_key(runs: list[dict]) -> list[dict]:
     """Stages recorded as fresh carry no remedy files or info (a no-op build records only what it
-    decided); a stage with the same key built the same outputs, so theirs are the same: copy them."""
-    known: dict[str, dict] = {}
+    decided), restored ones no remedy files; a stage with the same key built the same outputs, so
+    theirs are the same: copy them from the run that has them."""
+    known: dict[str, dict[str, object]] = {"remedy_files": {}, "info": {}}
     for run in runs:
         for st in (run.get("stages") or {}).values():
-            if st.get("key") and (st.get("remedy_files") or st.get("info")) and st["key"] not in known:
-                known[st["key"]] = st
+            for field, seen in known.items():
+                if st.get("key") and st.get(field) and st["key"] not in seen:
+                    seen[st["key"]] = st[field]
     for run in runs:
         for st in (run.get("stages") or {}).values():
-            src = known.get(st.get("key"))
-            if src is None or st.get("state") not in BUILT:
+            if st.get("state") not in BUILT:
                 continue
-            if not st.get("remedy_files") and src.get("remedy_files"):
-                st["remedy_files"] = [dict(rf) for rf in src["remedy_files"]]
-            if not st.get("info") and src.get("info"):
-                st["info"] = dict(src["info"])
+            for field, seen in known.items():
+                if not st.get(field) and st.get("key") in seen:
+                    value = seen[st["key"]]
+                    st[field] = [dict(v) for v in value] if isinstance(value, list) else dict(value)
     return runs
 
 

@@ -177,27 +177,26 @@ def checkout(run_ref, stages=(), *, workspace: str, settings_only: bool = False,
             )
 
     display_argv = argv or f"ascendpipe checkout {run['id']}" + "".join(f" {s}" for s in stages)
-    if all_lines:
-        write_text_atomic(ofile, file_text(all_lines, run, display_argv))
-    elif os.path.exists(ofile):
-        os.unlink(ofile)  # the pipeline as written already gives the run's params
     result = {"run": run["id"], "pipeline": run["pipeline"], "overrides_file": os.path.relpath(ofile, ws.root) if all_lines else None,
               "overrides": all_lines, "restored": [], "in_place": [], "will_run": {}, "problems": problems}
     for n in not_built:
         result["will_run"][n] = [f"it {recorded[n].get('state')} in run {run['id']}"]
-    if settings_only:
-        for n in built:
-            result["will_run"][n] = ["--settings-only: outputs not restored"]
-        return result
-
-    pipeline = resolve(path, (), None)  # as the next build will: the file just written applies
-    _, db, hasher, objects = open_stores(pipeline)
-    try:
-        with BuildLock(ws):
+    with BuildLock(ws):  # no build reads the overrides or the outputs half-way through
+        if all_lines:
+            write_text_atomic(ofile, file_text(all_lines, run, display_argv))
+        elif os.path.exists(ofile):
+            os.unlink(ofile)  # the pipeline as written already gives the run's params
+        if settings_only:
+            for n in built:
+                result["will_run"][n] = ["--settings-only: outputs not restored"]
+            return result
+        pipeline = resolve(path, (), None)  # as the next build will: the file just written applies
+        _, db, hasher, objects = open_stores(pipeline)
+        try:
             _restore(pipeline, ws, db, hasher, objects, run, [n for n in edges_order(pipeline) if n in built], result)
-    finally:
-        hasher.flush()
-        db.close()
+        finally:
+            hasher.flush()
+            db.close()
     return result
 
 

@@ -120,6 +120,12 @@ def test_page_in_headless_chromium(page, many_runs):
     assert dom.find("line", inside="overlay-svg", class_="first-failure")
     assert len(dom.find("rect", inside="chart-svg", class_="bar")) == 2
 
+    # the filter (here from the URL) narrows both tables and the chart
+    dom = Dom(headless(browser, f"{path.as_uri()}#filter=force_fp32", "--dump-dom"))
+    shown = [e for e in dom.find("tr", inside="variants-table") if "data-variant" in e["attrs"] and "hidden" not in e["attrs"].get("class", "")]
+    assert len(shown) == 11 and {e["attrs"]["data-variant"] for e in shown} == {"fp32"}
+    assert [e["attrs"]["data-variant"] for e in dom.find("g", inside="chart-svg", class_="bar-row")] == ["fp32"]
+
     ARTEFACTS.mkdir(parents=True, exist_ok=True)
     shot = ARTEFACTS / "explorer-runs.png"
     headless(browser, url, f"--screenshot={shot}", "--window-size=1500,2600", "--hide-scrollbars")

@@ -109,3 +109,23 @@ def test_a_bad_overrides_line_is_located(tmp_path):
     with pytest.raises(UserError) as err:
         ws.build()
     assert "pipeline.overrides" in str(err.value) and "unknown stage 'nope'" in str(err.value)
+
+
+def test_run_forms_and_the_cli(tmp_path, chdir_to):
+    ws = Workspace(tmp_path / "ws")
+    ws.build(set=["params.scale=2"])
+    ws.build()
+    chdir_to(ws.root)
+    out = io.StringIO()
+    with redirect_stdout(out):
+        assert cli(["checkout", "latest~1"]) == 0
+    text = out.getvalue()
+    assert "pipeline.overrides: 1 override(s)" in text and "--set stages.prep.params.scale=2" in text
+    assert "now finds run 1's stages fresh" in text
+    err = io.StringIO()
+    with redirect_stderr(err), redirect_stdout(io.StringIO()):
+        assert cli(["build", "pipeline.yaml"]) == 0
+    assert "pipeline.overrides apply" in err.getvalue()
+    with redirect_stderr(io.StringIO()) as err, redirect_stdout(io.StringIO()):
+        assert cli(["checkout", "latest~5"]) == 2
+    assert err.getvalue().count("\n") == 1 and "only 3 runs are recorded" in err.getvalue()

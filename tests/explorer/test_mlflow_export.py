@@ -61,3 +61,4 @@ def test_export_holds_every_param_and_metric_and_is_idempotent(many_runs, tmp_pa
     third = ascendpipe.api.export_mlflow([str(many_runs.runs[9]["id"])], tracking_uri=uri, workspace=str(many_runs.root))
     assert third["redone"] == [many_runs.runs[9]["id"]]
     assert len(exported(uri)) == 11
+

@@ -131,3 +131,18 @@ def test_page_in_headless_chromium(page, many_runs):
     headless(browser, url, f"--screenshot={shot}", "--window-size=1500,2600", "--hide-scrollbars")
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 20_000
     print(f"\nscreenshot of the explorer page: {shot}")
+
+
+def test_report_command(many_runs, tmp_path):
+    import io
+    from contextlib import redirect_stdout
+
+    from ascendpipe.cli.main import main as cli
+
+    out = io.StringIO()
+    with redirect_stdout(out):
+        assert cli(["report", "-C", str(many_runs.root), "-o", str(tmp_path / "r.html"), "--limit", "3"]) == 0
+    assert out.getvalue().startswith(f"wrote {tmp_path / 'r.html'}: 3 runs, 6 variant rows, 6 compare stages")
+    html = (tmp_path / "r.html").read_text()
+    ids = sorted(r["id"] for r in many_runs.runs)[-3:]
+    assert all(f'data-run="{i}"' in html for i in ids) and f'data-run="{ids[0] - 1}"' not in html

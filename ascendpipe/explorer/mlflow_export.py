@@ -83,7 +83,13 @@ def _client(tracking_uri: str | None):
     try:
         return MlflowClient(tracking_uri=uri), uri
     except Exception as exc:  # MLflow raises its own types for bad URIs and missing backends
-        raise UserError(f"cannot open the MLflow tracking store {uri or '(MLflow default)'}: {str(exc).splitlines()[0]}") from None
+        raise _store_error(uri, exc) from None
+
+
+def _store_error(uri: str | None, exc: Exception) -> UserError:
+    first = next((line.strip() for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
+    return UserError(f"cannot use the MLflow tracking store {uri or '(MLflow default)'}: {first}",
+                     hint="give --tracking-uri file:///PATH/mlruns or http://HOST:5000, or set MLFLOW_TRACKING_URI")
 
 
 def _experiment(client, name: str) -> str:
@@ -164,8 +170,11 @@ def export(db, objects, workspace: str, runs: list[dict], *, tracking_uri: str |
             continue
         name = experiment or f"ascendpipe/{os.path.basename(workspace.rstrip('/'))}/{os.path.splitext(os.path.basename(run['pipeline']))[0]}"
         if name not in by_experiment:
-            by_experiment[name] = _experiment(client, name)
-            existing_by_exp[name] = _existing(client, by_experiment[name], workspace_id)
+            try:  # the first calls that reach the store: an unreachable server or bad store fails here
+                by_experiment[name] = _experiment(client, name)
+                existing_by_exp[name] = _existing(client, by_experiment[name], workspace_id)
+            except Exception as exc:
+                raise _store_error(uri, exc) from None
         exp_id = by_experiment[name]
         previous = existing_by_exp[name].get(str(run["id"]), [])
         complete = [r for r in previous if r.data.tags.get(TAG_EXPORT) == "complete"]

@@ -9,6 +9,7 @@ import math
 from pathlib import Path
 
 from ascendpipe.contract import COMPARE_CSV, COMPARE_RESULT
+from ascendpipe.fsutil import write_text_atomic
 
 # msaccucmp + msit result_*.csv header, in order. The duplicated names are msit's (pandas reads them
 # as DataType.1 / Address.1). OpSequence is left out: msaccucmp writes it only with -r/-s.
@@ -24,12 +25,6 @@ CONTRACT_ROW_KEYS = ("index", "op_name", "op_type", "tensor", "shape", "dtype", 
 EXTRA_ROW_KEYS = ("golden_tensor", "golden_ops", "golden_dtype", "side", "fused", "is_output", "reasons", "note",
                   "mean_abs_error", "mean_rel_error", "accumulated_rel_error", "target_mean", "target_std",
                   "golden_mean", "golden_std", "golden_nan", "golden_inf", "target_nan", "target_inf", "golden_abs_max")
-
-
-def write_atomic(path: Path, text: str) -> Path:
-    from ascendpipe.fsutil import write_text_atomic
-
-    return Path(write_text_atomic(Path(path), text))
 
 
 def _num(value) -> str:
@@ -93,7 +88,8 @@ def _clean(value):
 
 
 def contract(result: dict, input_note: str | None = None) -> dict:
-    rows = [{k: row[k] for k in CONTRACT_ROW_KEYS + EXTRA_ROW_KEYS} for row in result["rows"]]
+    rows = [{**{k: row[k] for k in CONTRACT_ROW_KEYS + EXTRA_ROW_KEYS}, "pass_name": row.get("pass_name")}
+            for row in result["rows"]]
     doc = {"rows": rows, "first_failure": result["first_failure"], "failures": result["failures"],
            "summary": result["summary"], "thresholds": result["thresholds"], "strategy": result["strategy"]}
     if input_note:
@@ -112,9 +108,9 @@ def write_results(result: dict, out_dir: Path, input_note: str | None = None) ->
     out_dir = Path(out_dir)
     doc = contract(result, input_note)
     return {
-        "csv": write_atomic(out_dir / COMPARE_CSV, csv_text(result)),
-        "json": write_atomic(out_dir / COMPARE_RESULT, json.dumps(doc, indent=2, allow_nan=False) + "\n"),
-        "html": write_atomic(out_dir / "report.html", report_html(result, doc)),
+        "csv": write_text_atomic(out_dir / COMPARE_CSV, csv_text(result)),
+        "json": write_text_atomic(out_dir / COMPARE_RESULT, json.dumps(doc, indent=2, allow_nan=False) + "\n"),
+        "html": write_text_atomic(out_dir / "report.html", report_html(result, doc)),
     }
 
 

@@ -12,6 +12,7 @@ from typing import Any, Callable
 
 from ascendpipe.errors import Location, UserError
 from ascendpipe.precision import remedy
+from ascendpipe.precision.input_shape import parse_input_shape
 from ascendpipe.precision.policy import MODE_POLICY, MODE_V2_POLICY
 
 PRECISION_MODES = tuple(MODE_POLICY)
@@ -38,6 +39,15 @@ class ConvertSettings:
     input_format: str | None = None
     soc_version: str | None = None
     tune_bank: str | None = None
+    overflow_mode: str | None = None  # inf_nan | saturation; None: the SoC's default
+    # the fusion_switch_file as given (path, text): passed on unchanged while no inline entry changes it
+    fusion_switch_source: tuple[str, str] | None = None
+
+    @property
+    def effective_overflow_mode(self) -> str:
+        from ascendpipe.precision.atc_passes import default_overflow_mode
+
+        return self.overflow_mode or default_overflow_mode(self.soc_version)
 
     @property
     def policy(self) -> str:
@@ -47,6 +57,9 @@ class ConvertSettings:
         data = asdict(self)
         data["aipp"] = [{k: v for k, v in block.items() if not k.startswith("__")} for block in self.aipp]
         data["policy"] = self.policy
+        data["overflow_mode"] = self.effective_overflow_mode
+        data["overflow_mode_source"] = "param" if self.overflow_mode else f"default for soc_version {self.soc_version}"
+        data["fusion_switch_source"] = self.fusion_switch_source[0] if self.fusion_switch_source else None
         return data
 
     def remedy_files(self) -> dict[str, str]:
@@ -54,7 +67,9 @@ class ConvertSettings:
         files = {}
         if self.keep_dtype:
             files["keep_dtype"] = remedy.format_keep_dtype(self.keep_dtype)
-        if self.fusion_switch:
+        if self.fusion_switch_source:  # the user's file, byte for byte
+            files["fusion_switch"] = self.fusion_switch_source[1]
+        elif self.fusion_switch:
             files["fusion_switch"] = remedy.format_fusion_switch(self.fusion_switch)
         if self.aipp:
             files["aipp"] = remedy.format_aipp(self.aipp)
@@ -63,39 +78,13 @@ class ConvertSettings:
         return files
 
     def atc_argv(self, model: str, output: str, remedy_dir: str = ".") -> list[str]:
-        argv = ["atc", "--framework=5", f"--model={model}", f"--output={output}"]
-        if self.soc_version:
-            argv.append(f"--soc_version={self.soc_version}")
-        if self.precision_mode_v2:
-            argv.append(f"--precision_mode_v2={self.precision_mode_v2}")
-        else:
-            argv.append(f"--precision_mode={self.precision_mode}")
-        if self.input_shape:
-            shape = ";".join(f"{k}:{','.join(map(str, v))}" for k, v in self.input_shape.items())
-            argv.append(f"--input_shape={shape}")
-        if self.input_format:
-            argv.append(f"--input_format={self.input_format}")
-        option = {"keep_dtype": "--keep_dtype", "fusion_switch": "--fusion_switch_file",
-                  "aipp": "--insert_op_conf", "modify_mixlist": "--modify_mixlist"}
-        for name in self.remedy_files():
-            argv.append(f"{option[name]}={remedy_dir}/{REMEDY_NAMES[name]}")
-        return argv
+        """The atc line these settings drive, remedy files named as a convert stage writes them."""
+        from ascendpipe.backends.ascend import atc
 
-
-def parse_input_shape(text: str, where: Location | None = None) -> dict[str, list[int]]:
-    """``name:1,3,224,224;name2:...`` -> {name: dims}."""
-    where = where or Location(field="input_shape")
-    shapes: dict[str, list[int]] = {}
-    for part in filter(None, (p.strip() for p in text.split(";"))):
-        name, sep, dims = part.rpartition(":")
-        try:
-            values = [int(d) for d in dims.split(",")]
-        except ValueError:
-            values = None
-        if not sep or not name or values is None:
-            raise UserError(f"input_shape entry '{part}' is not 'name:d1,d2,...' (e.g. input:1,3,224,224)", where)
-        shapes[name] = values
-    return shapes
+        paths = {name: f"{remedy_dir}/{REMEDY_NAMES[name]}" for name in self.remedy_files()}
+        if self.fusion_switch_source:  # the same file goes to atc
+            paths["fusion_switch"] = self.fusion_switch_source[0]
+        return atc.convert_argv("atc", atc.from_convert_settings(self, model, output, paths), check=False)
 
 
 def _on_off(value: Any, rule: str, where: Location) -> str:
@@ -133,9 +122,22 @@ def resolve(params: dict[str, Any], read_path: Callable[[str], Path] = Path, whe
         s.keep_dtype = [str(k).strip() for k in keep]
 
     if params.get("fusion_switch_file"):
-        s.fusion_switch.update(remedy.read_fusion_switch(read_path(params["fusion_switch_file"])))
-    for rule, value in (params.get("fusion_switch") or {}).items():
-        s.fusion_switch[str(rule)] = _on_off(value, rule, loc("fusion_switch"))
+        path = read_path(params["fusion_switch_file"])
+        text = remedy.read_text(path, "fusion_switch_file")
+        s.fusion_switch.update(remedy.parse_fusion_switch(text, str(path)))
+        s.fusion_switch_source = (str(path), text)
+    inline = {str(rule): _on_off(value, rule, loc("fusion_switch")) for rule, value in (params.get("fusion_switch") or {}).items()}
+    if any(s.fusion_switch.get(rule) != value for rule, value in inline.items()):
+        s.fusion_switch_source = None  # the inline entries change the file: write the merged switches
+    s.fusion_switch.update(inline)
+
+    overflow = params.get("overflow_mode")
+    if overflow is not None:
+        from ascendpipe.precision.atc_passes import OVERFLOW_MODES
+
+        if overflow not in OVERFLOW_MODES:
+            raise UserError(f"overflow_mode '{overflow}' is not one of {', '.join(OVERFLOW_MODES)}", loc("overflow_mode"))
+        s.overflow_mode = overflow
 
     if params.get("insert_op_conf") and params.get("aipp"):
         raise UserError("give aipp or insert_op_conf, not both", loc("aipp"))

@@ -289,7 +289,7 @@ def page_model(runs: list[dict], curves: dict, *, workspace: str, generated: str
     for values in per_run.values():
         for k, vs in values.items():
             seen_values.setdefault(k, set()).add(tuple(sorted(vs)))
-    ranked = sorted(seen_values, key=lambda k: (len(seen_values[k]) == 1, _metric_rank(k)))
+    ranked = sorted(seen_values, key=lambda k: (len(seen_values[k]) == 1, _metric_rank(k)[0], -len(seen_values[k]), _metric_rank(k)))
     run_metric_cols = ranked[:MAX_RUN_METRIC_COLUMNS]
     run_rows = []
     for run in runs:

@@ -31,8 +31,9 @@ PIPELINE = {
 
 
 def l2_model(path: Path) -> Path:
-    """``y = x / sqrt(sum(x * x))`` over 64 features: in fp16 the sum of squares of values near 300
-    overflows, so compare@fp16 fails at ``sum`` while compare@fp32 passes."""
+    """``y = x / sqrt(sum(x * x))`` over 64 features: with inputs near 30 the sum of squares (~6e4)
+    sits at the edge of fp16's range, so compare@fp16 fails while compare@fp32 passes, and both have
+    finite per-op numbers to draw."""
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
@@ -60,7 +61,7 @@ class Workspace:
         (root / ".ascendpipe").mkdir(parents=True, exist_ok=True)
         l2_model(root / "models" / "l2.onnx")
         (root / "data").mkdir(exist_ok=True)
-        np.save(root / "data" / "probe.npy", np.random.default_rng(0).uniform(250, 350, size=(2, 64)).astype(np.float32))
+        np.save(root / "data" / "probe.npy", np.random.default_rng(0).uniform(20, 40, size=(2, 64)).astype(np.float32))
         self.pipeline = root / "pipeline.yaml"
         self.pipeline.write_text(yaml.safe_dump(PIPELINE, sort_keys=False))
 

@@ -13,7 +13,7 @@ from ascendpipe.config import schema as schema_mod
 from ascendpipe.config.matrix import Expansion
 from ascendpipe.config.model import DEFAULT_BUILD_DIR, Pipeline, Stage, find_workspace
 from ascendpipe.config.template import AllowedEnv, RecordingParams, render_tree
-from ascendpipe.config.yamlmarks import Marks, load_yaml
+from ascendpipe.config.yamlmarks import Marks, decode, load_yaml
 from ascendpipe.errors import Location, UserError
 
 __all__ = ["load_pipeline", "Pipeline", "Stage", "find_workspace", "DEFAULT_BUILD_DIR"]
@@ -28,12 +28,14 @@ def load_pipeline(
     path = Path(path)
     display = str(path)
     try:
-        text = path.read_text()
+        raw = path.read_bytes()
     except FileNotFoundError:
         raise UserError(f"pipeline file {display} does not exist") from None
-    except (IsADirectoryError, UnicodeDecodeError) as exc:
-        raise UserError(f"cannot read pipeline file {display}: {exc}") from None
-    data, marks = load_yaml(text, display)
+    except IsADirectoryError:
+        raise UserError(f"{display} is a folder; give the pipeline's YAML file") from None
+    except OSError as exc:
+        raise UserError(f"cannot read pipeline file {display}: {exc.strerror}") from None
+    data, marks = load_yaml(decode(raw, display), display)
     if not isinstance(data, dict):
         raise UserError("a pipeline file must be a mapping with a `stages:` section", Location(display, 1, 1))
     from ascendpipe.config.overrides import apply_overrides

@@ -17,6 +17,10 @@ from pathlib import Path
 
 import pytest
 
+# the story trains a torch model on scikit-learn's digits: the examples extra
+pytest.importorskip("torch", reason="the ReID example trains a torch model: pip install -e '.[examples]'")
+pytest.importorskip("sklearn", reason="the ReID example reads scikit-learn's digits: pip install -e '.[examples]'")
+
 REPO = Path(__file__).resolve().parents[2]
 EPOCHS = ["params.epochs=4"]
 ASCEND = ["stages.convert.params.soc_version=Ascend310P3"]

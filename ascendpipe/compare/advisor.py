@@ -329,3 +329,19 @@ def skip_layers_advice(ranked: list[dict], stage: str = "quantize", existing: li
         "set": paste.set_line(stage, ["skip_layers"], layers),
         "yaml": paste.yaml_lines(stage, {"skip_layers": layers}),
     }
+
+
+def quantization_report(result: dict, record: dict, producers: dict[str, list[str]] | None) -> dict:
+    """Add ``result["quantization"]`` for a fake-quant target (``record``: its quantize.json): the
+    quantized layers by loss and the skip_layers advice. A failure's advice becomes that advice: the
+    target is a quantize stage, whose remedy is keeping layers in float, not a convert setting."""
+    settings = record.get("settings") or {}
+    stage = record.get("stage") or "quantize"
+    ranked = quantization_losses(result["rows"], list(record.get("quantized_layers") or []), producers)
+    advice = skip_layers_advice(ranked, stage, settings.get("skip_layers"))
+    result["quantization"] = {"stage": stage, "layers": ranked, "advice": advice,
+                              "skipped_layers": list(record.get("skipped_layers") or [])}
+    for failure in result.get("failures") or []:
+        failure["advice"] = [advice] if advice else []
+        failure["kind"] = "quantization"
+    return result["quantization"]

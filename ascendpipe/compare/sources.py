@@ -27,6 +27,7 @@ class Side:
     precision_plan: dict | None = None
     om_json: dict | None = None
     settings: dict | None = None  # a converted model dir's convert.json
+    quantization: dict | None = None  # a quantize stage's quantize.json (the target is a fake-quant model)
 
 
 def _read_json(path: Path) -> dict | None:
@@ -71,6 +72,7 @@ def resolve_side(path: Path, role: str) -> Side:
     side.precision_plan = _read_json(folder / "precision_plan.json")
     side.om_json = _read_json(folder / "model.json")
     side.settings = flat_settings(_read_json(folder / "convert.json"))
+    side.quantization = _read_json(folder / "quantize.json")
     return side
 
 
@@ -254,4 +256,8 @@ def run_compare(golden: Path, target: Path, *, input_path: Path | None, work_dir
     result = compare_dumps(golden_dump, target_dump, limits=limits, strategy=strategy, fused_map=t.fused_map,
                            om_json=t.om_json, precision_plan=t.precision_plan, graph=graph, convert_stage=convert_stage,
                            target_settings=t.settings, pre_rows=pre.rows)
+    if t.quantization:
+        from ascendpipe.compare.advisor import quantization_report
+
+        quantization_report(result, t.quantization, (graph or {}).get("producers"))
     return result, "; ".join(notes) or None

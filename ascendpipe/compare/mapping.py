@@ -161,7 +161,7 @@ def qdq_map(nodes, original_tensors: set[str] | None = None) -> dict:
     "tensor_producer": {tensor: {"op_name", "op_type"}}}``: a Q/DQ node serves the first original op
     its chain feeds (else, at a graph output, the op that produced the chain's input); its outputs are
     internal (not dumped, not compared) unless one carries an original tensor's name, which then stands
-    for the op whose value it dequantizes. A quantized layer is an original op reading a Q/DQ output."""
+    for the op whose value it dequantizes. A quantized layer is an original op reading a quantized value."""
     nodes = list(nodes)
     original_tensors = set(original_tensors or ())
     is_qdq = {n.name: n.op_type in QDQ_OP_TYPES for n in nodes}
@@ -210,7 +210,27 @@ def qdq_map(nodes, original_tensors: set[str] | None = None) -> dict:
                     tensor_producer[out] = {"op_name": source.name, "op_type": source.op_type}
             else:
                 internal.append(out)
-    layers = [n.name for n in nodes if not is_qdq[n.name]
-              and any(producer.get(t) is not None and is_qdq[producer[t].name] for t in n.input)]
+    def quantized_input(tensor: str) -> bool:
+        """The tensor comes through Q/DQ nodes from a quantize node or a quantized initializer (a
+        dequantize of a layer's accumulator, as AMCT's AscendDequant, does not make its reader int8)."""
+        p = producer.get(tensor)
+        if p is None or not is_qdq[p.name]:
+            return False
+        todo, seen = [p], set()
+        while todo:
+            q = todo.pop()
+            if q.name in seen:
+                continue
+            seen.add(q.name)
+            if q.op_type in ("QuantizeLinear", "AscendQuant"):
+                return True
+            source = producer.get(q.input[0]) if q.input else None
+            if source is None:
+                return True  # an initializer stored quantized (weights, bias)
+            if is_qdq[source.name]:
+                todo.append(source)
+        return False
+
+    layers = [n.name for n in nodes if not is_qdq[n.name] and any(quantized_input(t) for t in n.input)]
     return {"qdq_nodes": served, "quantized_layers": layers, "internal_tensors": internal,
             "tensor_producer": tensor_producer}

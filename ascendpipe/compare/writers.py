@@ -156,6 +156,4 @@ def terminal_text(result: dict, *, color: bool = False, worst: int = 10, input_n
     if quant and quant.get("layers"):
         lines.append("quantized layers losing most (own loss = 1 - cosine beyond what their inputs lost): "
                      + ", ".join(f"{r['layer']} {r['local_loss']:.3g}" for r in quant["layers"][:5]))
-        if quant.get("advice") and first is None:
-            lines.append(f"  to keep the lossiest in float: {quant['advice']['set']}")
     return "\n".join(lines) + "\n"

@@ -125,22 +125,22 @@ def parse_simple_config(text: str, source: str = "calibration_config") -> dict:
 
 
 def _tokens(text: str, source: str) -> list[tuple[str, str, int]]:
-    out, pos, line = [], 0, 1
+    out, pos = [], 0
     while pos < len(text):
         m = _TOKEN.match(text, pos)
         if m is None or m.end() == pos:
             if text[pos:].strip() == "":
                 break
-            raise UserError(f"cannot read '{text[pos:pos + 20].strip()}'", Location(file=source, line=line))
-        line += text.count("\n", pos, m.start())
+            raise UserError(f"cannot read '{text[pos:pos + 20].strip()}'",
+                            Location(file=source, line=1 + text.count("\n", 0, pos)))
         comment, string, punct, word = m.groups()
+        line = 1 + text.count("\n", 0, m.start(m.lastindex))
         if string is not None:
             out.append(("str", bytes(string[1:-1], "utf-8").decode("unicode_escape"), line))
         elif punct is not None:
             out.append((punct, punct, line))
         elif word is not None:
             out.append(("word", word, line))
-        line += text.count("\n", m.start(), m.end())
         pos = m.end()
     return out
 

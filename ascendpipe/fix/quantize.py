@@ -71,7 +71,7 @@ class QuantizePipelineEvaluator(PipelineEvaluator):
         record_path = self.build_dir / t.convert / "quantize.json"
         record = json.loads(record_path.read_text()) if record_path.is_file() else {}
         if not self.layers:
-            self.layers = list(record.get("quantized_layers") or []) + list(record.get("skipped_layers") or [])
+            self.layers = list(record.get("layers") or [])
         compared = None
         if t.compare and (self.build_dir / t.compare / "result.json").is_file():
             compared = json.loads((self.build_dir / t.compare / "result.json").read_text())

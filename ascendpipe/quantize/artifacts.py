@@ -39,12 +39,16 @@ def calibration_batches(path: Path, specs, settings, where: Location) -> tuple[l
 
     path = resolve_inputs_path(Path(path))
     static = {s.static_batch for s in specs} - {None}
-    size = settings.batch_size or (static.pop() if len(static) == 1 else None)
+    fixed = static.pop() if len(static) == 1 else None
+    if fixed is not None and settings.batch_size not in (None, fixed):
+        raise UserError(f"batch_size {settings.batch_size} given, but the model's batch dim is fixed at {fixed}",
+                        Location(**{**where.parts(), "field": "batch_size"}), hint="drop batch_size or give the model's")
+    size = settings.batch_size or fixed
     from ascendpipe.quantize.config import DEFAULT_BATCH_SIZE
 
     size = size or DEFAULT_BATCH_SIZE
     try:
-        batches = load_inputs(path, specs, batch_size=None if static else size)
+        batches = load_inputs(path, specs, batch_size=None if fixed else size)
     except UserError as err:
         raise err.with_location(**{**where.parts(), "field": "calibration"}) from None
     full = [b for b in batches if b.valid == size and next(iter(b.values())).shape[0] == size]  # no padded batch
@@ -180,7 +184,8 @@ def write_outputs(out: Path, *, fake_quant: Path, deploy: Path, original: Path, 
     (out / CONFIG).write_text(config_text)
     write_json_atomic(out / SCALES, scales(model))
     full = {"format": RECORD_FORMAT, **record, "settings": settings.record(), "calibration": calibration,
-            "quantized_layers": quantized_layers, "skipped_layers": skipped, "skip_reasons": reasons,
+            "layers": [n for n, _ in layers], "quantized_layers": quantized_layers, "skipped_layers": skipped,
+            "skip_reasons": reasons,
             "qdq_nodes": mapping["qdq_nodes"], "fake_quant_model": MODEL, "deploy_model": f"{DEPLOY_DIR}/{MODEL}",
             "scales_file": SCALES, "config_file": CONFIG}
     write_json_atomic(out / RECORD, full)

@@ -147,3 +147,19 @@ def test_standalone_command_and_its_errors(tmp_path, capsys):
     err = capsys.readouterr().err
     assert code == 2 and "holds 64 samples; batch_num 5 x batch_size 16 needs 80" in err and len(err.splitlines()) == 1
     assert _json(out / "quantize.json")["skipped_layers"] == [SENSITIVE]  # the earlier output is kept
+
+
+def test_a_fixed_batch_model_calibrates_in_its_own_batch(tmp_path, capsys):
+    from ascendpipe.cli.main import main
+    from tests.ascend.conftest import build_tiny_model
+
+    model = build_tiny_model(tmp_path / "tiny.onnx", batch=2)  # x[2,3,8,8]
+    np.save(tmp_path / "calib.npy", np.random.default_rng(0).standard_normal((6, 3, 8, 8)).astype(np.float32))
+    args = ["quantize", "--model", str(model), "--calibration", str(tmp_path / "calib.npy"), "--output", str(tmp_path / "q")]
+    assert main(args + ["--batch-num", "3"]) == 0
+    record = _json(tmp_path / "q/quantize.json")
+    assert record["calibration"]["batch_size"] == 2 and record["calibration"]["samples"] == 6
+    assert record["layers"] == ["conv1", "conv2", "fc"] and record["quantized_layers"] == ["conv1", "conv2", "fc"]
+    capsys.readouterr()
+    assert main(args + ["--batch-size", "4"]) == 2
+    assert "batch dim is fixed at 2" in capsys.readouterr().err

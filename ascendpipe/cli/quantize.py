@@ -52,7 +52,7 @@ def main(args: argparse.Namespace) -> int:
     import shutil
     import tempfile
 
-    from ascendpipe.stages.base import StageContext
+    from ascendpipe.contract import StageContext
     from ascendpipe.stages.registry import get_kind
 
     params = {k: getattr(args, k) for k in ("batch_num", "batch_size", "activation_offset", "skip_layers",

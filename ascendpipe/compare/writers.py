@@ -8,6 +8,8 @@ import json
 import math
 from pathlib import Path
 
+from ascendpipe.contract import COMPARE_CSV, COMPARE_RESULT
+
 # msaccucmp + msit result_*.csv header, in order. The duplicated names are msit's (pandas reads them
 # as DataType.1 / Address.1). OpSequence is left out: msaccucmp writes it only with -r/-s.
 CSV_HEADER = [
@@ -110,10 +112,11 @@ def write_results(result: dict, out_dir: Path, input_note: str | None = None) ->
     from ascendpipe.compare.report import report_html
 
     out_dir = Path(out_dir)
+    doc = contract(result, input_note)
     return {
-        "csv": write_atomic(out_dir / "result.csv", csv_text(result)),
-        "json": write_atomic(out_dir / "result.json", json_text(result, input_note)),
-        "html": write_atomic(out_dir / "report.html", report_html(result, input_note)),
+        "csv": write_atomic(out_dir / COMPARE_CSV, csv_text(result)),
+        "json": write_atomic(out_dir / COMPARE_RESULT, json.dumps(doc, indent=2, allow_nan=False) + "\n"),
+        "html": write_atomic(out_dir / "report.html", report_html(result, doc)),
     }
 
 

@@ -17,15 +17,15 @@ import hashlib
 import json
 from pathlib import Path
 
+from ascendpipe.contract import ONNX_MODEL_FILE as MODEL
+from ascendpipe.contract import QUANT_DEPLOY_DIR as DEPLOY_DIR
+from ascendpipe.contract import QUANT_SCALES as SCALES
+from ascendpipe.contract import QUANT_SCALES_FORMAT as SCALES_FORMAT
+from ascendpipe.contract import QUANTIZE_FORMAT as RECORD_FORMAT
+from ascendpipe.contract import QUANTIZE_RECORD as RECORD
 from ascendpipe.errors import Location, UserError
 
-RECORD = "quantize.json"
-SCALES = "scales.json"
 CONFIG = "quant.cfg"
-DEPLOY_DIR = "deploy"
-MODEL = "model.onnx"
-RECORD_FORMAT = "ascendpipe-quantize/1"
-SCALES_FORMAT = "ascendpipe-quant-scales/1"
 EMULATION_KEY = "ascendpipe.emulation"  # the dump reads internal tensors and producers from it
 
 

@@ -12,20 +12,15 @@ Pipeline shape::
 
 Outputs (docs/quantize.md): ``model.onnx`` (fake-quant QDQ: infer, dump, compare and eval take the
 stage like a converted model), ``deploy/model.onnx`` (what `convert` takes), ``quant.cfg``,
-``scales.json``, ``quantize.json``. The onnxruntime backend calibrates with
-``onnxruntime.quantization``; the ascend backend runs ``amct_onnx calibration``.
+``scales.json``, ``quantize.json``. The work is the pipeline's backend's (``Backend.run("quantize",
+ctx)``): onnxruntime calibrates with ``onnxruntime.quantization``, ascend runs ``amct_onnx calibration``.
 """
 
 from __future__ import annotations
 
-import importlib
-
-from ascendpipe.stages.base import StageContext, StageKind, StageResult, ascend_tool_versions, package_version
+from ascendpipe.stages.base import StageKind
 
 _STR_LIST = {"type": "array", "items": {"type": "string"}}
-
-# backend -> the module holding ``quantize(ctx)`` and ``commands(ctx)``
-BACKEND_MODULES = {"onnxruntime": "ascendpipe.backends.onnxruntime.quantize", "ascend": "ascendpipe.backends.ascend.amct"}
 
 
 class QuantizeKind(StageKind):
@@ -52,15 +47,3 @@ class QuantizeKind(StageKind):
                      "required": ["metric"], "additionalProperties": False},
         },
     }
-
-    def tool_versions(self, backend: str) -> dict[str, str]:
-        if backend == "ascend":
-            return {"onnx": package_version("onnx"), "amct_onnx": package_version("amct_onnx"),
-                    **ascend_tool_versions("quantize")}
-        return {"onnxruntime": package_version("onnxruntime"), "onnx": package_version("onnx")}
-
-    def commands(self, ctx: StageContext) -> list[list[str]]:
-        return importlib.import_module(BACKEND_MODULES[ctx.backend]).commands(ctx)
-
-    def run(self, ctx: StageContext) -> StageResult:
-        return importlib.import_module(BACKEND_MODULES[ctx.backend]).quantize(ctx)

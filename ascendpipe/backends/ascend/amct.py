@@ -119,7 +119,7 @@ def commands(ctx) -> list[list[str]]:
 
 
 def _model_file(path: Path) -> Path:
-    from ascendpipe.stages.base import find_model_file
+    from ascendpipe.contract import find_model_file
 
     return find_model_file(path, what="input model")
 
@@ -145,7 +145,7 @@ def quantize(ctx):
     from ascendpipe.backends.ascend.runner import runner_for
     from ascendpipe.backends.ascend.toolkit import discover
     from ascendpipe.quantize import artifacts
-    from ascendpipe.stages.base import StageResult, write_metrics
+    from ascendpipe.contract import StageResult, write_metrics
 
     where = Location(stage=ctx.name)
     out = Path(ctx.out_dir)

@@ -37,7 +37,7 @@ class Plan:
 
 def tool_versions(kind: str, env: dict[str, str] | None = None) -> dict[str, str]:
     """CANN and tool versions for the stage key: file stats only, never runs a tool."""
-    from ascendpipe.stages.base import package_version
+    from ascendpipe.versions import package_version
 
     tk = discover(env)
     versions = tk.versions(tuple(t for t in KIND_TOOLS.get(kind, ()) if t != "python3"))
@@ -104,7 +104,7 @@ def _settings_record(settings) -> dict[str, Any]:
 
 
 def _onnx_model(ctx) -> Path:
-    from ascendpipe.stages.base import find_model_file
+    from ascendpipe.contract import find_model_file
 
     source = ctx.inputs.get("model")
     if source is None:
@@ -208,7 +208,7 @@ def convert(ctx):
     """atc conversion, then ``atc --mode=1`` for the OM JSON; remedy files in ATC's formats."""
     from ascendpipe.precision.remedy import write_text_atomic
     from ascendpipe.precision.settings import REMEDY_NAMES
-    from ascendpipe.stages.base import StageResult, write_metrics
+    from ascendpipe.contract import StageResult, write_metrics
 
     tk = discover()
     out = Path(ctx.out_dir)
@@ -260,7 +260,7 @@ def tune(ctx):
     from ascendpipe.errors import StageFailed
     from ascendpipe.precision.remedy import write_text_atomic
     from ascendpipe.precision.settings import REMEDY_NAMES
-    from ascendpipe.stages.base import StageResult, write_metrics
+    from ascendpipe.contract import StageResult, write_metrics
 
     tk = discover()
     out = Path(ctx.out_dir)
@@ -322,23 +322,16 @@ def _host_onnx(ctx) -> bool:
 
 
 def _on_host(ctx, kind: str):
-    from ascendpipe.backends.onnxruntime import stages as host
+    from ascendpipe.backends import registry
 
     ctx.say(f"{ctx.name}: the model is an ONNX, not an OM: running it on the host's onnxruntime (golden side)")
-    if kind == "profile":
-        from ascendpipe.backends.onnxruntime.profile_tune_stages import profile as host_profile
-        from ascendpipe.stages.base import write_metrics
-
-        result = host_profile(ctx)
-        write_metrics(Path(ctx.out_dir), result.metrics)
-    else:
-        result = getattr(host, kind)(ctx)
+    result = registry.get("onnxruntime").run(kind, ctx)
     result.info["ran_on"] = "host onnxruntime (golden ONNX)"
     return result
 
 
 def _om_dir(ctx) -> tuple[Path, dict]:
-    from ascendpipe.stages.base import find_model_file
+    from ascendpipe.contract import find_model_file
 
     source = ctx.inputs.get("model")
     if source is None:
@@ -435,7 +428,7 @@ def infer(ctx):
         return _on_host(ctx, "infer")
     from ascendpipe.backends.onnxruntime.infer import SUMMARY_FILE, console_summary, stage_batches
     from ascendpipe.inputs import write_json_atomic
-    from ascendpipe.stages.base import StageResult, write_metrics
+    from ascendpipe.contract import StageResult, write_metrics
 
     tk = discover()
     out = Path(ctx.out_dir)
@@ -484,7 +477,7 @@ def dump(ctx):
         return _on_host(ctx, "dump")
     from ascendpipe.backends.onnxruntime.dump import first_samples
     from ascendpipe.backends.onnxruntime.infer import stage_batches
-    from ascendpipe.stages.base import StageResult, write_metrics
+    from ascendpipe.contract import StageResult, write_metrics
 
     tk = discover()
     out = Path(ctx.out_dir)
@@ -547,12 +540,13 @@ def dump_om(om_dir: Path, feeds: dict, out_dir: Path, *, log, run_command=None, 
             keep_raw: bool = False) -> Path:
     """Library entry for compare on the ascend backend: dump a converted OM dir for ``feeds`` into
     ``out_dir`` (index.json + tensors/, model.json, fused_map.json); returns the index path."""
-    from types import SimpleNamespace
+    from ascendpipe.contract import StageContext
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    ctx = SimpleNamespace(name=stage, kind="dump", inputs={"model": Path(om_dir)}, params={}, log=log,
-                          run_command=run_command, final_out_dir=out_dir, out_dir=out_dir)
+    ctx = StageContext(name=stage, kind="dump", workspace=out_dir, out_dir=out_dir, final_out_dir=out_dir, params={},
+                       inputs={"model": Path(om_dir)}, upstream={}, backend="ascend", log=log,
+                       run_command=run_command)
     try:
         om, record = _om_dir(ctx)
         return _dump_with_ais(ctx, discover(), om, feeds, [i["name"] for i in record["inputs"]], out_dir,
@@ -589,7 +583,7 @@ def profile(ctx):
     from ascendpipe.backends.onnxruntime.infer import stage_batches
     from ascendpipe.profiling import report
     from ascendpipe.profiling.files import write_json_atomic, write_text_atomic
-    from ascendpipe.stages.base import StageResult, write_metrics
+    from ascendpipe.contract import StageResult, write_metrics
 
     tk = discover()
     out = Path(ctx.out_dir)
@@ -643,8 +637,6 @@ def _placeholder_model(path, suffix: str) -> Path:
 
 def _compare_plan(ctx, tk: Toolkit, strict: bool, out_dir: Path) -> Plan:
     """The device dump of an OM target (as ``dump_om`` runs it) and, where msit runs, its argv."""
-    from types import SimpleNamespace
-
     from ascendpipe.backends.ascend import msit
 
     target, upstream = ctx.inputs.get("target"), ctx.upstream.get("target")
@@ -653,8 +645,8 @@ def _compare_plan(ctx, tk: Toolkit, strict: bool, out_dir: Path) -> Plan:
     if target is None or not om_target:
         return Plan([])
     dump_dir = out_dir / "target_dump"
-    dump_ctx = SimpleNamespace(name=ctx.name, kind="dump", inputs={"model": Path(target)}, params={}, log=None,
-                               run_command=None, final_out_dir=dump_dir, out_dir=dump_dir)
+    dump_ctx = ctx.derive(kind="dump", inputs={"model": Path(target)}, upstream={}, params={}, out_dir=dump_dir,
+                          final_out_dir=dump_dir)
     plan = _dump_plan(dump_ctx, tk, strict, dump_dir)
     mode, exe = ctx.params.get("msit", "auto"), tk.find("msit")
     if mode == "on" or (mode == "auto" and exe is not None):

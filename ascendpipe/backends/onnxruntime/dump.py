@@ -381,7 +381,7 @@ def first_samples(batches: list, max_batch: int, static: bool) -> dict[str, np.n
 def run_stage(ctx):
     from ascendpipe.backends.onnxruntime.infer import stage_batches
     from ascendpipe.backends.onnxruntime.session import input_specs, make_session
-    from ascendpipe.stages.base import StageResult, find_model_file, write_metrics
+    from ascendpipe.contract import StageResult, find_model_file, write_metrics
 
     params = ctx.params
     try:

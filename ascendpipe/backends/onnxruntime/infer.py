@@ -274,7 +274,7 @@ def stage_batches(ctx, specs, *, batch_size: int | None, seed: int) -> tuple[lis
 
 def run_stage(ctx):
     from ascendpipe.backends.onnxruntime.session import input_specs, make_session
-    from ascendpipe.stages.base import StageResult, find_model_file, write_metrics
+    from ascendpipe.contract import StageResult, find_model_file, write_metrics
 
     params = ctx.params
     try:

@@ -68,7 +68,7 @@ def quantize(ctx):
     from ascendpipe.quantize import artifacts
     from ascendpipe.quantize.config import format_simple_config, resolve
     from ascendpipe.compare.sources import input_specs
-    from ascendpipe.stages.base import StageResult, find_model_file, write_metrics
+    from ascendpipe.contract import StageResult, find_model_file, write_metrics
 
     where = Location(stage=ctx.name)
     try:
@@ -97,7 +97,3 @@ def quantize(ctx):
                              "quantized_layers": record["quantized_layers"], "skipped_layers": record["skipped_layers"],
                              "scales_file": artifacts.SCALES})
 
-
-def commands(ctx) -> list[list[str]]:
-    """The emulation runs no external tool."""
-    return []

@@ -16,7 +16,6 @@ from ascendpipe.contract import OM_MODEL_FILE as OM_FILE
 from ascendpipe.contract import QUANTIZE_RECORD
 from ascendpipe.errors import Location, UserError
 
-_NP_DTYPES = {1: np.float32, 10: np.float16, 11: np.float64, 6: np.int32, 7: np.int64, 2: np.uint8, 3: np.int8, 9: np.bool_}
 
 
 @dataclass
@@ -87,21 +86,9 @@ def flat_settings(record: dict | None) -> dict | None:
 
 def input_specs(model: Path) -> list:
     """The model's real inputs as ``ascendpipe.inputs.InputSpec`` (read from the graph, no session)."""
-    import onnx
+    from ascendpipe.onnxgraph import read_input_specs
 
-    from ascendpipe.inputs import InputSpec
-
-    graph = onnx.load(str(model), load_external_data=False).graph
-    inits = {i.name for i in graph.initializer}
-    specs = []
-    for value in graph.input:
-        if value.name in inits:
-            continue
-        tensor = value.type.tensor_type
-        shape = tuple(d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else (d.dim_param or None)
-                      for d in tensor.shape.dim)
-        specs.append(InputSpec(value.name, shape, np.dtype(_NP_DTYPES.get(tensor.elem_type, np.float32)).name))
-    return specs
+    return read_input_specs(model)
 
 
 def om_input_specs(om_dir: Path) -> list:

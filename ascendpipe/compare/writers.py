@@ -9,6 +9,7 @@ import math
 from pathlib import Path
 
 from ascendpipe.contract import COMPARE_CSV, COMPARE_RESULT
+from ascendpipe.fsutil import write_text_atomic
 
 # msaccucmp + msit result_*.csv header, in order. The duplicated names are msit's (pandas reads them
 # as DataType.1 / Address.1). OpSequence is left out: msaccucmp writes it only with -r/-s.
@@ -24,12 +25,6 @@ CONTRACT_ROW_KEYS = ("index", "op_name", "op_type", "tensor", "shape", "dtype", 
 EXTRA_ROW_KEYS = ("golden_tensor", "golden_ops", "golden_dtype", "side", "fused", "is_output", "reasons", "note",
                   "mean_abs_error", "mean_rel_error", "accumulated_rel_error", "target_mean", "target_std",
                   "golden_mean", "golden_std", "golden_nan", "golden_inf", "target_nan", "target_inf", "golden_abs_max")
-
-
-def write_atomic(path: Path, text: str) -> Path:
-    from ascendpipe.fsutil import write_text_atomic
-
-    return Path(write_text_atomic(Path(path), text))
 
 
 def _num(value) -> str:
@@ -114,9 +109,9 @@ def write_results(result: dict, out_dir: Path, input_note: str | None = None) ->
     out_dir = Path(out_dir)
     doc = contract(result, input_note)
     return {
-        "csv": write_atomic(out_dir / COMPARE_CSV, csv_text(result)),
-        "json": write_atomic(out_dir / COMPARE_RESULT, json.dumps(doc, indent=2, allow_nan=False) + "\n"),
-        "html": write_atomic(out_dir / "report.html", report_html(result, doc)),
+        "csv": write_text_atomic(out_dir / COMPARE_CSV, csv_text(result)),
+        "json": write_text_atomic(out_dir / COMPARE_RESULT, json.dumps(doc, indent=2, allow_nan=False) + "\n"),
+        "html": write_text_atomic(out_dir / "report.html", report_html(result, doc)),
     }
 
 

@@ -43,6 +43,9 @@ from ascendpipe.contract import (  # noqa: F401  (re-exported: the names a kind 
 )
 from ascendpipe.versions import package_version  # noqa: F401
 
+__all__ = ["StageKind", "StageContext", "StageResult", "Upstream", "METRICS_FILE", "find_model_file", "write_metrics",
+           "package_version"]
+
 TYPE_CHECKING = False  # (importing typing for its constant costs a no-op build ~3 ms)
 if TYPE_CHECKING:
     from typing import ClassVar

@@ -41,7 +41,8 @@ class CompareKind(StageKind):
         from ascendpipe.backends import registry
         from ascendpipe.compare import thresholds as thr
         from ascendpipe.compare.sources import run_compare
-        from ascendpipe.compare.writers import terminal_text, write_atomic, write_results
+        from ascendpipe.compare.writers import terminal_text, write_results
+        from ascendpipe.fsutil import write_text_atomic
 
         where = Location(stage=ctx.name, field="params.thresholds")
         limits = thr.resolve(ctx.thresholds, ctx.params.get("thresholds"), location=where)
@@ -59,7 +60,7 @@ class CompareKind(StageKind):
         first = result["first_failure"]
         for item in (first or {}).get("advice", []):
             if item.get("file"):
-                remedies[item["file"]["name"]] = write_atomic(ctx.out_dir / item["file"]["name"], item["file"]["content"])
+                remedies[item["file"]["name"]] = write_text_atomic(ctx.out_dir / item["file"]["name"], item["file"]["content"])
         s = result["summary"]
         metrics = {k: s[k] for k in ("first_failure_index", "failed_ops", "min_cosine", "output_cosine", "overflow_ops")}
         metrics.update(registry.get(ctx.backend).compare_extras(ctx, result))

@@ -125,9 +125,9 @@ def _model_file(path: Path) -> Path:
 
 
 def _specs(model: Path):
-    from ascendpipe.compare.sources import input_specs
+    from ascendpipe.onnxgraph import read_input_specs
 
-    return input_specs(model)
+    return read_input_specs(model)
 
 
 def write_bins(batches: list[dict], specs, dirs: list[Path]) -> None:

@@ -15,26 +15,26 @@ class AscendBackend(Backend):
     device_models = (".om",)
 
     def tool_versions(self, kind: str) -> dict[str, str]:
-        from ascendpipe.backends.ascend import stages
+        from ascendpipe.backends.ascend.plan import tool_versions
 
         if kind == "convert":  # the ONNX is read for the op mapping and input specs
-            return {"onnx": package_version("onnx"), **stages.tool_versions(kind)}
+            return {"onnx": package_version("onnx"), **tool_versions(kind)}
         if kind == "quantize":  # amct_onnx (a wheel beside CANN); the ONNX is read for layers and inputs
             return {"onnx": package_version("onnx"), "amct_onnx": package_version("amct_onnx"),
-                    **stages.tool_versions(kind)}
+                    **tool_versions(kind)}
         if kind == "compare":  # the golden runs on the host; the OM is dumped with the CANN tools
             return {"numpy": package_version("numpy"), "onnxruntime": package_version("onnxruntime"),
-                    **stages.tool_versions(kind)}
-        return stages.tool_versions(kind)
+                    **tool_versions(kind)}
+        return tool_versions(kind)
 
     def commands(self, kind, ctx) -> list[list[str]]:
         if kind == "quantize":
             from ascendpipe.backends.ascend import amct
 
             return amct.commands(ctx)
-        from ascendpipe.backends.ascend import stages
+        from ascendpipe.backends.ascend.dry_run import commands
 
-        return stages.commands(kind, ctx)
+        return commands(kind, ctx)
 
     def run(self, kind, ctx):
         if kind not in _KINDS:
@@ -51,7 +51,7 @@ class AscendBackend(Backend):
         import io
         from pathlib import Path
 
-        from ascendpipe.backends.ascend.stages import dump_om
+        from ascendpipe.backends.ascend.device_stages import dump_om
 
         index = dump_om(model, feeds, out, log=log if log is not None else io.StringIO(), run_command=run_command,
                         stage=stage)

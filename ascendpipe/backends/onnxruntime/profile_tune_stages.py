@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ascendpipe.profiling import msprof_csv, report, stats, timeline
-from ascendpipe.profiling.files import write_json_atomic, write_text_atomic
+from ascendpipe.fsutil import write_json_atomic, write_text_atomic
 
 Say = Callable[[str], None]
 

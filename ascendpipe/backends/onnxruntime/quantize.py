@@ -67,7 +67,7 @@ def quantize(ctx):
     """The stage: calibration batches, QDQ model, then the common output layout and record."""
     from ascendpipe.quantize import artifacts
     from ascendpipe.quantize.config import format_simple_config, resolve
-    from ascendpipe.compare.sources import input_specs
+    from ascendpipe.onnxgraph import read_input_specs as input_specs
     from ascendpipe.contract import StageResult, find_model_file, write_metrics
 
     where = Location(stage=ctx.name)

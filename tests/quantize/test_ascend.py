@@ -83,3 +83,12 @@ def test_missing_amct_fails_the_stage_with_a_clear_message(workspace, tmp_path, 
     assert code == 1
     assert "stage 'quantize': CANN tool 'amct_onnx' not found" in captured.out + captured.err
     assert not (tmp_path / "build/quantize").exists()
+
+
+def test_each_backend_runs_and_keys_quantize():
+    from ascendpipe.backends import registry
+
+    ort, ascend = registry.get("onnxruntime"), registry.get("ascend")
+    assert "quantize" in ort.kinds and "quantize" in ascend.kinds
+    assert set(ort.tool_versions("quantize")) == {"onnxruntime", "onnx"}
+    assert {"onnx", "amct_onnx", "cann"} <= set(ascend.tool_versions("quantize"))

@@ -76,7 +76,7 @@ def find_outputs(save_dir: Path) -> tuple[Path | None, Path | None]:
     return deploy, fake
 
 
-def _plan(ctx, settings: QuantSettings, model: Path, specs, batch_size: int, out: Path, tool: str,
+def _plan(settings: QuantSettings, model: Path, specs, batch_size: int, out: Path, tool: str,
           shapes: dict | None = None) -> AmctPlan:
     from ascendpipe.quantize.config import format_simple_config
 
@@ -112,7 +112,7 @@ def commands(ctx) -> list[list[str]]:
         specs = _specs(model) if model.is_file() else []
         size = settings.batch_size or 16
         found = discover().find(TOOL)
-        plan = _plan(ctx, settings, model, specs, size, Path(ctx.final_out_dir), str(found) if found else TOOL)
+        plan = _plan(settings, model, specs, size, Path(ctx.final_out_dir), str(found) if found else TOOL)
     except UserError as err:
         raise err.with_location(stage=ctx.name) from None
     return [plan.argv]
@@ -160,7 +160,7 @@ def quantize(ctx):
         tool = str(tk.tool(TOOL, stage=ctx.name))
         shapes = {name: tuple(a.shape) for name, a in batches[0].items()}
         settings.batch_size = calibration["batch_size"]
-        plan = _plan(ctx, settings, model, specs, calibration["batch_size"], out, tool, shapes)
+        plan = _plan(settings, model, specs, calibration["batch_size"], out, tool, shapes)
     except UserError as err:
         raise err.with_location(stage=ctx.name) from None
     write_bins(batches, specs, plan.data_dirs)

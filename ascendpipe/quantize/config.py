@@ -294,3 +294,24 @@ def resolve(params: dict, read_text=None, where: Location | None = None) -> Quan
         raise UserError(f"calibrate_method '{s.calibrate_method}' is not one of {', '.join(CALIBRATE_METHODS)}",
                         Location(**{**where.parts(), "field": "calibrate_method"}))
     return s
+
+
+def weight_axis(op_type: str, trans_b: bool = False) -> int:
+    """The output-channel axis of a layer's weight (one scale per output channel): Conv [O,I,kh,kw] 0,
+    ConvTranspose [I,O/g,kh,kw] 1, Gemm B [N,K] with transB else [K,N], MatMul B [K,N] 1."""
+    if op_type == "Conv":
+        return 0
+    if op_type == "Gemm":
+        return 0 if trans_b else 1
+    return 1
+
+
+def per_channel_weights(layers, settings: QuantSettings) -> dict[str, int]:
+    """``{weight initializer: axis}`` for the quantized layers whose weights get per-channel scales, by
+    AMCT's precedence (``override_layer_configs`` > ``override_layer_types`` > ``common_config``).
+    ``layers``: (name, op_type, weight initializer or None, transB)."""
+    out: dict[str, int] = {}
+    for name, op_type, weight, trans_b in layers:
+        if weight and name not in settings.skip_layers and settings.layer_channel_wise(name, op_type):
+            out[weight] = weight_axis(op_type, trans_b)
+    return out

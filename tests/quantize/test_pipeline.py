@@ -163,3 +163,21 @@ def test_a_fixed_batch_model_calibrates_in_its_own_batch(tmp_path, capsys):
     capsys.readouterr()
     assert main(args + ["--batch-size", "4"]) == 2
     assert "batch dim is fixed at 2" in capsys.readouterr().err
+
+
+def test_per_layer_channel_wise_follows_amct_precedence(tmp_path):
+    from ascendpipe.cli.main import main
+
+    make_workspace(tmp_path, sensitive=False)
+    (tmp_path / "quant.cfg").write_text(
+        'common_config : { arq_quantize : { channel_wise : true } }\n'
+        'override_layer_types : { layer_type : "Gemm" calibration_config : { arq_quantize : { channel_wise : false } } }\n'
+        'override_layer_configs : { layer_name : "conv2" calibration_config : { arq_quantize : { channel_wise : false } } }\n')
+    out = tmp_path / "q"
+    assert main(["quantize", "--model", str(tmp_path / "models/sensitive.onnx"), "--calibration",
+                 str(tmp_path / "data/calib"), "--output", str(out), "--calibration-config", str(tmp_path / "quant.cfg")]) == 0
+    record = _json(out / "quantize.json")
+    assert record["per_channel_weights"] == ["w1", "w3"]  # conv2 by name, fc by type: per tensor
+    scales = _json(out / "scales.json")["tensors"]
+    by_weight = {t["node"].removesuffix("_DequantizeLinear"): len(t["scale"]) for t in scales.values()}
+    assert by_weight["w1"] == 8 and by_weight["w3"] == 8 and by_weight["w2"] == 1 and by_weight["wf"] == 1

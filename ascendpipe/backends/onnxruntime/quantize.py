@@ -4,9 +4,9 @@ What is mirrored from AMCT (docs/quantize.md): only the cube layers (Conv, ConvT
 MatMul) are quantized; their activation input and weights go to int8 (weights symmetric, per
 channel when ``channel_wise``; activations with an offset when ``activation_offset``), the bias to
 int32, and their output is dequantized to float (AscendDequant) rather than requantized: no QDQ on
-layer outputs. Calibration reads ``batch_num`` batches. What differs: onnxruntime's calibrator
-(MinMax by default, ``calibrate_method``) stands in for AMCT's IFMR search; per-layer
-``channel_wise`` overrides are not emulated (said in the log and the record).
+layer outputs. ``channel_wise`` is applied layer by layer with AMCT's precedence (an axis override
+on each per-channel weight). Calibration reads ``batch_num`` batches. What differs: onnxruntime's
+calibrator (MinMax by default, ``calibrate_method``) stands in for AMCT's IFMR search.
 
 The QDQ model is both outputs here: onnxruntime runs QDQ as int8 kernels, so the fake-quant model
 is also the deployable one on this backend.
@@ -18,10 +18,10 @@ import logging
 from pathlib import Path
 
 from ascendpipe.errors import Location, UserError
-from ascendpipe.quantize.config import QUANTIZABLE_TYPES, QuantSettings
+from ascendpipe.quantize.config import QUANTIZABLE_TYPES, QuantSettings, per_channel_weights
 
 
-def quantize_model(model: Path, batches: list[dict], out_path: Path, settings: QuantSettings, *, log=None) -> dict:
+def quantize_model(model: Path, batches: list[dict], out_path: Path, settings: QuantSettings) -> dict:
     """Write the QDQ int8 model of ``model`` calibrated on ``batches`` to ``out_path``; returns what was used."""
     from onnxruntime.quantization import (CalibrationDataReader, CalibrationMethod, QuantFormat, QuantType,
                                           quantize_static)
@@ -38,19 +38,17 @@ def quantize_model(model: Path, batches: list[dict], out_path: Path, settings: Q
     types = [t for t in QUANTIZABLE_TYPES if t not in settings.skip_layer_types]
     extra = {"ActivationSymmetric": not settings.activation_offset, "WeightSymmetric": True,
              "OpTypesToExcludeOutputQuantization": list(QUANTIZABLE_TYPES)}
-    not_emulated = [e.get("layer_name") or e.get("layer_type") for e in
-                    settings.override_layer_configs + settings.override_layer_types
-                    if ((e.get("calibration_config") or {}).get("arq_quantize") or {}).get("channel_wise") is not None]
-    if not_emulated and log is not None:
-        log.write(f"note: per-layer channel_wise overrides ({', '.join(map(str, not_emulated))}) are passed to AMCT "
-                  "on ascend; the emulation uses common_config's channel_wise for every layer\n")
+    per_channel = per_channel_weights(_weights(model, types), settings)
+    # per-channel scales layer by layer (AMCT's channel_wise precedence): per-tensor by default, and an
+    # axis override on each weight that is per channel
+    extra["TensorQuantOverrides"] = {w: [{"axis": axis}] for w, axis in per_channel.items()}
     quiet = logging.getLogger()
     level = quiet.level
     quiet.setLevel(logging.ERROR)  # onnxruntime logs a pre-processing suggestion on the root logger
     try:
         quantize_static(str(model), str(out_path), _Reader([dict(b) for b in batches]),
                         quant_format=QuantFormat.QDQ, op_types_to_quantize=types,
-                        per_channel=settings.channel_wise, activation_type=QuantType.QInt8,
+                        per_channel=False, activation_type=QuantType.QInt8,
                         weight_type=QuantType.QInt8, nodes_to_exclude=list(settings.skip_layers),
                         calibrate_method=methods[settings.calibrate_method],
                         calibration_providers=["CPUExecutionProvider"], extra_options=extra)
@@ -58,9 +56,23 @@ def quantize_model(model: Path, batches: list[dict], out_path: Path, settings: Q
         quiet.setLevel(level)
     return {"calibration_method": {"minmax": "MinMax", "entropy": "Entropy",
                                    "percentile": "Percentile"}[settings.calibrate_method],
-            "activation_type": "int8", "weight_type": "int8", "per_channel": settings.channel_wise,
-            "activation_symmetric": not settings.activation_offset, "op_types": types,
-            "not_emulated": not_emulated}
+            "activation_type": "int8", "weight_type": "int8", "per_channel_weights": sorted(per_channel),
+            "activation_symmetric": not settings.activation_offset, "op_types": types}
+
+
+def _weights(model: Path, types) -> list[tuple[str, str, str | None, bool]]:
+    """(layer, op_type, weight initializer or None, transB) of the layers of ``types``."""
+    import onnx
+
+    graph = onnx.load(str(model), load_external_data=False).graph
+    inits = {i.name for i in graph.initializer}
+    out = []
+    for n in graph.node:
+        if n.op_type in types:
+            weight = n.input[1] if len(n.input) > 1 and n.input[1] in inits else None
+            trans_b = any(a.name == "transB" and a.i for a in n.attribute)
+            out.append((n.name, n.op_type, weight, trans_b))
+    return out
 
 
 def quantize(ctx):
@@ -82,7 +94,7 @@ def quantize(ctx):
         raise err.with_location(stage=ctx.name) from None
     out = Path(ctx.out_dir)
     qdq = out / artifacts.MODEL
-    used = quantize_model(model, batches, qdq, settings, log=ctx.log)
+    used = quantize_model(model, batches, qdq, settings)
     settings.batch_size = calibration["batch_size"]
     config_text = format_simple_config(settings.amct_config(), header="AMCT simple config (calibration_config_onnx.proto) of this calibration")
     metrics, record = artifacts.write_outputs(

@@ -71,6 +71,9 @@ def test_amct_double_calibrates_and_its_deploy_model_goes_through_atc(workspace,
     golden = stages["eval_golden"]["metrics"]["top1"]
     assert stages["eval_int8"]["metrics"]["top1"] >= golden - 0.02
     assert stages["eval_om"]["metrics"]["top1"] >= golden - 0.02
+    compared = json.loads((tmp_path / "build/compare_int8/result.json").read_text())
+    assert compared["quantization"]["skipped_layers"] == [SENSITIVE]
+    assert {r["layer"] for r in compared["quantization"]["layers"]} == {"conv1", "conv3", "fc"}
     convert = json.loads((tmp_path / "build/convert_int8/convert.json").read_text())
     assert convert["model"].endswith("build/quantize/deploy/model.onnx")
 

@@ -161,6 +161,8 @@ def compare_dumps(
         compared = [r for r in rows if r["side"] == "both"]
         if compared:
             compared[-1]["is_output"] = True
+    for r in rows:  # the ATC fusion pass that made a fused op (fused_map.json "rules", the OM's pass_name)
+        r["pass_name"] = rules.get(r["op_name"]) if r.get("fused") else None
     picked = order.select_failures(rows, strategy, output_ops=graph.get("output_ops"), producers=graph.get("producers"))
     picked = sorted(set(picked) | {i for i, r in enumerate(pre) if r["failed"]})
     failures = [advisor.describe_failure(rows, i, precision_plan=precision_plan, fusion_rules=rules,

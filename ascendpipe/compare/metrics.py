@@ -40,6 +40,9 @@ msit evaluates all but the cosine in float32 (after ``.float()``); we evaluate i
 agree to float32 rounding, except where msit's float32 sums would overflow (squares past 3.4e38).
 
 Ours, for the pass/fail decision only (never in msit's columns; see ``thresholds``):
+- exact_cosine: sum(g*t) / (||g|| * ||t||) without torch's 1e-8 floor on each norm (1.0 when both are
+  all zeros, 0.0 when one is), not rounded. msit's floor makes the cosine of a tensor whose norm is
+  below 1e-8 meaningless: two identical tensors of norm 1e-9 get 0.01.
 - significant_mean_rel_error: the mean relative error over the *significant* elements only,
   |g_i| >= SIGNIFICANT_FRACTION * rms(g) (and > EPS), with ``significant_elements`` counting them.
 - rmse_fp16_floor: the RMSE of rounding the golden itself to fp16, the error floor of any fp16 tensor.
@@ -173,6 +176,14 @@ def _cosine(s: _Sums) -> float:
     return round(max(-1.0, min(1.0, s.gt / norm_g / norm_t)), 10)
 
 
+def _exact_cosine(s: _Sums) -> float:
+    if s.all_zero:
+        return 1.0
+    if s.gg == 0.0 or s.tt == 0.0:
+        return 0.0
+    return max(-1.0, min(1.0, s.gt / (math.sqrt(s.gg) * math.sqrt(s.tt))))
+
+
 def _significant(g: np.ndarray, t: np.ndarray, floor: float) -> tuple[float, int]:
     """(sum of msit's relative error, count) over the elements with |g| >= floor."""
     total, count = 0.0, 0
@@ -197,7 +208,7 @@ def tensor_metrics(golden: np.ndarray, target: np.ndarray) -> dict:
     result["fail_reason"] = " ".join(reasons)
     if reasons or golden.size == 0:
         result["compared"] = 0
-        result.update(dict.fromkeys(METRIC_NAMES, math.nan), rmse_fp16_floor=math.nan,
+        result.update(dict.fromkeys(METRIC_NAMES, math.nan), rmse_fp16_floor=math.nan, exact_cosine=math.nan,
                       significant_mean_rel_error=math.nan, significant_elements=0)
         result.update(target_mean=math.nan, target_std=math.nan, golden_mean=math.nan, golden_std=math.nan)
         return result
@@ -210,6 +221,7 @@ def tensor_metrics(golden: np.ndarray, target: np.ndarray) -> dict:
     result.update(
         compared=s.n,
         cosine=_cosine(s),
+        exact_cosine=_exact_cosine(s),
         max_abs_error=s.max_abs,
         mean_abs_error=s.abs_d / s.n,
         rmse=math.sqrt(s.dd / s.n),

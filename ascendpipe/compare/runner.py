@@ -121,7 +121,8 @@ def _row(pos: int, pair: mapping.Pair, golden_dir: Path, target_dir: Path, limit
         reasons.insert(0, "target overflows fp16 (inf/NaN or 65504)")
     row.update(_metric_fields(m))
     row.update(overflow=overflow, golden_abs_max=golden_max, failed=bool(reasons) and pair.side == "both" or overflow == "target",
-               reasons=reasons, significant_mean_rel_error=None if m is None else _finite_or_none(m["significant_mean_rel_error"]))
+               reasons=reasons, significant_mean_rel_error=None if m is None else _finite_or_none(m["significant_mean_rel_error"]),
+               exact_cosine=None if m is None else m["exact_cosine"])
     return row
 
 
@@ -154,7 +155,7 @@ def batch_rows(golden_dir: Path, target_dir: Path, *, limits: dict, tensor_map: 
 def _badness(row: dict) -> tuple:
     """Sort key of a row among its batches: failed, then overflowing, then lower cosine, then larger
     relative Euclidean distance. A compared tensor without metrics (inf/NaN) counts as the worst cosine."""
-    cos, red = row.get("cosine"), row.get("relative_euclidean")
+    cos, red = _cosine_of(row), row.get("relative_euclidean")
     if cos is not None and math.isfinite(cos):
         cos_bad = 1.0 - cos
     else:
@@ -242,14 +243,20 @@ def compare_dumps(
             "summary": summary, "thresholds": limits, "strategy": strategy}
 
 
+def _cosine_of(row: dict) -> float | None:
+    """The cosine the decision reads: the exact one where the row has it (see metrics), else msit's."""
+    exact = row.get("exact_cosine")
+    return exact if exact is not None else row.get("cosine")
+
+
 def summarize(rows: list[dict], failures: list[dict]) -> dict:
-    """The stage metrics: first_failure_index, failed_ops, min_cosine, output_cosine, overflow_ops."""
+    """The stage metrics: first_failure_index, failed_ops, min_cosine, output_cosine (exact cosines), overflow_ops."""
     # A NaN cosine means a compared tensor holds inf/NaN (msit computes no metric): count it as 0.0 here.
     def cos(r):
-        return 0.0 if math.isnan(r["cosine"]) else r["cosine"]
+        return 0.0 if math.isnan(_cosine_of(r)) else _cosine_of(r)
 
-    cosines = [cos(r) for r in rows if r["cosine"] is not None]
-    out = [cos(r) for r in rows if r["is_output"] and r["cosine"] is not None]
+    cosines = [cos(r) for r in rows if _cosine_of(r) is not None]
+    out = [cos(r) for r in rows if r["is_output"] and _cosine_of(r) is not None]
     return {
         "first_failure_index": failures[0]["index"] if failures else None,
         "failed_ops": sum(1 for r in rows if r["failed"]),

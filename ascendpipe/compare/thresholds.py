@@ -7,7 +7,9 @@ MeanRelativeError > 1.0, any one alone. Cosine and relative Euclidean distance m
 tensor against its own magnitude; the other three do not, so on real weights each trips on a tensor
 that is computed well. We keep the five thresholds and msit's values (result.csv), and decide so:
 
-- CosineSimilarity and RelativeEuclideanDistance: as msit.
+- CosineSimilarity: decided on ``exact_cosine``, the cosine without torch's 1e-8 floor on each norm
+  that msit's value has (with it, two identical tensors of norm 1e-9 have cosine 0.01).
+- RelativeEuclideanDistance: as msit.
 - MeanRelativeError: decided on ``significant_mean_rel_error``, the mean relative error over the
   elements whose golden magnitude is at least 2^-10 of the tensor's RMS (``metrics.SIGNIFICANT_FRACTION``).
   msit's mean divides by each golden element, so a few elements near zero decide it: an absolute error
@@ -47,7 +49,7 @@ THRESHOLDS: dict[str, tuple[float, str]] = {
 METRIC_KEY = {"cosine": "cosine", "relative_euclidean": "relative_euclidean", "kl": "kl", "rmse": "rmse",
               "mean_relative_error": "mean_rel_error"}
 # the value each threshold decides on (see the module docstring): msit's, except the mean relative error
-DECISION_KEY = dict(METRIC_KEY, mean_relative_error="significant_mean_rel_error")
+DECISION_KEY = dict(METRIC_KEY, cosine="exact_cosine", mean_relative_error="significant_mean_rel_error")
 RMSE_FLOOR_FACTOR = 2.0
 RELATIVE_MIN = 0.01
 LABEL = {"cosine": "CosineSimilarity", "relative_euclidean": "RelativeEuclideanDistance",

@@ -24,7 +24,7 @@ CONTRACT_ROW_KEYS = ("index", "op_name", "op_type", "tensor", "shape", "dtype", 
 EXTRA_ROW_KEYS = ("golden_tensor", "golden_ops", "golden_dtype", "side", "fused", "is_output", "reasons", "note",
                   "mean_abs_error", "mean_rel_error", "accumulated_rel_error", "target_mean", "target_std",
                   "golden_mean", "golden_std", "golden_nan", "golden_inf", "target_nan", "target_inf", "golden_abs_max",
-                  "significant_mean_rel_error", "batch", "batches", "failed_batches")
+                  "exact_cosine", "significant_mean_rel_error", "batch", "batches", "failed_batches")
 
 
 def write_atomic(path: Path, text: str) -> Path:

@@ -22,7 +22,10 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-SEEDS = (1, 2, 3, 4, 5)
+SEEDS = (1, 2, 3, 4, 5)  # seed 2 failed the fp32 control under msit's rule (KL 0.81 on the square)
+VARIANTS = ("fp32", "fp16", "fp16_keep")
+# what the assertions read (the mixed variant is left out: it is not part of the story checked here)
+TARGETS = ["eval_golden"] + [f"{kind}@{v}" for v in VARIANTS for kind in ("eval", "compare")]
 FP16_MAX = 65504.0
 
 
@@ -70,10 +73,10 @@ def story(request, tmp_path_factory):
     with pytest.MonkeyPatch.context() as mp:
         mp.chdir(ws)
         mp.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
-        ascendpipe.build(pipeline, jobs=2, set=base, quiet=True)
+        ascendpipe.build(pipeline, TARGETS, jobs=2, set=base, quiet=True)
         seen["golden"] = _json(ws / "build/eval_golden/metrics.json")["mAP"]
-        seen["mAP"] = {v: _json(ws / f"build/eval@{v}/metrics.json")["mAP"] for v in ("fp32", "fp16", "fp16_keep")}
-        seen["compare"] = {v: _json(ws / f"build/compare@{v}/result.json") for v in ("fp32", "fp16", "fp16_keep")}
+        seen["mAP"] = {v: _json(ws / f"build/eval@{v}/metrics.json")["mAP"] for v in VARIANTS}
+        seen["compare"] = {v: _json(ws / f"build/compare@{v}/result.json") for v in VARIANTS}
         first = seen["compare"]["fp16"]["first_failure"]
         seen["advice_sets"] = _advice_sets(first) if first else []
         if seen["advice_sets"]:

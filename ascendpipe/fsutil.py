@@ -1,7 +1,9 @@
 """Atomic file writes: a reader (or a build killed half-way) never sees half a file.
 
 One implementation for the whole package: write to a temp file in the same folder, then
-``os.replace`` it over the target (atomic on POSIX within one file system).
+``os.replace`` it over the target (atomic on POSIX within one file system). Temp names start with
+``TEMP_PREFIX`` so the object store skips them and ``gc`` removes ones a kill left behind.
+A leaf module (standard library only).
 """
 
 from __future__ import annotations
@@ -9,31 +11,59 @@ from __future__ import annotations
 import json
 import os
 
+TEMP_PREFIX = ".tmp-"
 
-def write_bytes_atomic(path, data: bytes) -> str:
-    import tempfile
 
-    path = os.fspath(path)
-    folder = os.path.dirname(path) or "."
-    os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as handle:
+class atomic_path:
+    """``with atomic_path(target) as tmp:`` write the file at ``tmp`` (any writer: np.save, onnx.save,
+    shutil.copyfile); on success it replaces ``target``, on an exception it is removed.
+
+    (A class rather than ``contextlib.contextmanager``: contextlib costs a no-op build an import.)
+    """
+
+    def __init__(self, path):
+        self.path = os.fspath(path)
+
+    def __enter__(self) -> str:
+        import tempfile
+
+        folder = os.path.dirname(self.path) or "."
+        os.makedirs(folder, exist_ok=True)
+        fd, self.tmp = tempfile.mkstemp(dir=folder, prefix=f"{TEMP_PREFIX}{os.path.basename(self.path)}.", suffix=".tmp")
+        os.close(fd)
+        return self.tmp
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        if exc_type is None:
+            os.replace(self.tmp, self.path)
+        elif os.path.exists(self.tmp):
+            os.unlink(self.tmp)
+        return False
+
+
+def write_bytes_atomic(path, data: bytes):
+    """Write ``data`` atomically; returns ``path`` as given (a Path stays a Path)."""
+    with atomic_path(path) as tmp:
+        with open(tmp, "wb") as handle:
             handle.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
     return path
 
 
 def write_text_atomic(path, text: str):
-    """Write UTF-8 text atomically; returns ``path`` as given (a Path stays a Path)."""
-    write_bytes_atomic(path, text.encode("utf-8"))
-    return path
+    """Write UTF-8 text atomically; returns ``path`` as given."""
+    return write_bytes_atomic(path, text.encode("utf-8"))
 
 
-def write_json_atomic(path, obj, *, default=None, allow_nan: bool = True):
-    text = json.dumps(obj, indent=2, allow_nan=allow_nan, default=default) + "\n"
+def write_json_atomic(path, obj, *, default=None, allow_nan: bool = True, sort_keys: bool = False):
+    """Indented JSON plus a final newline, atomically; returns ``path`` as given."""
+    text = json.dumps(obj, indent=2, allow_nan=allow_nan, default=default, sort_keys=sort_keys) + "\n"
     return write_text_atomic(path, text)
+
+
+def copy_atomic(src, dst):
+    """Copy a file's bytes to ``dst`` atomically; returns ``dst`` as given."""
+    import shutil
+
+    with atomic_path(dst) as tmp:
+        shutil.copyfile(src, tmp)
+    return dst

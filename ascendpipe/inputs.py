@@ -233,18 +233,10 @@ def random_inputs(input_specs: Sequence[InputSpec], seed: int = 0, batch_size: i
 
 def save_npy_atomic(path: str | Path, array: np.ndarray) -> None:
     """``np.save`` to a temp file in the same directory, then rename: never a half-written .npy."""
-    import os
-    import tempfile
+    from ascendpipe.fsutil import atomic_path
 
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            np.save(fh, np.ascontiguousarray(array), allow_pickle=False)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_path(path) as tmp, open(tmp, "wb") as fh:
+        np.save(fh, np.ascontiguousarray(array), allow_pickle=False)
 
 
 def write_json_atomic(path: str | Path, data) -> None:

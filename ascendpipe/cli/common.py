@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import sys
 
+from ascendpipe.backends import registry as backends
+
 
 def add_pipeline_args(p, *, stages: bool = False) -> None:
     p.add_argument("pipeline", help="the pipeline YAML file")
@@ -12,7 +14,7 @@ def add_pipeline_args(p, *, stages: bool = False) -> None:
         p.add_argument("stages", nargs="*", metavar="STAGE", help="only these stages (and what they need); a base name means all its variants")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a value, e.g. params.n=32 or stages.convert.params.precision_mode=allow_fp32_to_fp16 (repeatable)")
-    p.add_argument("--backend", choices=["onnxruntime", "ascend"], help="toolchain backend (default: the pipeline's, else onnxruntime)")
+    p.add_argument("--backend", choices=backends.names(), help="toolchain backend (default: the pipeline's, else onnxruntime)")
 
 
 def print_json(data) -> None:

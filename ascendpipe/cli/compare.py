@@ -7,6 +7,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from ascendpipe.backends import registry as backends
+
 HELP = "compare a converted model or dump against the fp32 golden, op by op (msit metrics, first failure, advice)"
 
 
@@ -25,7 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0, help="seed of the random input (default 0)")
     parser.add_argument("--threshold", action="append", default=[], metavar="NAME=VALUE",
                         help="override a threshold: cosine, relative_euclidean, kl, rmse, mean_relative_error")
-    parser.add_argument("--backend", choices=["onnxruntime", "ascend"], default="onnxruntime",
+    parser.add_argument("--backend", choices=backends.names(), default=backends.DEFAULT,
                         help="ascend: the target is an OM dir (dumped on the NPU with ais_bench + acl.json)")
     parser.add_argument("--convert-stage", "--convert_stage", dest="convert_stage", default="convert",
                         help="stage name used in the advice's --set lines (default convert)")

@@ -11,6 +11,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from ascendpipe.backends import registry as backends
+
 HELP = "search the fewest keep_dtype ops / fusion switches that restore the metric (or output cosine) in fp16"
 
 
@@ -28,7 +30,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       help="compare stage giving per-op evidence (default: the one whose target is --stage)")
     pipe.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                       help="override a pipeline value for every attempt (repeatable)")
-    pipe.add_argument("--backend", choices=["onnxruntime", "ascend"], help="toolchain backend (default: the pipeline's)")
+    pipe.add_argument("--backend", choices=backends.names(), help="toolchain backend (default: the pipeline's)")
     alone = parser.add_argument_group("standalone mode")
     alone.add_argument("--golden", type=Path, help="fp32 .onnx model (selects standalone mode)")
     alone.add_argument("--input", type=Path, help=".npy (one input) or .npz keyed by input name; default: seeded random")

@@ -16,7 +16,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from ascendpipe.backends.ascend.acl_dump import write_json_atomic
+    from ascendpipe.fsutil import write_json_atomic
     from ascendpipe.backends.ascend.importer import describe, import_path
 
     result = import_path(args.path)

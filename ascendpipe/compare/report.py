@@ -76,12 +76,10 @@ def chart_svg(rows: list[dict], first_index: int | None) -> str:
     return "".join(parts)
 
 
-def report_html(result: dict, input_note: str | None = None) -> str:
+def report_html(result: dict, doc: dict) -> str:
+    """The page for ``result``; ``doc`` is its result.json document (``writers.contract``)."""
     import jinja2
 
-    from ascendpipe.compare.writers import contract
-
-    doc = contract(result, input_note)
     first = doc["first_failure"]
     env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)
     template = env.from_string(TEMPLATE.read_text(encoding="utf-8"))
@@ -91,7 +89,7 @@ def report_html(result: dict, input_note: str | None = None) -> str:
         first=first,
         summary=doc["summary"],
         thresholds=doc["thresholds"],
-        input_note=input_note,
+        input_note=doc.get("input"),
         fmt=_fmt,
     )
 

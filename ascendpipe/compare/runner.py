@@ -18,9 +18,8 @@ import numpy as np
 
 from ascendpipe.compare import advisor, mapping, order, thresholds as thr
 from ascendpipe.compare.metrics import FP16_MAX, magnitude_max, tensor_metrics
+from ascendpipe.contract import DUMP_FORMAT
 from ascendpipe.errors import Location, UserError
-
-DUMP_FORMAT = "ascendpipe-dump/1"
 
 
 def load_index(dump_dir: Path, what: str = "dump") -> dict:

@@ -12,10 +12,9 @@ from pathlib import Path
 
 import numpy as np
 
+from ascendpipe.contract import OM_MODEL_FILE as OM_FILE
 from ascendpipe.errors import Location, UserError
 
-OM_FILE = "model.om"  # an ascend convert stage's OM (docs/contracts.md)
-_NP_DTYPES = {1: np.float32, 10: np.float16, 11: np.float64, 6: np.int32, 7: np.int64, 2: np.uint8, 3: np.int8, 9: np.bool_}
 
 
 @dataclass
@@ -84,21 +83,9 @@ def flat_settings(record: dict | None) -> dict | None:
 
 def input_specs(model: Path) -> list:
     """The model's real inputs as ``ascendpipe.inputs.InputSpec`` (read from the graph, no session)."""
-    import onnx
+    from ascendpipe.onnxgraph import read_input_specs
 
-    from ascendpipe.inputs import InputSpec
-
-    graph = onnx.load(str(model), load_external_data=False).graph
-    inits = {i.name for i in graph.initializer}
-    specs = []
-    for value in graph.input:
-        if value.name in inits:
-            continue
-        tensor = value.type.tensor_type
-        shape = tuple(d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else (d.dim_param or None)
-                      for d in tensor.shape.dim)
-        specs.append(InputSpec(value.name, shape, np.dtype(_NP_DTYPES.get(tensor.elem_type, np.float32)).name))
-    return specs
+    return read_input_specs(model)
 
 
 def om_input_specs(om_dir: Path) -> list:
@@ -209,18 +196,16 @@ def aipp_preprocessing(golden_model: Path | None, settings: dict | None, target_
 
 def dump_om_side(side: Side, feeds: dict, out_dir: Path, *, backend: str, log=None, run_command=None,
                  stage: str = "compare") -> Path:
-    """Dump an ascend convert dir on the device (ais_bench + acl.json + msaccucmp, through
-    ``ascendpipe.backends.ascend.stages.dump_om``); only the ascend backend runs OMs."""
-    if backend != "ascend":
-        raise UserError(f"target '{side.om_dir}' is an OM (an ascend convert): compare it with --backend ascend, "
+    """Dump a device-model convert dir (model.om) through the backend that runs it
+    (``Backend.dump_model``); a backend that does not run OMs is a located user error."""
+    from ascendpipe.backends import registry
+
+    runner = registry.get(backend)
+    if Path(OM_FILE).suffix not in runner.device_models:
+        able = " or ".join(f"--backend {name}" for name in registry.running(Path(OM_FILE).suffix))
+        raise UserError(f"target '{side.om_dir}' is an OM (an ascend convert): compare it with {able}, "
                         "or compare a dump dir", Location(file=str(side.om_dir), field="target"))
-    import io
-
-    from ascendpipe.backends.ascend.stages import dump_om
-
-    index = dump_om(side.om_dir, feeds, out_dir, log=log if log is not None else io.StringIO(),
-                    run_command=run_command, stage=stage)
-    return Path(index).parent
+    return Path(runner.dump_model(side.om_dir, feeds, out_dir, log=log, run_command=run_command, stage=stage))
 
 
 def compare_feed_batches(g: Side, t: Side, input_path: Path | None, seed: int) -> tuple[list[dict | None], str | None]:

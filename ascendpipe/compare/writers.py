@@ -8,6 +8,9 @@ import json
 import math
 from pathlib import Path
 
+from ascendpipe.contract import COMPARE_CSV, COMPARE_RESULT
+from ascendpipe.fsutil import write_text_atomic
+
 # msaccucmp + msit result_*.csv header, in order. The duplicated names are msit's (pandas reads them
 # as DataType.1 / Address.1). OpSequence is left out: msaccucmp writes it only with -r/-s.
 # One column of ours at the end, after msit's: WorstBatch, the batch (from 0) whose values the row shows.
@@ -25,12 +28,6 @@ EXTRA_ROW_KEYS = ("golden_tensor", "golden_ops", "golden_dtype", "side", "fused"
                   "mean_abs_error", "mean_rel_error", "accumulated_rel_error", "target_mean", "target_std",
                   "golden_mean", "golden_std", "golden_nan", "golden_inf", "target_nan", "target_inf", "golden_abs_max",
                   "exact_cosine", "significant_mean_rel_error", "batch", "batches", "failed_batches")
-
-
-def write_atomic(path: Path, text: str) -> Path:
-    from ascendpipe.fsutil import write_text_atomic
-
-    return Path(write_text_atomic(Path(path), text))
 
 
 def _num(value) -> str:
@@ -111,10 +108,11 @@ def write_results(result: dict, out_dir: Path, input_note: str | None = None) ->
     from ascendpipe.compare.report import report_html
 
     out_dir = Path(out_dir)
+    doc = contract(result, input_note)
     return {
-        "csv": write_atomic(out_dir / "result.csv", csv_text(result)),
-        "json": write_atomic(out_dir / "result.json", json_text(result, input_note)),
-        "html": write_atomic(out_dir / "report.html", report_html(result, input_note)),
+        "csv": write_text_atomic(out_dir / COMPARE_CSV, csv_text(result)),
+        "json": write_text_atomic(out_dir / COMPARE_RESULT, json.dumps(doc, indent=2, allow_nan=False) + "\n"),
+        "html": write_text_atomic(out_dir / "report.html", report_html(result, doc)),
     }
 
 

@@ -9,6 +9,7 @@ import itertools
 import os
 from pathlib import Path
 
+from ascendpipe.backends import registry as backends
 from ascendpipe.config import schema as schema_mod
 from ascendpipe.config.model import DEFAULT_BUILD_DIR, Pipeline, Stage, find_workspace
 from ascendpipe.config.template import AllowedEnv, RecordingParams, render_tree
@@ -45,15 +46,15 @@ def load_pipeline(
     pipeline = Pipeline(
         path=display,
         workspace=str(workspace),
-        backend=backend or data.get("backend", "onnxruntime"),
+        backend=backend or data.get("backend", backends.DEFAULT),
         build_dir=data.get("build_dir", DEFAULT_BUILD_DIR),
         thresholds=dict(data.get("thresholds") or {}),
         stages=stages,
         env_names=list(data.get("env") or []),
         marks=marks,
     )
-    if pipeline.backend not in schema_mod.BACKENDS:
-        raise UserError(f"unknown backend '{pipeline.backend}'; known: {', '.join(schema_mod.BACKENDS)}")
+    if pipeline.backend not in backends.names():
+        raise UserError(f"unknown backend '{pipeline.backend}'; known: {', '.join(backends.names())}")
     from ascendpipe.graph.dag import check_graph
 
     check_graph(pipeline)

@@ -16,8 +16,6 @@ SCHEMA_ID = "https://ascendpipe.dev/schemas/pipeline.schema.json"
 
 RESERVED_STAGE_FIELDS = {"kind", "params", "matrix", "cmd", "deps", "outs", "metrics", "desc", "always_changed"}
 
-BACKENDS = ("onnxruntime", "ascend")
-
 
 def _stage_schema(kind_names: list[str]) -> dict:
     return {
@@ -42,6 +40,7 @@ def _stage_schema(kind_names: list[str]) -> dict:
 
 
 def pipeline_schema() -> dict:
+    from ascendpipe.backends import registry as backends
     from ascendpipe.stages.registry import get_kind, kind_names
 
     names = kind_names()
@@ -78,7 +77,7 @@ def pipeline_schema() -> dict:
         "required": ["stages"],
         "additionalProperties": False,
         "properties": {
-            "backend": {"enum": list(BACKENDS)},
+            "backend": {"enum": backends.names()},
             "params": {"type": "object"},
             "env": {"type": "array", "items": {"type": "string", "pattern": "^[A-Za-z_][A-Za-z0-9_]*$"}},
             "thresholds": {"type": "object", "additionalProperties": {"type": "number"}},

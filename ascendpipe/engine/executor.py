@@ -73,7 +73,9 @@ class StageExecutor:
         kind = self._kind(stage)
         cache_key = (stage.kind, self.pipeline.backend)
         if cache_key not in self._tool_cache:
-            backend = self.pipeline.backend if kind.uses_backend else "onnxruntime"
+            from ascendpipe.backends.registry import DEFAULT
+
+            backend = self.pipeline.backend if kind.uses_backend else DEFAULT
             self._tool_cache[cache_key] = kind.tool_versions(backend) if stage.kind != "run" else {}
         return self._tool_cache[cache_key]
 

@@ -77,12 +77,10 @@ def resolve(path: str, overrides=(), backend: str | None = None, environ: dict |
             "env_values": {k: environ.get(k) for k in pipeline.env_names},
             "pipeline": pipeline.to_json(),
         }
+        from ascendpipe.fsutil import write_text_atomic
+
         try:
-            os.makedirs(plans, exist_ok=True)
-            tmp = plan_file + f".tmp{os.getpid()}"
-            with open(tmp, "w") as f:
-                json.dump(payload, f)
-            os.replace(tmp, plan_file)
+            write_text_atomic(plan_file, json.dumps(payload))
         except OSError:
             pass  # a read-only workspace still builds; it only pays for resolution again
     return pipeline

@@ -10,6 +10,7 @@ import math
 from pathlib import Path
 
 from ascendpipe.fix.search import Outcome
+from ascendpipe.fsutil import write_text_atomic
 from ascendpipe.precision import remedy as remedy_files
 from ascendpipe.precision.settings import REMEDY_NAMES
 
@@ -100,9 +101,8 @@ def write_remedy_files(out_dir: Path, keep: list[str], fusion: dict[str, str], d
         if text is None:
             path.unlink(missing_ok=True)  # a stale file from an earlier run would mislead
             continue
-        written[name] = remedy_files.write_text_atomic(path, text)
-    written["summary"] = remedy_files.write_text_atomic(out_dir / SUMMARY_FILE,
-                                                        json.dumps(data, indent=2, default=str) + "\n")
+        written[name] = write_text_atomic(path, text)
+    written["summary"] = write_text_atomic(out_dir / SUMMARY_FILE, json.dumps(data, indent=2, default=str) + "\n")
     return written
 
 

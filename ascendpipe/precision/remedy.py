@@ -17,12 +17,6 @@ MIXLIST_KEYS = ("black-list", "white-list", "gray-list")
 MIXLIST_ACTIONS = ("to-remove", "to-add")
 
 
-def write_text_atomic(path: Path, text: str) -> Path:
-    from ascendpipe.fsutil import write_text_atomic as _write
-
-    return Path(_write(Path(path), text))
-
-
 def _read(path: Path, field: str) -> str:
     try:
         return Path(path).read_text()

@@ -12,6 +12,7 @@ from typing import Any, Callable
 
 from ascendpipe.errors import Location, UserError
 from ascendpipe.precision import remedy
+from ascendpipe.precision.input_shape import parse_input_shape
 from ascendpipe.precision.policy import MODE_POLICY, MODE_V2_POLICY
 
 PRECISION_MODES = tuple(MODE_POLICY)
@@ -63,39 +64,11 @@ class ConvertSettings:
         return files
 
     def atc_argv(self, model: str, output: str, remedy_dir: str = ".") -> list[str]:
-        argv = ["atc", "--framework=5", f"--model={model}", f"--output={output}"]
-        if self.soc_version:
-            argv.append(f"--soc_version={self.soc_version}")
-        if self.precision_mode_v2:
-            argv.append(f"--precision_mode_v2={self.precision_mode_v2}")
-        else:
-            argv.append(f"--precision_mode={self.precision_mode}")
-        if self.input_shape:
-            shape = ";".join(f"{k}:{','.join(map(str, v))}" for k, v in self.input_shape.items())
-            argv.append(f"--input_shape={shape}")
-        if self.input_format:
-            argv.append(f"--input_format={self.input_format}")
-        option = {"keep_dtype": "--keep_dtype", "fusion_switch": "--fusion_switch_file",
-                  "aipp": "--insert_op_conf", "modify_mixlist": "--modify_mixlist"}
-        for name in self.remedy_files():
-            argv.append(f"{option[name]}={remedy_dir}/{REMEDY_NAMES[name]}")
-        return argv
+        """The atc line these settings drive, remedy files named as a convert stage writes them."""
+        from ascendpipe.backends.ascend import atc
 
-
-def parse_input_shape(text: str, where: Location | None = None) -> dict[str, list[int]]:
-    """``name:1,3,224,224;name2:...`` -> {name: dims}."""
-    where = where or Location(field="input_shape")
-    shapes: dict[str, list[int]] = {}
-    for part in filter(None, (p.strip() for p in text.split(";"))):
-        name, sep, dims = part.rpartition(":")
-        try:
-            values = [int(d) for d in dims.split(",")]
-        except ValueError:
-            values = None
-        if not sep or not name or values is None:
-            raise UserError(f"input_shape entry '{part}' is not 'name:d1,d2,...' (e.g. input:1,3,224,224)", where)
-        shapes[name] = values
-    return shapes
+        paths = {name: f"{remedy_dir}/{REMEDY_NAMES[name]}" for name in self.remedy_files()}
+        return atc.convert_argv("atc", atc.from_convert_settings(self, model, output, paths), check=False)
 
 
 def _on_off(value: Any, rule: str, where: Location) -> str:

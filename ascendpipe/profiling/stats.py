@@ -7,8 +7,15 @@ from typing import Sequence
 import numpy as np
 
 
+def throughput(batch_size: int, mean_ms: float) -> float:
+    """Samples per second, ais_bench's formula: 1000 * batchsize / mean latency (ms); 0 when the mean
+    is not positive (a clock too coarse to time the run says nothing about its speed)."""
+    return 1000.0 * batch_size / mean_ms if mean_ms > 0 else 0.0
+
+
 def latency_stats(samples_ms: Sequence[float], *, batch_size: int = 1) -> dict[str, float]:
-    """ais_bench-style summary of per-iteration latencies in ms, plus throughput in samples/s."""
+    """ais_bench-style summary of per-iteration latencies in ms, plus throughput in samples/s.
+    Percentiles by linear interpolation (numpy's default). No samples is a bug in the caller."""
     values = np.asarray(samples_ms, dtype=np.float64)
     if values.size == 0:
         raise ValueError("no latency samples")
@@ -24,8 +31,7 @@ def latency_stats(samples_ms: Sequence[float], *, batch_size: int = 1) -> dict[s
         "std": float(values.std()),
         "q1": q1,
         "q3": q3,
-        # ais_bench: 1000 * batchsize / mean latency (ms)
-        "throughput": 1000.0 * batch_size / mean if mean > 0 else float("inf"),
+        "throughput": throughput(batch_size, mean),
     }
 
 

@@ -1,21 +1,22 @@
 """The ``compare`` stage kind: per-op accuracy of a target (converted model or dump) against a golden.
 
 Inputs: ``golden`` (an fp32 .onnx, a stage that made one, or a dump), ``target`` (a converted model
-dir of either backend, an .onnx, or a dump dir: on the Ascend backend, the target's converted dump),
+dir of either backend, an .onnx, or a dump dir),
 ``inputs`` (optional .npy/.npz; without it a seeded random input, said in the log and result.json),
 ``golden_inputs`` (optional: the training-preprocessed float input for the golden, when the target
 takes other data: with AIPP the first row checks the device's preprocessing against it).
 Outputs: result.csv, result.json, report.html and the first failure's remedy file, if any. Every
 batch of ``inputs`` is compared; each op's row shows its worst batch.
-On the ascend backend a target that is an ascend convert dir (model.om) is dumped on the device
-(ais_bench + acl.json + msaccucmp) and compared through the OM JSON's op mapping; ``msit`` (auto|on|off)
-also runs ``msit debug compare`` where it is installed: msit_result.json, beside ours.
+A target that is a device model the backend runs (an ascend convert dir, model.om) is dumped through
+the backend (``Backend.dump_model``: ais_bench + acl.json + msaccucmp) and compared through the OM
+JSON's op mapping; the backend may add its own compare beside ours (``Backend.compare_extras``: on
+ascend, ``msit`` (auto|on|off) runs ``msit debug compare`` where it is installed: msit_result.json).
 """
 
 from __future__ import annotations
 
 from ascendpipe.errors import Location
-from ascendpipe.stages.base import StageContext, StageKind, StageResult, package_version, write_metrics
+from ascendpipe.stages.base import StageContext, StageKind, StageResult, write_metrics
 
 _THRESHOLD_PROPS = {name: {"type": "number"} for name in ("cosine", "relative_euclidean", "kl", "rmse", "mean_relative_error")}
 
@@ -37,18 +38,12 @@ class CompareKind(StageKind):
         },
     }
 
-    def tool_versions(self, backend: str) -> dict[str, str]:
-        versions = {"numpy": package_version("numpy"), "onnxruntime": package_version("onnxruntime")}
-        if backend == "ascend":  # the OM is dumped with the CANN tools; msit may run too
-            from ascendpipe.backends.ascend import stages as ascend_stages
-
-            versions.update(ascend_stages.tool_versions("compare"))
-        return versions
-
     def run(self, ctx: StageContext) -> StageResult:
+        from ascendpipe.backends import registry
         from ascendpipe.compare import thresholds as thr
         from ascendpipe.compare.sources import run_compare
-        from ascendpipe.compare.writers import terminal_text, write_atomic, write_results
+        from ascendpipe.compare.writers import terminal_text, write_results
+        from ascendpipe.fsutil import write_text_atomic
 
         where = Location(stage=ctx.name, field="params.thresholds")
         limits = thr.resolve(ctx.thresholds, ctx.params.get("thresholds"), location=where)
@@ -66,26 +61,12 @@ class CompareKind(StageKind):
         first = result["first_failure"]
         for item in (first or {}).get("advice", []):
             if item.get("file"):
-                remedies[item["file"]["name"]] = write_atomic(ctx.out_dir / item["file"]["name"], item["file"]["content"])
+                remedies[item["file"]["name"]] = write_text_atomic(ctx.out_dir / item["file"]["name"], item["file"]["content"])
         s = result["summary"]
         metrics = {k: s[k] for k in ("first_failure_index", "failed_ops", "min_cosine", "output_cosine", "overflow_ops")}
-        if ctx.backend == "ascend":
-            metrics.update(_msit_beside(ctx, result))
+        metrics.update(registry.get(ctx.backend).compare_extras(ctx, result))
         write_metrics(ctx.out_dir, metrics)
         info = {"first_failure": first and {k: first[k] for k in ("op_name", "op_type", "reason", "kind")},
                 "input": note, "thresholds": limits}
         return StageResult(metrics=metrics, remedy_files=remedies, info=info)
 
-
-def _msit_beside(ctx: StageContext, result: dict) -> dict:
-    """msit on the same OM and feeds, when the target is an OM (see backends/ascend/om_compare.py)."""
-    from ascendpipe.compare.sources import compare_feeds, resolve_side
-
-    golden, target = resolve_side(ctx.inputs["golden"], "golden"), resolve_side(ctx.inputs["target"], "target")
-    if target.om_dir is None:
-        return {}
-    from ascendpipe.backends.ascend.om_compare import msit_beside
-
-    feeds, _ = compare_feeds(golden, target, ctx.inputs.get("inputs"), int(ctx.params.get("seed", 0)))
-    return msit_beside(ctx, golden_model=golden.model, om_dir=target.om_dir, feeds=feeds, ours=result,
-                       mode=ctx.params.get("msit", "auto"))

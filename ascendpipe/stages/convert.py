@@ -1,11 +1,9 @@
-"""The ``convert`` stage kind: ONNX -> device model (ATC on ascend, the fp16 emulation on onnxruntime)."""
+"""The ``convert`` stage kind: ONNX -> device model (the backend converts: ATC, or the fp16 emulation)."""
 
 from __future__ import annotations
 
-import importlib
-
 from ascendpipe.precision.settings import PRECISION_MODES, PRECISION_MODES_V2
-from ascendpipe.stages.base import StageContext, StageKind, StageResult, ascend_tool_versions, package_version
+from ascendpipe.stages.base import StageKind
 
 _STR_LIST = {"type": "array", "items": {"type": "string"}}
 
@@ -43,20 +41,3 @@ class ConvertKind(StageKind):
             "log": {"enum": ["debug", "info", "warning", "error", "null"]},
         },
     }
-
-    def tool_versions(self, backend: str) -> dict[str, str]:
-        if backend == "ascend":
-            return {"onnx": package_version("onnx"), **ascend_tool_versions(self.name)}
-        return {"onnxruntime": package_version("onnxruntime"), "onnx": package_version("onnx")}
-
-    def commands(self, ctx: StageContext) -> list[list[str]]:
-        if ctx.backend == "ascend":
-            return super().commands(ctx)
-        from ascendpipe.precision.settings import resolve
-
-        # the onnxruntime backend runs no tool; show the atc line the same settings would drive
-        return [resolve(ctx.params, ctx.path).atc_argv(str(ctx.inputs.get("model", "MODEL")), "model")]
-
-    def run(self, ctx: StageContext) -> StageResult:
-        module = importlib.import_module(f"ascendpipe.backends.{ctx.backend}.stages")
-        return module.convert(ctx)

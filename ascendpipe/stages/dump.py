@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from ascendpipe.stages.base import StageContext, StageKind, StageResult
-from ascendpipe.stages.infer import dispatch, kind_versions
+from ascendpipe.stages.base import StageKind
 
 
 class DumpKind(StageKind):
@@ -23,9 +22,3 @@ class DumpKind(StageKind):
             "memory_budget_mb": {"type": "number", "exclusiveMinimum": 0},
         },
     }
-
-    def tool_versions(self, backend: str) -> dict[str, str]:
-        return kind_versions(self.name, backend)
-
-    def run(self, ctx: StageContext) -> StageResult:
-        return dispatch(ctx, "dump")

@@ -28,11 +28,10 @@ stage fails with one line saying how to install it.
 
 from __future__ import annotations
 
-import json
-import os
 from pathlib import Path
 
 from ascendpipe.errors import Location, StageFailed, UserError
+from ascendpipe.fsutil import write_json_atomic
 from ascendpipe.stages.base import StageContext, StageKind, StageResult, package_version, write_metrics
 
 TORCH_MISSING = "the export stage needs PyTorch; install it with: pip install 'ascendpipe[torch]' (or pip install torch)"
@@ -141,7 +140,7 @@ class ExportKind(StageKind):
                        "extra_args": p.get("extra_args", []), "input_shapes": p["input_shapes"],
                        "versions": {"torch": torch.__version__, "onnx": package_version("onnx"),
                                     "onnxruntime": package_version("onnxruntime")}})
-        _write_json(ctx.out_dir / "export.json", report)
+        write_json_atomic(ctx.out_dir / "export.json", report, sort_keys=True)
         metrics = {"export_cosine": report["cosine"], "export_max_abs_error": report["max_abs_error"]}
         write_metrics(ctx.out_dir, metrics)
         if report["cosine"] < p.get("min_cosine", 0.999):
@@ -215,8 +214,3 @@ def _check(onnx_path: Path, feeds: dict, expected: list, ctx: StageContext) -> d
             "cosine": min(o["cosine"] for o in outputs.values()),
             "max_abs_error": max(o["max_abs_error"] for o in outputs.values())}
 
-
-def _write_json(path: Path, data: dict) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
-    os.replace(tmp, path)

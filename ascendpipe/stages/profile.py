@@ -1,13 +1,12 @@
-"""``profile``: time a model and break the time down by op, as msprof would (issue #7)."""
+"""``profile``: time a model and break the time down by op, as msprof would."""
 
 from __future__ import annotations
 
-from ascendpipe.stages.base import StageContext, StageKind, StageResult, run_on_backend, write_metrics
+from ascendpipe.stages.base import StageKind
 
 
 class ProfileKind(StageKind):
     name = "profile"
-    runtime_tools = ("onnxruntime",)
     version = "2"
     summary = "latency/throughput and per-op time (timeline.json, op_summary.csv, op_statistic.csv, profile.html)"
     input_fields = ("model", "inputs")
@@ -20,9 +19,3 @@ class ProfileKind(StageKind):
             "batch_size": {"type": "integer", "minimum": 1},
         },
     }
-
-    def run(self, ctx: StageContext) -> StageResult:
-        result = run_on_backend(ctx, "profile", "ascendpipe.backends.onnxruntime.profile_tune_stages")
-        if ctx.backend != "ascend":
-            write_metrics(ctx.out_dir, result.metrics)
-        return result

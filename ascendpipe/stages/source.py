@@ -54,7 +54,9 @@ class SourceKind(StageKind):
             onnx.save(model, str(target))
         else:
             shutil.copyfile(path, target)
-        inputs = {i.name: [d.dim_param or d.dim_value for d in i.type.tensor_type.shape.dim] for i in model.graph.input}
+        from ascendpipe.onnxgraph import graph_input_specs
+
+        inputs = {s.name: list(s.shape) for s in graph_input_specs(model.graph)}
         ctx.say(f"source {path}: opset {[o.version for o in model.opset_import]}, {len(model.graph.node)} nodes")
         metrics = {"nodes": len(model.graph.node)}
         write_metrics(ctx.out_dir, metrics)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ascendpipe.stages.convert import ConvertKind
-from ascendpipe.stages.base import StageContext, StageKind, StageResult, run_on_backend, write_metrics
+from ascendpipe.stages.base import StageKind
 
 _SESSION = {
     "type": "object",
@@ -20,7 +20,6 @@ _SESSION = {
 
 class TuneKind(StageKind):
     name = "tune"
-    runtime_tools = ("onnxruntime",)
     version = "3"
     summary = "measured search of session settings; writes a knowledge bank (tune_bank.json) and aoe_result_opat.json"
     input_fields = ("model", "inputs")
@@ -42,9 +41,3 @@ class TuneKind(StageKind):
             **{k: v for k, v in ConvertKind.params_schema["properties"].items() if k != "tune_bank"},
         },
     }
-
-    def run(self, ctx: StageContext) -> StageResult:
-        result = run_on_backend(ctx, "tune", "ascendpipe.backends.onnxruntime.profile_tune_stages")
-        if ctx.backend != "ascend":
-            write_metrics(ctx.out_dir, result.metrics)
-        return result

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 
+from ascendpipe.fsutil import copy_atomic, write_bytes_atomic
 from ascendpipe.store.hashing import DIR_SUFFIX, hash_file, manifest_bytes, hash_bytes
 
 
@@ -18,28 +19,6 @@ class CorruptObject(Exception):
     def __init__(self, digest: str, found: str | None):
         super().__init__(f"cache object {digest[:12]} is corrupted (content hashes to {str(found)[:12]})")
         self.digest = digest
-
-
-def atomic_copy(src: str, dst: str) -> None:
-    import shutil
-    import tempfile
-
-    os.makedirs(os.path.dirname(dst) or ".", exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(dst) or ".", prefix=".tmp-")
-    os.close(fd)
-    try:
-        shutil.copyfile(src, tmp)
-        os.replace(tmp, dst)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
-def atomic_write(path: str, data: bytes) -> None:
-    from ascendpipe.fsutil import write_bytes_atomic
-
-    write_bytes_atomic(path, data)
 
 
 class ObjectStore:
@@ -55,14 +34,14 @@ class ObjectStore:
     def put_file(self, src: str, digest: str) -> None:
         dst = self.path_of(digest)
         if not os.path.exists(dst):
-            atomic_copy(src, dst)
+            copy_atomic(src, dst)
 
     def put_dir(self, src: str, digest: str, entries: list[dict]) -> None:
         for e in entries:
             self.put_file(os.path.join(src, e["path"]), e["hash"])
         dst = self.path_of(digest)
         if not os.path.exists(dst):
-            atomic_write(dst, manifest_bytes(entries))
+            write_bytes_atomic(dst, manifest_bytes(entries))
 
     def put(self, abspath: str, digest: str, hasher_manifest=None) -> None:
         if digest.endswith(DIR_SUFFIX):
@@ -121,7 +100,7 @@ class ObjectStore:
             src = self._checked_file(digest)
             if os.path.isdir(dest):
                 shutil.rmtree(dest)
-            atomic_copy(src, dest)
+            copy_atomic(src, dest)
 
     def all_digests(self):
         if not os.path.isdir(self.root):

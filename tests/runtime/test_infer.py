@@ -4,7 +4,8 @@ import json
 import numpy as np
 import pytest
 
-from ascendpipe.backends.onnxruntime.infer import Progress, infer_model, latency_stats, throughput
+from ascendpipe.backends.onnxruntime.infer import Progress, infer_model
+from ascendpipe.profiling.stats import latency_stats, throughput
 from ascendpipe.backends.onnxruntime.session import input_specs, make_session
 from ascendpipe.errors import UserError
 from ascendpipe.inputs import load_inputs
@@ -13,9 +14,12 @@ from .models import linear_model, linear_reference
 
 
 def test_latency_stats_against_hand_computed_values():
-    stats = latency_stats([4.0, 1.0, 3.0, 2.0])
-    assert stats == {"min": 1.0, "max": 4.0, "mean": 2.5, "median": 2.5, "p99": pytest.approx(3.97)}
-    assert throughput(8, 2.0) == 4000.0
+    stats = latency_stats([4.0, 1.0, 3.0, 2.0], batch_size=8)
+    assert {k: stats[k] for k in ("min", "max", "mean", "median", "count")} == {
+        "min": 1.0, "max": 4.0, "mean": 2.5, "median": 2.5, "count": 4}
+    assert stats["p99"] == pytest.approx(3.97)
+    assert stats["throughput"] == throughput(8, 2.5) == 3200.0
+    assert throughput(8, 0.0) == 0.0
 
 
 def test_outputs_match_numpy_and_padding_is_dropped(tmp_path):

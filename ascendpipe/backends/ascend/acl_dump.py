@@ -6,17 +6,16 @@ in docs/contracts.md (index.json + tensors/), so the compare code reads NPU dump
 
 from __future__ import annotations
 
-import json
-import os
 import re
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ascendpipe.contract import DUMP_FORMAT
+from ascendpipe.fsutil import write_json_atomic
+
 DUMP_MODES = ("input", "output", "all")
 DUMP_DATA = ("tensor", "stats")
-DUMP_FORMAT = "ascendpipe-dump/1"
 _TS_DIR = re.compile(r"^\d{14}$")
 _CONVERTED = re.compile(r"^(?P<orig>.+)\.(?P<io>input|output)\.(?P<index>\d+)\.(?P<shape>[\dx]*)\.npy$")
 _NAME_CHARS = re.compile(r"[./\\ ]")
@@ -34,16 +33,6 @@ def acl_config(model_name: str, dump_path: Path, *, mode: str = "output", layers
         entry["layer"] = list(layers)
     return {"dump": {"dump_list": [entry] if op_switch == "off" else [], "dump_path": str(dump_path),
                      "dump_mode": mode, "dump_op_switch": op_switch, "dump_data": data}}
-
-
-def write_json_atomic(path: Path, data: Any) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "w") as fh:
-        json.dump(data, fh, indent=2)
-        fh.write("\n")
-    os.replace(tmp, path)
-    return path
 
 
 def sanitize(name: str) -> str:

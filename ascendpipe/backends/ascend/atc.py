@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ascendpipe.errors import Location, UserError
+from ascendpipe.precision.input_shape import format_input_shape, parse_input_shape  # noqa: F401 (ours)
 
 FRAMEWORK_ONNX = "5"
 PRECISION_MODES = (
@@ -56,34 +57,6 @@ def _bad(field_name: str, value: Any, allowed: tuple[str, ...]) -> UserError:
     return UserError(f"{field_name} '{value}' is not one of: {', '.join(allowed)}", Location(field=field_name))
 
 
-def format_input_shape(shape: dict[str, list[int]] | str) -> str:
-    """``{"x": [1,3,224,224]}`` -> ``x:1,3,224,224`` (``;`` between inputs), as ATC and msit take it."""
-    if isinstance(shape, str):
-        parse_input_shape(shape)  # validate
-        return shape
-    parts = []
-    for name, dims in shape.items():
-        if not all(isinstance(d, int) for d in dims):
-            raise UserError(f"input_shape of '{name}' must be a list of integers, got {dims}",
-                            Location(field="input_shape"))
-        parts.append(f"{name}:{','.join(str(d) for d in dims)}")
-    return ";".join(parts)
-
-
-def parse_input_shape(text: str) -> dict[str, list[int]]:
-    out: dict[str, list[int]] = {}
-    for part in filter(None, (p.strip() for p in text.split(";"))):
-        name, sep, dims = part.rpartition(":")
-        try:
-            if not sep or not name:
-                raise ValueError
-            out[name] = [int(d) for d in dims.split(",")]
-        except ValueError:
-            raise UserError(f"input_shape '{text}' is not 'name:d1,d2,...;name2:...'",
-                            Location(field="input_shape")) from None
-    return out
-
-
 def _join(value: list[str] | str, sep: str) -> str:
     return value if isinstance(value, str) else sep.join(value)
 
@@ -119,10 +92,14 @@ def validate(s: AtcSettings) -> None:
         raise _bad("log", s.log, LOG_LEVELS)
 
 
-def common_options(s: AtcSettings) -> list[str]:
-    """The options ATC and AOE share (AOE accepts most ATC options)."""
-    validate(s)
-    argv = [f"--framework={FRAMEWORK_ONNX}", f"--model={s.model}", f"--soc_version={s.soc_version}"]
+def common_options(s: AtcSettings, *, check: bool = True) -> list[str]:
+    """The options ATC and AOE share (AOE accepts most ATC options). ``check=False`` skips the
+    documented constraints (and a missing soc_version): for the line an emulated convert records."""
+    if check:
+        validate(s)
+    argv = [f"--framework={FRAMEWORK_ONNX}", f"--model={s.model}"]
+    if s.soc_version:
+        argv.append(f"--soc_version={s.soc_version}")
     if s.input_shape:
         argv.append(f"--input_shape={format_input_shape(s.input_shape)}")
     if s.input_format:
@@ -144,8 +121,25 @@ def common_options(s: AtcSettings) -> list[str]:
     return argv
 
 
-def convert_argv(atc: str | Path, s: AtcSettings) -> list[str]:
-    argv = [str(atc), *common_options(s), f"--output={s.output}"]
+# a ConvertSettings remedy name -> the AtcSettings field (atc option) that names its file
+REMEDY_OPTIONS = {"keep_dtype": "keep_dtype", "fusion_switch": "fusion_switch_file", "aipp": "insert_op_conf",
+                  "modify_mixlist": "modify_mixlist"}
+
+
+def from_convert_settings(settings, model, output, remedy_paths: dict, **options) -> AtcSettings:
+    """AtcSettings for resolved convert settings (``precision.settings.ConvertSettings``), with the
+    remedy files (name -> path) as written; ``options``: soc_version and ATC-only options."""
+    options.setdefault("soc_version", settings.soc_version or "")
+    files = {REMEDY_OPTIONS[name]: path for name, path in remedy_paths.items()}
+    return AtcSettings(model=model, output=output, input_shape=settings.input_shape or None,
+                       input_format=settings.input_format,
+                       precision_mode=None if settings.precision_mode_v2 else settings.precision_mode,
+                       precision_mode_v2=settings.precision_mode_v2, **files, **options)
+
+
+def convert_argv(atc: str | Path, s: AtcSettings, *, check: bool = True) -> list[str]:
+    """The ``atc`` conversion argv (the one builder: the ascend backend runs it, the emulator records it)."""
+    argv = [str(atc), *common_options(s, check=check), f"--output={s.output}"]
     if s.buffer_optimize:
         argv.append(f"--buffer_optimize={s.buffer_optimize}")
     if s.log:

@@ -16,6 +16,7 @@ from ascendpipe.backends.ascend import acl_dump, msit
 from ascendpipe.backends.ascend.runner import runner_for
 from ascendpipe.backends.ascend.toolkit import discover
 from ascendpipe.errors import Location, StageFailed, UserError
+from ascendpipe.fsutil import write_json_atomic
 
 RESULT_JSON = "msit_result.json"
 RESULT_CSV = "msit_result.csv"
@@ -83,7 +84,7 @@ def msit_beside(ctx, *, golden_model: Path | None, om_dir: Path, feeds: dict, ou
     data.update(path=RESULT_CSV, argv=[str(a) for a in argv], agreement=agreement)
     from ascendpipe.backends.ascend.importer import json_safe
 
-    acl_dump.write_json_atomic(out / RESULT_JSON, json_safe(data))
+    write_json_atomic(out / RESULT_JSON, json_safe(data))
     ctx.say(f"msit debug compare: {agreement['agree']} of {agreement['paired_rows']} paired rows agree with ours "
             f"within {agreement['tolerance']:g} on cosine ({len(data['rows'])} msit rows; {RESULT_JSON})")
     return {"msit_rows_paired": agreement["paired_rows"], "msit_rows_agree": agreement["agree"],

@@ -9,7 +9,6 @@ AIPP is prepended. Compute stays fp32, so overflow and underflow appear exactly 
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import tempfile
 from dataclasses import dataclass, field
@@ -17,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ascendpipe.errors import Location, UserError
+from ascendpipe.fsutil import atomic_path, write_json_atomic, write_text_atomic
 from ascendpipe.precision import lists as oplists
 from ascendpipe.precision import remedy
 from ascendpipe.precision.policy import Decision, Lists, NodeInfo, plan
@@ -208,7 +208,7 @@ def _check_input_shape(settings: ConvertSettings, model) -> None:
 
 
 def _write_json(path: Path, data: Any) -> None:
-    remedy.write_text_atomic(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
+    write_json_atomic(path, data, sort_keys=True)
 
 
 def _tune_runtime(settings: ConvertSettings, out_dir: Path) -> dict | None:
@@ -276,10 +276,8 @@ def convert_model(model_path: Path, out_dir: Path, settings: ConvertSettings) ->
     entry = model.metadata_props.add()
     entry.key, entry.value = "ascendpipe.emulation", json.dumps(meta)
 
-    fd, tmp = tempfile.mkstemp(dir=out_dir, prefix=".model.", suffix=".tmp")
-    os.close(fd)
-    onnx.save(model, tmp)
-    os.replace(tmp, out_dir / MODEL_FILE)
+    with atomic_path(out_dir / MODEL_FILE) as tmp:
+        onnx.save(model, tmp)
 
     _write_json(out_dir / "precision_plan.json", {
         "format": "ascendpipe-precision-plan/1", "precision_mode": settings.precision_mode,
@@ -290,7 +288,7 @@ def convert_model(model_path: Path, out_dir: Path, settings: ConvertSettings) ->
     _write_json(out_dir / "fused_map.json", {"format": "ascendpipe-fused-map/1", **mapping})
     remedy_paths = {}
     for name, text in settings.remedy_files().items():
-        remedy_paths[name] = remedy.write_text_atomic(out_dir / REMEDY_NAMES[name], text)
+        remedy_paths[name] = write_text_atomic(out_dir / REMEDY_NAMES[name], text)
     argv = settings.atc_argv(str(model_path), "model")
     runtime = _tune_runtime(settings, out_dir)
     _write_json(out_dir / "convert.json", {**settings.record(), "atc_argv": argv, "fusion": fusion_info,

@@ -29,12 +29,14 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
+from ascendpipe.contract import DUMP_FORMAT, DUMP_INDEX, DUMP_TENSORS_DIR
 from ascendpipe.errors import Location, UserError
 from ascendpipe.inputs import check_array, save_npy_atomic, write_json_atomic
+from ascendpipe.onnxgraph import graph_input_specs
 
-INDEX_FILE = "index.json"
-TENSORS_DIR = "tensors"
-FORMAT = "ascendpipe-dump/1"
+INDEX_FILE = DUMP_INDEX
+TENSORS_DIR = DUMP_TENSORS_DIR
+FORMAT = DUMP_FORMAT
 EMULATION_KEY = "ascendpipe.emulation"
 EMU_PREFIX = "ascendpipe_emu/"
 DEFAULT_MEMORY_BUDGET = 1 << 30  # bytes of marked outputs held at once
@@ -256,7 +258,7 @@ def dump_model(model_path, feeds: dict[str, np.ndarray], out_dir, *, fusions: bo
         # inference wants them inline), so inline them: this path is limited to protobuf's 2 GiB
         model = onnx.load(str(model_path))
         model_bytes = model.SerializeToString()
-    specs = list(_specs_from_model(model))
+    specs = graph_input_specs(model.graph)
     _check_feeds(specs, feeds, where)
     emulated = EMULATION_KEY in {p.key for p in model.metadata_props}
     internal, producer = emulation_info({p.key: p.value for p in model.metadata_props}, where)
@@ -341,20 +343,6 @@ def _write_inputs(specs, feeds, tensors_dir: Path, input_entries: dict) -> list[
     return entries
 
 
-def _specs_from_model(model):
-    from onnx import helper
-
-    from ascendpipe.inputs import InputSpec
-
-    initializers = {i.name for i in model.graph.initializer}
-    for inp in model.graph.input:
-        if inp.name in initializers:
-            continue
-        t = inp.type.tensor_type
-        dims = tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in t.shape.dim)
-        yield InputSpec(inp.name, dims, str(np.dtype(helper.tensor_dtype_to_np_dtype(t.elem_type))))
-
-
 # --- the stage (called by ascendpipe.backends.onnxruntime.stages.dump) ---------------------------
 
 def is_converted(model_file: Path) -> bool:
@@ -381,7 +369,7 @@ def first_samples(batches: list, max_batch: int, static: bool) -> dict[str, np.n
 def run_stage(ctx):
     from ascendpipe.backends.onnxruntime.infer import stage_batches
     from ascendpipe.backends.onnxruntime.session import input_specs, make_session
-    from ascendpipe.stages.base import StageResult, find_model_file, write_metrics
+    from ascendpipe.contract import StageResult, find_model_file, write_metrics
 
     params = ctx.params
     try:

@@ -20,6 +20,7 @@ import numpy as np
 
 from ascendpipe.errors import UserError
 from ascendpipe.inputs import check_array, write_json_atomic
+from ascendpipe.profiling.stats import latency_stats, throughput
 
 SUMMARY_FILE = "summary.json"
 OUTPUTS_DIR = "outputs"
@@ -27,25 +28,15 @@ OUTPUTS_DIR = "outputs"
 
 # --- pure logic ---------------------------------------------------------------------------------
 
-def latency_stats(times_ms: Sequence[float]) -> dict[str, float]:
-    """min/max/mean/median/p99 of latencies (ms); p99 by linear interpolation, as numpy does."""
-    if not len(times_ms):
-        return {"min": 0.0, "max": 0.0, "mean": 0.0, "median": 0.0, "p99": 0.0}
-    arr = np.asarray(times_ms, dtype=np.float64)
-    return {"min": float(arr.min()), "max": float(arr.max()), "mean": float(arr.mean()),
-            "median": float(np.median(arr)), "p99": float(np.percentile(arr, 99))}
+# the latency keys summary.json's ``latency_ms`` holds (docs/contracts.md)
+LATENCY_KEYS = ("min", "max", "mean", "median", "p99")
 
 
 def ais_bench_stats(times_ms: Sequence[float]) -> dict[str, float]:
-    """The same numbers under ais_bench's key names."""
+    """Latency statistics under ais_bench's key names."""
     s = latency_stats(times_ms)
     return {"min": s["min"], "max": s["max"], "mean": s["mean"], "median": s["median"],
-            "percentile(99%)": s["p99"], "count": len(times_ms)}
-
-
-def throughput(batch_size: int, mean_ms: float) -> float:
-    """Samples per second, ais_bench's formula: 1000 * batchsize / mean compute time (ms)."""
-    return 1000.0 * batch_size / mean_ms if mean_ms > 0 else 0.0
+            "percentile(99%)": s["p99"], "count": s["count"]}
 
 
 def output_file_name(name: str) -> str:
@@ -217,7 +208,7 @@ def infer_model(model_path, batches: Sequence[dict], out_dir, *, warmup: int = 1
         writer.close()
 
     batch_size = rows_of[0]
-    stats = latency_stats(compute)
+    stats = {k: v for k, v in latency_stats(compute).items() if k in LATENCY_KEYS}
     summary = {
         "filesinfo": {"source": source, "batches": len(batches), "samples": total_valid},
         "args": {"model": str(model_path), "warmup_count": warmup, "loop": loops, "batchsize": batch_size,
@@ -274,7 +265,7 @@ def stage_batches(ctx, specs, *, batch_size: int | None, seed: int) -> tuple[lis
 
 def run_stage(ctx):
     from ascendpipe.backends.onnxruntime.session import input_specs, make_session
-    from ascendpipe.stages.base import StageResult, find_model_file, write_metrics
+    from ascendpipe.contract import StageResult, find_model_file, write_metrics
 
     params = ctx.params
     try:

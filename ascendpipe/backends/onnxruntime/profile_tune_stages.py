@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ascendpipe.profiling import msprof_csv, report, stats, timeline
-from ascendpipe.profiling.files import write_json_atomic, write_text_atomic
+from ascendpipe.fsutil import write_json_atomic, write_text_atomic
 
 Say = Callable[[str], None]
 
@@ -113,7 +113,7 @@ def run_tune(model_path: Path, inputs_path: Path | None, out_dir: Path, *, job_t
 
 
 def _inputs_of(ctx) -> tuple[Path, Path | None]:
-    from ascendpipe.stages.base import find_model_file
+    from ascendpipe.contract import find_model_file
 
     model = find_model_file(ctx.inputs["model"])
     return model, ctx.inputs.get("inputs")
@@ -121,7 +121,7 @@ def _inputs_of(ctx) -> tuple[Path, Path | None]:
 
 def profile(ctx):
     from ascendpipe.errors import UserError
-    from ascendpipe.stages.base import StageResult
+    from ascendpipe.contract import StageResult
 
     try:
         model, inputs = _inputs_of(ctx)
@@ -135,7 +135,7 @@ def profile(ctx):
 
 def tune(ctx):
     from ascendpipe.errors import UserError
-    from ascendpipe.stages.base import StageResult
+    from ascendpipe.contract import StageResult
 
     try:
         model, inputs = _inputs_of(ctx)

@@ -1,8 +1,8 @@
-"""onnxruntime backend stage functions: ``<kind>(ctx) -> StageResult``."""
+"""onnxruntime backend stage functions: ``<kind>(ctx) -> StageResult`` (dispatched by ``backend.py``)."""
 
 from __future__ import annotations
 
-from ascendpipe.stages.base import StageContext, StageResult, find_model_file, write_metrics
+from ascendpipe.contract import StageContext, StageResult, find_model_file, write_metrics
 
 
 def convert(ctx: StageContext) -> StageResult:
@@ -44,3 +44,23 @@ def dump(ctx: StageContext) -> StageResult:
     from ascendpipe.backends.onnxruntime.dump import run_stage
 
     return run_stage(ctx)
+
+
+# --- profile and tune: the work is in profile_tune_stages.py -------------------------------------
+
+def profile(ctx: StageContext) -> StageResult:
+    """Latency and per-op time as msprof would report it (timeline.json, op_summary.csv, ...)."""
+    from ascendpipe.backends.onnxruntime.profile_tune_stages import profile as run_profile
+
+    result = run_profile(ctx)
+    write_metrics(ctx.out_dir, result.metrics)
+    return result
+
+
+def tune(ctx: StageContext) -> StageResult:
+    """A measured search over session settings; a knowledge bank in the stage's output."""
+    from ascendpipe.backends.onnxruntime.profile_tune_stages import tune as run_tune
+
+    result = run_tune(ctx)
+    write_metrics(ctx.out_dir, result.metrics)
+    return result

@@ -18,7 +18,7 @@ from typing import Any, Callable, Sequence
 from ascendpipe.backends.onnxruntime.profile import (attribute_to_model, model_node_index, open_session,
                                                       profile_model, resolve_settings)
 from ascendpipe.profiling import aoe_result, search, stats
-from ascendpipe.profiling.files import write_json_atomic
+from ascendpipe.fsutil import write_json_atomic
 
 BANK_FILE = "tune_bank.json"
 ROUND_TARGET_MS = 25.0  # auto iterations: a timed round lasts about this long at the baseline

@@ -1,0 +1,107 @@
+"""ATC settings from a convert (or tune) stage's params: the emulator's resolved settings (one reader of
+remedy files) plus the ATC-only options and modes, and the plans of ``atc`` and ``aoe`` runs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ascendpipe.backends.ascend import aoe, atc
+from ascendpipe.backends.ascend.plan import Plan, tool_path
+from ascendpipe.backends.ascend.toolkit import Toolkit
+from ascendpipe.contract import MODEL_STEM
+from ascendpipe.errors import Location, UserError
+
+
+ASCEND_ONLY = ("op_select_implmode", "optypelist_for_implmode", "buffer_optimize", "out_nodes", "log")
+
+
+ASCEND_ONLY_MODES = {"allow_mix_precision_bf16", "allow_fp32_to_bf16", "mixed_bfloat16", "mixed_hif8"}
+
+
+def convert_settings(ctx):
+    """The emulator's resolved settings (one reader of remedy files), plus ATC-only modes."""
+    from ascendpipe.precision.settings import resolve
+
+    params = dict(ctx.params)
+    special = {k: params.pop(k) for k in ("precision_mode", "precision_mode_v2")
+               if params.get(k) in ASCEND_ONLY_MODES}
+    mixlist = params.pop("modify_mixlist", None) if special else None
+    s = resolve(params, read_path=ctx.path, where=Location(stage=ctx.name))
+    if special:
+        s.precision_mode = special.get("precision_mode")
+        s.precision_mode_v2 = special.get("precision_mode_v2")
+        if mixlist:
+            from ascendpipe.precision import remedy
+
+            s.modify_mixlist = (remedy.read_mixlist(ctx.path(mixlist)) if isinstance(mixlist, str)
+                                else remedy.validate_mixlist(mixlist))
+    return s
+
+
+def settings_record(settings) -> dict[str, Any]:
+    """The settings as recorded; an ATC-only mode (bf16, hif8) has no emulator policy to name."""
+    from dataclasses import asdict
+
+    try:
+        return settings.record()
+    except KeyError:
+        data = asdict(settings)
+        data["policy"] = "ascend-only"
+        return data
+
+
+def onnx_model(ctx) -> Path:
+    from ascendpipe.contract import find_model_file
+
+    source = ctx.inputs.get("model")
+    if source is None:
+        raise UserError("convert needs a 'model' input (an .onnx file or an export stage)")
+    return find_model_file(Path(source))
+
+
+def bank_dir(ctx, settings) -> Path | None:
+    """A knowledge bank to convert with: an upstream tune stage's bank/, or the tune_bank param."""
+    for upstream in ctx.upstream.values():
+        if upstream.kind == "tune" and (upstream.out_dir / "bank").is_dir():
+            return upstream.out_dir / "bank"
+    if getattr(settings, "tune_bank", None):
+        path = Path(settings.tune_bank)
+        return path / "bank" if (path / "bank").is_dir() else path
+    return None
+
+
+def atc_settings(ctx, settings, model: Path, out_dir: Path) -> atc.AtcSettings:
+    from ascendpipe.precision.settings import REMEDY_NAMES
+
+    soc = settings.soc_version or ctx.params.get("soc_version")
+    if not soc:
+        raise UserError("soc_version is required on the ascend backend (e.g. soc_version: Ascend310P3)",
+                        Location(stage=ctx.name, field="soc_version"))
+    files = settings.remedy_files()
+    paths = {name: out_dir / REMEDY_NAMES[name] for name in files}
+    extra = {k: ctx.params[k] for k in ASCEND_ONLY if ctx.params.get(k) not in (None, "", [])}
+    return atc.from_convert_settings(settings, model, out_dir / MODEL_STEM, paths, soc_version=soc, **extra)
+
+
+def convert_plan(ctx, tk: Toolkit, strict: bool, out_dir: Path) -> Plan:
+    settings = convert_settings(ctx)
+    model = onnx_model(ctx) if strict else Path(ctx.inputs.get("model", "model.onnx"))
+    s = atc_settings(ctx, settings, model, out_dir)
+    tool = tool_path(tk, "atc", ctx, strict)
+    bank = bank_dir(ctx, settings)
+    return Plan([atc.convert_argv(tool, s), atc.json_argv(tool, out_dir / f"{MODEL_STEM}.om", out_dir / f"{MODEL_STEM}.json")],
+                env=aoe.bank_env(bank) if bank else {}, data={"settings": settings, "atc": s, "bank": bank})
+
+
+def tune_plan(ctx, tk: Toolkit, strict: bool, out_dir: Path) -> Plan:
+    settings = convert_settings(ctx)
+    model = onnx_model(ctx) if strict else Path(ctx.inputs.get("model", "model.onnx"))
+    s = atc_settings(ctx, settings, model, out_dir)
+    jobs = ctx.params.get("job_type", [1, 2])
+    jobs = sorted(set(jobs if isinstance(jobs, list) else [jobs]))
+    tool = tool_path(tk, "aoe", ctx, strict)
+    argvs = [aoe.tune_argv(tool, s, job) for job in jobs]
+    argvs.append(atc.json_argv(tool_path(tk, "atc", ctx, strict), out_dir / f"{MODEL_STEM}.om", out_dir / f"{MODEL_STEM}.json"))
+    return Plan(argvs, env=aoe.bank_env(out_dir / "bank"), data={"settings": settings, "atc": s, "jobs": jobs})

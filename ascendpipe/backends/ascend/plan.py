@@ -1,0 +1,154 @@
+"""What each ascend stage would run: argv lists, environment and paths (``Plan``), built without running
+anything, shared by the run and by ``--dry-run`` so what is printed is what is run. Also the pieces every
+ascend stage uses: tool lookup, stage-located errors, the converted-model dir it reads.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ascendpipe.backends.ascend import acl_dump, ais_bench, msprof
+from ascendpipe.backends.ascend.toolkit import Toolkit, discover
+from ascendpipe.contract import CONVERT_INFO, MODEL_STEM
+from ascendpipe.errors import UserError
+
+
+KIND_TOOLS = {"convert": ("atc",), "tune": ("aoe", "atc"), "infer": ("python3",), "dump": ("python3",),
+              "profile": ("msprof", "python3"), "compare": ("python3", "msit")}
+
+
+@dataclass
+class Plan:
+    argvs: list[list[str]]
+    env: dict[str, str] = field(default_factory=dict)  # added to the toolkit's environment
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+def tool_versions(kind: str, env: dict[str, str] | None = None) -> dict[str, str]:
+    """CANN and tool versions for the stage key: file stats only, never runs a tool."""
+    from ascendpipe.versions import package_version
+
+    tk = discover(env)
+    versions = tk.versions(tuple(t for t in KIND_TOOLS.get(kind, ()) if t != "python3"))
+    if "python3" in KIND_TOOLS.get(kind, ()):
+        versions["ais_bench"] = package_version("ais_bench")
+    return versions
+
+
+def tool_path(tk: Toolkit, name: str, ctx, strict: bool) -> str:
+    if strict:
+        return str(tk.tool(name, stage=ctx.name))
+    found = tk.find(name)
+    return str(found) if found else name
+
+
+def located(fn):
+    def wrapper(ctx, *args, **kwargs):
+        try:
+            return fn(ctx, *args, **kwargs)
+        except UserError as err:
+            raise err.with_location(stage=ctx.name) from None
+    wrapper.__name__, wrapper.__doc__ = fn.__name__, fn.__doc__
+    return wrapper
+
+
+def final_paths(argv: list[str], ctx) -> list[str]:
+    """An argv as recorded: paths in the temporary out dir shown where the outputs will live."""
+    tmp, final = str(ctx.out_dir), str(ctx.final_out_dir)
+    return [a.replace(tmp, final) for a in argv] if tmp != final else list(argv)
+
+
+def python_tool(tk: Toolkit, ctx, strict: bool) -> str:
+    return tool_path(tk, "python3", ctx, strict)
+
+
+def converted_om(ctx) -> tuple[Path, dict]:
+    from ascendpipe.contract import find_model_file
+
+    source = ctx.inputs.get("model")
+    if source is None:
+        raise UserError(f"{ctx.kind} needs a 'model' input (a convert stage on the ascend backend)")
+    om = find_model_file(Path(source), suffixes=(".om",), what="OM model")
+    info_path = om.parent / CONVERT_INFO
+    if not info_path.is_file():
+        raise UserError(f"{info_path} is missing: on the ascend backend the model must come from a convert stage",
+                        hint="add a convert stage with backend ascend before this one")
+    return om, json.loads(info_path.read_text())
+
+
+def input_specs(record: dict):
+    from ascendpipe.inputs import InputSpec
+
+    return [InputSpec(i["name"], tuple(i["shape"]), i["dtype"]) for i in record["inputs"]]
+
+
+def infer_plan(ctx, tk: Toolkit, strict: bool, out_dir: Path, *, acl_json: Path | None = None) -> Plan:
+    om = converted_om(ctx)[0] if strict else Path(ctx.inputs.get("model", "model.om")) / f"{MODEL_STEM}.om"
+    params = ctx.params
+    loop = 1 if acl_json else params.get("loops", params.get("iterations", 1))
+    warmup = 0 if acl_json else params.get("warmup", 1)
+    argv = ais_bench.infer_argv(python_tool(tk, ctx, strict), model=om, inputs=[out_dir / "ais_input"],
+                                output=out_dir / "ais_output", output_dirname="result", outfmt="NPY",
+                                loop=loop, warmup_count=warmup, device=params.get("device", 0),
+                                acl_json_path=acl_json)
+    return Plan([argv], data={"om": om})
+
+
+def dump_plan(ctx, tk: Toolkit, strict: bool, out_dir: Path) -> Plan:
+    acl_json = out_dir / "acl.json"
+    plan = infer_plan(ctx, tk, strict, out_dir, acl_json=acl_json)
+    try:
+        script = str(tk.msaccucmp(stage=ctx.name)) if strict or tk.home else "msaccucmp.py"
+    except UserError:
+        if strict:
+            raise
+        script = "msaccucmp.py"
+    plan.argvs.append(acl_dump.convert_argv(python_tool(tk, ctx, strict), Path(script), out_dir / "npu_dump/<run>",
+                                            out_dir / "converted"))
+    plan.data["acl_json"] = acl_json
+    return plan
+
+
+def profile_plan(ctx, tk: Toolkit, strict: bool, out_dir: Path) -> Plan:
+    inner = infer_plan(ctx, tk, strict, out_dir)
+    params = ctx.params
+    app = list(inner.argvs[0])
+    app[app.index("--loop") + 1] = str(params.get("iterations", 20))
+    app[app.index("--warmup_count") + 1] = str(params.get("warmup", 5))
+    form = params.get("msprof_form", "application")
+    argv = msprof.collect_argv(tool_path(tk, "msprof", ctx, strict), out_dir / "msprof", app, form=form)
+    return Plan([argv], data={"app": app, "form": form, "om": inner.data["om"]})
+
+
+def placeholder_model(path, suffix: str) -> Path:
+    """A model file inside a stage dir, for a dry run where the dir may not be built yet."""
+    path = Path(path)
+    if path.is_file():
+        return path
+    found = sorted(path.glob(f"*{suffix}")) if path.is_dir() else []
+    return found[0] if len(found) == 1 else path / f"<model>{suffix}"
+
+
+def compare_plan(ctx, tk: Toolkit, strict: bool, out_dir: Path) -> Plan:
+    """The device dump of an OM target (as ``dump_om`` runs it) and, where msit runs, its argv."""
+    from ascendpipe.backends.ascend import msit
+
+    target, upstream = ctx.inputs.get("target"), ctx.upstream.get("target")
+    om_target = (upstream is not None and upstream.kind in ("convert", "tune")) or (
+        target is not None and (Path(target) / f"{MODEL_STEM}.om").is_file())
+    if target is None or not om_target:
+        return Plan([])
+    dump_dir = out_dir / "target_dump"
+    dump_ctx = ctx.derive(kind="dump", inputs={"model": Path(target)}, upstream={}, params={}, out_dir=dump_dir,
+                          final_out_dir=dump_dir)
+    plan = dump_plan(dump_ctx, tk, strict, dump_dir)
+    mode, exe = ctx.params.get("msit", "auto"), tk.find("msit")
+    if mode == "on" or (mode == "auto" and exe is not None):
+        plan.argvs.append(msit.compare_argv(exe or "msit", golden_model=placeholder_model(ctx.inputs["golden"], ".onnx"),
+                                            om_model=Path(target) / f"{MODEL_STEM}.om", output=out_dir / "msit",
+                                            inputs=[out_dir / "msit_input" / "<input>.npy"], cann_path=tk.home,
+                                            device=0))
+    return plan

@@ -1,0 +1,62 @@
+"""The ``onnxruntime`` backend: the faithful CPU emulation of the device (the default backend)."""
+
+from __future__ import annotations
+
+from ascendpipe.backends.base import Backend
+from ascendpipe.versions import package_version
+
+# distributions whose versions key each kind's stages on this backend
+_TOOLS = {
+    "convert": ("onnxruntime", "onnx"),
+    "infer": ("onnxruntime", "onnx", "numpy"),
+    "dump": ("onnxruntime", "onnx", "numpy"),
+    "profile": ("onnxruntime",),
+    "tune": ("onnxruntime",),
+    "compare": ("numpy", "onnxruntime"),
+}
+
+# kind -> "module:function(ctx) -> StageResult", imported when the kind runs
+_RUNS = {
+    "convert": "ascendpipe.backends.onnxruntime.stages:convert",
+    "infer": "ascendpipe.backends.onnxruntime.stages:infer",
+    "dump": "ascendpipe.backends.onnxruntime.stages:dump",
+    "profile": "ascendpipe.backends.onnxruntime.stages:profile",
+    "tune": "ascendpipe.backends.onnxruntime.stages:tune",
+}
+
+
+class OnnxruntimeBackend(Backend):
+    name = "onnxruntime"
+    summary = "faithful CPU emulation of the device's fp16 behaviour (onnxruntime)"
+    kinds = tuple(_RUNS)
+    device_models = (".onnx",)
+
+    def tool_versions(self, kind: str) -> dict[str, str]:
+        return {dist: package_version(dist) for dist in _TOOLS.get(kind, ())}
+
+    def commands(self, kind, ctx) -> list[list[str]]:
+        if kind != "convert":
+            return []
+        from ascendpipe.precision.settings import resolve
+
+        # this backend runs no tool; show the atc line the same settings would drive
+        return [resolve(ctx.params, ctx.path).atc_argv(str(ctx.inputs.get("model", "MODEL")), "model")]
+
+    def run(self, kind, ctx):
+        target = _RUNS.get(kind)
+        if target is None:
+            raise self.unsupported(kind, ctx)
+        import importlib
+
+        module, _, function = target.partition(":")
+        return getattr(importlib.import_module(module), function)(ctx)
+
+    def dump_model(self, model, feeds, out, *, log=None, run_command=None, stage="compare"):
+        from ascendpipe.backends.onnxruntime.dump import dump_model
+        from ascendpipe.contract import find_model_file
+        from ascendpipe.errors import UserError
+
+        try:
+            return dump_model(find_model_file(model), feeds, out, fusions=True).parent
+        except UserError as err:
+            raise err.with_location(stage=stage) from None

@@ -1,0 +1,52 @@
+"""The one reader of an ONNX graph's input specs (name, shape, dtype), without a session.
+
+Shared by both backends, compare and the source stage. onnx is imported by the caller that loaded
+the model, or here only when a path is given.
+"""
+
+from __future__ import annotations
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from ascendpipe.inputs import InputSpec
+
+
+def dim_of(dim):
+    """A static dim as an int; a dynamic one as its name, or None when it has none."""
+    if dim.HasField("dim_value") and dim.dim_value > 0:
+        return dim.dim_value
+    return dim.dim_param or None
+
+
+def dtype_name(elem_type: int) -> str:
+    """numpy dtype name of an ONNX element type; float32 for an unset or unknown one."""
+    import numpy as np
+    from onnx import helper
+
+    try:
+        return np.dtype(helper.tensor_dtype_to_np_dtype(elem_type)).name
+    except (KeyError, TypeError, ValueError):
+        return "float32"
+
+
+def graph_input_specs(graph) -> list[InputSpec]:
+    """The graph's real inputs (initializers listed as inputs, as older exporters do, are not)."""
+    from ascendpipe.inputs import InputSpec
+
+    initializers = {i.name for i in graph.initializer}
+    specs = []
+    for value in graph.input:
+        if value.name in initializers:
+            continue
+        tensor = value.type.tensor_type
+        specs.append(InputSpec(value.name, tuple(dim_of(d) for d in tensor.shape.dim), dtype_name(tensor.elem_type)))
+    return specs
+
+
+def read_input_specs(model: Path) -> list[InputSpec]:
+    """Input specs of the ONNX file ``model`` (external weights are not loaded)."""
+    import onnx
+
+    return graph_input_specs(onnx.load(str(model), load_external_data=False).graph)

@@ -1,0 +1,113 @@
+"""The import graph of ``ascendpipe/`` has no cycles, counting imports inside functions too (a lazy
+import is still a dependency: it only moves the cost). The graph is read from the source with
+``ast``, so the test needs no heavy module and sees every import a run could make."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import ascendpipe
+
+PACKAGE_ROOT = Path(ascendpipe.__file__).resolve().parent
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE_ROOT.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_graph(root: Path = PACKAGE_ROOT) -> dict[str, set[str]]:
+    """module -> the ascendpipe modules it imports (``from pkg import mod`` counts as ``pkg.mod``)."""
+    files = {module_name(p): p for p in root.rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in files.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        deps = set()
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                    base = ".".join(anchor + ([base] if base else []))
+                targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in files else base for alias in node.names]
+            else:
+                continue
+            for target in targets:
+                while target and target not in files:  # 'a.b.func' -> 'a.b'
+                    target = target.rpartition(".")[0]
+                if target and target != name and not name.startswith(target + "."):
+                    deps.add(target)  # (a module importing its own package's __init__ is not a cycle)
+        graph[name] = deps
+    return graph
+
+
+def find_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return cycles
+
+
+def test_the_graph_is_read_from_every_module():
+    graph = import_graph()
+    assert "ascendpipe.contract" in graph and "ascendpipe.backends.registry" in graph
+    # a lazy import inside a function is an edge too
+    assert "ascendpipe.backends.registry" in graph["ascendpipe.stages.base"]
+
+
+def test_find_cycles_finds_a_cycle():
+    assert find_cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert find_cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_cycles_in_ascendpipe():
+    cycles = find_cycles(import_graph())
+    assert cycles == [], "import cycles: " + "; ".join(" <-> ".join(c) for c in cycles)
+
+
+def test_leaf_modules_import_only_errors():
+    """The contract, versions, backend base and registry import nothing that could lead back to them."""
+    graph = import_graph()
+    for leaf in ("ascendpipe.contract", "ascendpipe.versions", "ascendpipe.errors"):
+        assert graph[leaf] <= {"ascendpipe.errors"}, (leaf, graph[leaf])
+    assert graph["ascendpipe.backends.registry"] <= {"ascendpipe.errors"}
+    assert graph["ascendpipe.backends.base"] <= {"ascendpipe.errors", "ascendpipe.contract"}
+
+
+def test_stage_kinds_never_name_a_backend():
+    graph = import_graph()
+    for module, deps in graph.items():
+        if module.startswith("ascendpipe.stages"):
+            named = {d for d in deps if d.startswith("ascendpipe.backends.") and d != "ascendpipe.backends.registry"}
+            assert not named, (module, named)

@@ -89,8 +89,13 @@ def _pairs(g: np.ndarray, t: np.ndarray):
 
 
 def _nonfinite_counts(g: np.ndarray, t: np.ndarray) -> dict:
+    """Counted on the tensors' own dtypes (no float64 copy): a float16/32 value is finite or not as is."""
     counts = dict.fromkeys(_COUNT_KEYS, 0)
-    for gc, tc in _pairs(g, t):
+    gf, tf = g.reshape(-1), t.reshape(-1)
+    for start in range(0, gf.size, CHUNK):
+        gc, tc = gf[start : start + CHUNK], tf[start : start + CHUNK]
+        if gc.dtype.kind not in "fc" and tc.dtype.kind not in "fc":
+            continue  # integers and bools are always finite
         g_ok, t_ok = np.isfinite(gc), np.isfinite(tc)
         if g_ok.all() and t_ok.all():  # the common case: skip the counting
             continue

@@ -5,14 +5,15 @@ Strategies (msit's analyser has the same three: FIRST_INVALID_OVERALL, FIRST_INV
 - ``first-per-output``: for each graph output, the first failing row among the ops it depends on.
 - ``all``: every failing row.
 
-Overflow comes first, in every strategy: an *overflow origin* (a row whose target holds inf/NaN or
-reaches 65504 while no row it reads from does, and whose golden itself exceeds fp16's range) is picked
-before any row that only loses accuracy, even one earlier in graph order. Such an overflow is the op's
-own (its true values do not fit in fp16, whatever its inputs) and wipes out everything downstream; an
-op upstream of it that loses accuracy is at most a second problem, often one a threshold decides by a
-margin (msit's order, the first row over any threshold, would name it first). An overflow whose golden
-is in range (x / 0 after an upstream underflow) is caused by its inputs' error: it keeps its graph
-order, behind the op that lost the accuracy.
+Overflow comes first, in every strategy: an *overflow origin* is picked before any row that only
+loses accuracy, even one earlier in graph order. An origin is a failing row whose target holds inf/NaN
+or reaches 65504 while no row it reads from overflows, and whose overflow is its own: its golden
+exceeds fp16's range (its true values do not fit, whatever its inputs), or its inputs all pass (an
+fp16 intermediate inside the op overflowed). Such an overflow wipes out everything downstream; an op
+upstream of it that loses accuracy is at most a second problem, often one a threshold decides by a
+margin (msit's order, the first row over any threshold, would name it first). An overflow whose
+golden is in range and whose input is already wrong (x / 0 after an upstream underflow) is caused by
+that input: it keeps its graph order, behind the op that lost the accuracy.
 """
 
 from __future__ import annotations
@@ -61,22 +62,24 @@ def _ops(row: dict) -> list[str]:
 
 
 def overflow_origins(rows: list[dict], producers: dict[str, list[str]] | None = None) -> list[int]:
-    """Positions of the failing rows whose target overflows, whose golden exceeds fp16's range, and none
-    of whose inputs' rows overflows.
+    """Positions of the overflow origins (see the module docstring), in graph order.
 
     ``producers``: op -> the ops it reads (the golden graph); without it the row before stands for the
     input (graph order)."""
     overflowing = {op for r in rows if r.get("overflow") == "target" for op in _ops(r)}
+    failing = {op for r in rows if r.get("failed") for op in _ops(r)}
     origins = []
     for i, row in enumerate(rows):
-        if not row.get("failed") or row.get("overflow") != "target" or (row.get("golden_abs_max") or 0.0) <= FP16_MAX:
+        if not row.get("failed") or row.get("overflow") != "target":
             continue
         ops = set(_ops(row))
         if producers is not None:
             inputs = {p for op in ops for p in producers.get(op, ()) if p not in ops}
         else:
             inputs = set(_ops(rows[i - 1])) - ops if i > 0 else set()
-        if not inputs & overflowing:
+        if inputs & overflowing:
+            continue  # carried in from upstream: the origin is there
+        if (row.get("golden_abs_max") or 0.0) > FP16_MAX or not inputs & failing:
             origins.append(i)
     return origins
 

@@ -110,6 +110,8 @@ def test_overflow_origins_need_the_golden_beyond_fp16_and_no_overflowing_input()
     ]
     producers = {"div0": ["loss"], "sum": ["loss"], "sqrt": ["sum"]}
     assert order.overflow_origins(rows, producers) == [2]
+    # in range, but its inputs pass: an fp16 intermediate inside the op overflowed, the op's own fault
+    assert order.overflow_origins(rows, {"div0": [], "sum": ["loss"], "sqrt": ["sum"]}) == [1, 2]
     assert order.select_failures(rows, "first-overall", producers=producers) == [2]
     assert order.select_failures(rows, "all", producers=producers) == [2, 0, 1, 3]
     no_overflow = [dict(r, overflow=None) for r in rows]

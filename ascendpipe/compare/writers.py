@@ -63,7 +63,7 @@ def csv_text(result: dict) -> str:
         outputs_seen[row["op_name"]] = k + 1
         target = row["side"] != "golden_only"
         golden = row["side"] != "target_only"
-        std = ("NaN" if row["target_mean"] is None else
+        std = ("NaN" if _num(row["target_mean"]) == "NaN" else  # no metric (e.g. inf/NaN): one NaN cell
                f"({_num(row['target_mean'])};{_num(row['target_std'])}),({_num(row['golden_mean'])};{_num(row['golden_std'])})")
         writer.writerow([
             row["index"], row["op_type"], row["op_name"] if target else "*", _dtype(row["dtype"]), "NaN",

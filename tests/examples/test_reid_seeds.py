@@ -21,12 +21,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.examples.reid_story import overflow_chain
+
 REPO = Path(__file__).resolve().parents[2]
 SEEDS = (1, 2, 3, 4, 5)  # seed 2 failed the fp32 control under msit's rule (KL 0.81 on the square)
 VARIANTS = ("fp32", "fp16", "fp16_keep")
 # what the assertions read (the mixed variant is left out: it is not part of the story checked here)
 TARGETS = ["eval_golden"] + [f"{kind}@{v}" for v in VARIANTS for kind in ("eval", "compare")]
-FP16_MAX = 65504.0
 
 
 def _json(path: Path) -> dict:
@@ -41,21 +42,6 @@ def _advice_sets(first_failure: dict) -> list[str]:
             words = shlex.split(item["set"])
             values += [w for flag, w in zip(words, words[1:]) if flag == "--set"]
     return values
-
-
-def _overflow_chain(model: Path, rows: list[dict]) -> set[str]:
-    """Ops whose golden output exceeds fp16's range, and the ops that read one of them."""
-    import onnx
-
-    graph = onnx.load(str(model)).graph
-    peak: dict[str, float] = {}
-    for row in rows:
-        for op in row["golden_ops"] or [row["op_name"]]:
-            peak[op] = max(peak.get(op, 0.0), row["golden_abs_max"] or 0.0)
-    over = {op for op, value in peak.items() if value > FP16_MAX}
-    producer = {out: node.name for node in graph.node for out in node.output}
-    readers = {node.name for node in graph.node if {producer.get(i) for i in node.input} & over}
-    return over | readers
 
 
 @pytest.fixture(scope="module", params=SEEDS, ids=[f"seed{s}" for s in SEEDS])
@@ -96,7 +82,7 @@ def test_compare_fp16_names_an_op_of_the_overflow_chain_first(story):
     result = story["compare"]["fp16"]
     first = result["first_failure"]
     assert first is not None and first["kind"] == "overflow"
-    chain = _overflow_chain(story["ws"] / "build/export/model.onnx", result["rows"])
+    chain = overflow_chain(story["ws"] / "build/export/model.onnx", result["rows"])
     assert chain, "the golden sum of squares no longer exceeds fp16's range: train longer"
     row = result["rows"][first["index"]]
     assert set(row["golden_ops"] or [row["op_name"]]) & chain, (first["op_name"], sorted(chain))

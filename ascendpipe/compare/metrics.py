@@ -4,7 +4,7 @@
 (``tensor.reshape(-1).float()``). Every sum is accumulated in float64 over chunks, so a tensor is never
 copied whole into float64.
 
-The values are msit's, so result.csv reads the same as msit's (package ``msit``, module
+The values are msit's, so result.csv reads the same as msit's (package ``msit`` 8.2.0, module
 ``components.utils.cmp_algorithm``, the functions of ``CMP_ALG_MAP`` that msit's compare commands
 call through ``compare_tensor`` in ``msit_llm.compare.cmp_utils`` and ``MIETorchCompare.compare`` in
 ``msquickcmp.mie_torch.mietorch_comp``). EPS = float32 machine epsilon (msit's ``FLOAT_EPSILON``).

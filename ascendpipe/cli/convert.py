@@ -13,12 +13,13 @@ _FLAGS = [
     ("precision-mode", "force_fp16 (default), allow_fp32_to_fp16, allow_mix_precision, ...", False),
     ("precision-mode-v2", "fp16, origin, mixed_float16, cube_fp16in_fp32out", False),
     ("keep-dtype", "keep_dtype file, or a comma list of op names / OpType::T", False),
-    ("fusion-switch-file", "fusion switch file (either ATC format)", False),
+    ("fusion-switch-file", "fusion switch file (either ATC format; ATC pass names)", False),
     ("insert-op-conf", "AIPP config (aipp_op { ... })", False),
     ("modify-mixlist", "modify_mixlist JSON", False),
     ("input-shape", "name:1,3,224,224;name2:...", False),
     ("input-format", "NCHW, NHWC, ND...", False),
-    ("soc-version", "recorded, e.g. Ascend310P3", False),
+    ("soc-version", "e.g. Ascend310P3: the passes that apply and the default overflow mode", False),
+    ("overflow-mode", "inf_nan or saturation (default: the SoC's)", False),
     ("tune-bank", "tune knowledge bank JSON (its 'session' goes to runtime.json)", False),
 ]
 

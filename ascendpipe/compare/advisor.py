@@ -8,7 +8,9 @@ Branches, checked in this order for the failing row:
    walking forward until the golden values are back in range (``overflow_chain``).
 2. single bad op near the output while the final outputs pass -> likely harmless (msit's "single-point
    error ... may be caused by Ascend internal optimization").
-3. a fused op failing while everything before it passes -> switch that fusion rule off.
+   When the overflowing op is a UB-fused kernel that keeps its intermediates in fp16 (the ATC pass
+   catalogue says which), a second item switches that pass off: keep_dtype alone cannot reach them.
+3. a fused op failing while everything before it passes -> switch that ATC fusion pass off.
 4. loss without overflow -> ``keep_dtype`` the op, or the milder ``precision_mode: allow_fp32_to_fp16``.
 
 Each advice item is ready to paste: the remedy file (name and content), the ``--set`` line and the
@@ -50,11 +52,21 @@ def describe_failure(
         kind, advice = row.get("failure_kind", "preprocessing"), list(row["advice_ready"])
     elif row["overflow"] == "target":
         kind, advice = "overflow", _overflow_advice(rows, position, producers, plan_nodes, stage, existing_keep)
+        passes = _fp16_kernel_passes((fusion_rules or {}).get(row["op_name"]) if row.get("fused") else None)
+        if passes:  # the fused kernel keeps its intermediates in fp16: keep_dtype alone cannot reach them
+            advice.append(_fusion_advice(row, passes, True, stage, settings.get("fusion_switch"), overflow=True))
     elif _likely_harmless(rows, position):
         kind, advice = "harmless", [_harmless_advice(row)]
+    elif row.get("fused") and _fp16_kernel_passes((fusion_rules or {}).get(row["op_name"])):
+        # a UB-fused kernel rounds like its unfused ops: the loss is its members' fp16, and keep_dtype
+        # reaches its intermediates only with the pass off
+        rule = (fusion_rules or {}).get(row["op_name"])
+        kind, advice = "precision_loss", _loss_advice(rows, position, plan_nodes, stage, existing_keep, known)
+        advice.insert(1, _fusion_advice(row, _fp16_kernel_passes(rule), True, stage, settings.get("fusion_switch"),
+                                        overflow=True))
     elif row.get("fused"):
         rule = (fusion_rules or {}).get(row["op_name"])
-        rules = [rule] if rule else guess_rules(row["op_type"], _original_types(rows, row))
+        rules = rule.split("+") if rule else guess_rules(row["op_type"], _original_types(rows, row))
         kind, advice = "fusion", [_fusion_advice(row, rules, rule is not None, stage, settings.get("fusion_switch"))]
     else:
         kind, advice = "precision_loss", _loss_advice(rows, position, plan_nodes, stage, existing_keep, known)
@@ -94,9 +106,15 @@ def overflow_chain(rows: list[dict], position: int, producers: dict[str, list[st
     ops = _ops_of(rows[position])
     peak: dict[str, float] = {}
     for r in rows:
-        for op in _ops_of(r):
+        # a fused row's golden value is its last op's; the golden-only rows of its members say the rest
+        for op in ([r["golden_op"]] if r.get("fused") and r.get("golden_op") else _ops_of(r)):
             peak[op] = max(peak.get(op, 0.0), r.get("golden_abs_max") or 0.0)
     over = lambda op: peak.get(op, 0.0) > FP16_MAX
+    if rows[position].get("fused") and producers is not None and any(over(op) for op in ops):
+        members = set(ops)
+        ops = [op for op in ops if over(op)]  # the members whose own value leaves fp16's range
+        for op in list(ops):  # and the members that read them (inside the kernel)
+            ops += [m for m, ins in producers.items() if m in members and op in ins and m not in ops]
     if producers is None:  # no graph: the chain of adjacent rows beyond fp16's range
         up, i = [], position - 1
         while i >= 0 and _exceeds_fp16(rows[i]):
@@ -165,33 +183,19 @@ def _harmless_advice(row) -> dict:
     }
 
 
-# onnxruntime optimizer (the emulator's fusion rule) by the original op types it merges.
-_ORT_RULES = (
-    ({"Conv", "BatchNormalization"}, "ConvBNFusion"),
-    ({"MatMul", "BatchNormalization"}, "MatmulBNFusion"),
-    ({"Conv", "Mul"}, "ConvMulFusion"),
-    ({"MatMul", "Add"}, "MatMulAddFusion"),
-    ({"Add", "Gelu"}, "BiasGeluFusion"),
-    ({"Add", "Softmax"}, "BiasSoftmaxFusion"),
-    ({"ReduceMean", "Sub", "Pow", "Sqrt", "Div"}, "LayerNormFusion"),
-    ({"ReduceMean", "Pow", "Sqrt", "Div"}, "SimplifiedLayerNormFusion"),
-    ({"Erf", "Mul", "Add", "Div"}, "GeluFusion"),
-    ({"Pad", "Conv"}, "PadFusion"),
-)
-_ACTIVATIONS = {"Relu", "Clip", "Sigmoid", "Tanh", "LeakyRelu", "HardSigmoid"}
-
-
 def guess_rules(fused_type: str, original_types: list[str]) -> list[str]:
-    """The emulator's fusion rules (onnxruntime optimizer names) that merge these op types."""
-    types = set(original_types)
-    rules = [rule for needed, rule in _ORT_RULES if needed <= types]
-    if types & _ACTIVATIONS and ("Conv" in types or fused_type == "FusedConv"):
-        rules.append("ConvAddActivationFusion" if "Add" in types else "ConvActivationFusion")
-    if types & _ACTIVATIONS and ("Gemm" in types or fused_type == "FusedGemm"):
-        rules.append("GemmActivationFusion")
-    if "Conv" in types and "Add" in types and not types & _ACTIVATIONS:
-        rules.append("ConvAddFusion")
-    return list(dict.fromkeys(rules))
+    """The ATC fusion passes (catalogue names) whose pattern merges these op types."""
+    from ascendpipe.precision import atc_passes
+
+    return atc_passes.guess(list(original_types) or [fused_type])
+
+
+def _fp16_kernel_passes(rule: str | None) -> list[str]:
+    """The passes in ``rule`` ('A+B') whose fused kernel keeps its intermediates in fp16."""
+    from ascendpipe.precision import atc_passes
+
+    names = (rule or "").split("+")
+    return [n for n in names if n in atc_passes.BY_NAME and atc_passes.BY_NAME[n].effect == atc_passes.UB_FP16]
 
 
 def _original_types(rows: list[dict], row: dict) -> list[str]:
@@ -201,11 +205,14 @@ def _original_types(rows: list[dict], row: dict) -> list[str]:
     return [by_op[op] for op in row.get("golden_ops") or [] if op in by_op]
 
 
-def _fusion_advice(row, rules: list[str], known: bool, stage: str, existing: dict | None) -> dict:
+def _fusion_advice(row, rules: list[str], known: bool, stage: str, existing: dict | None, overflow: bool = False) -> dict:
     originals = ", ".join(row.get("golden_ops") or [])
     rules = rules or [f"{row['op_type']}FusionPass"]
     named = ", ".join(f"'{r}'" for r in rules)
     message = f"fused op '{row['op_name']}' (from {originals}) fails while its inputs pass: switch fusion rule {named} off"
+    if overflow:
+        message = (f"fused op '{row['op_name']}' (from {originals}) is one {named} kernel that keeps its "
+                   f"intermediates in fp16 even for ops in keep_dtype: switch {named} off as well")
     if not known:
         message += " (rule inferred from the fused op types)"
     # a pasted fusion_switch replaces the stage's (or variant's) whole mapping: carry the rules already set

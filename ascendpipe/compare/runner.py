@@ -229,6 +229,8 @@ def compare_dumps(
     per_batch = [batch_rows(g, t, limits=limits, tensor_map=tensor_map, op_map=op_map, outputs=outputs, pre_rows=pre)
                  for g, t, pre in zip(golden_dirs, target_dirs, pre_by_batch)]
     rows = worst_rows(per_batch)
+    for r in rows:  # the ATC fusion pass that made a fused op (fused_map.json "rules", the OM's pass_name)
+        r["pass_name"] = rules.get(r["op_name"]) if r.get("fused") else None
     pre_failed = [i for i, r in enumerate(rows) if r.get("pre") and r["failed"]]
     picked = order.select_failures(rows, strategy, output_ops=graph.get("output_ops"), producers=graph.get("producers"))
     picked = pre_failed + [i for i in picked if i not in pre_failed]

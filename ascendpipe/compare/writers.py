@@ -91,7 +91,8 @@ def _clean(value):
 
 
 def contract(result: dict, input_note: str | None = None) -> dict:
-    rows = [{k: row.get(k) for k in CONTRACT_ROW_KEYS + EXTRA_ROW_KEYS} for row in result["rows"]]
+    rows = [{**{k: row.get(k) for k in CONTRACT_ROW_KEYS + EXTRA_ROW_KEYS}, "pass_name": row.get("pass_name")}
+            for row in result["rows"]]
     doc = {"rows": rows, "first_failure": result["first_failure"], "failures": result["failures"],
            "summary": result["summary"], "thresholds": result["thresholds"], "strategy": result["strategy"]}
     if input_note:

@@ -17,6 +17,10 @@ MIXLIST_KEYS = ("black-list", "white-list", "gray-list")
 MIXLIST_ACTIONS = ("to-remove", "to-add")
 
 
+def read_text(path: Path, field: str) -> str:
+    return _read(path, field)
+
+
 def _read(path: Path, field: str) -> str:
     try:
         return Path(path).read_text()
@@ -94,8 +98,15 @@ def read_fusion_switch(path: Path) -> dict[str, str]:
 
 
 def format_fusion_switch(switches: dict[str, str]) -> str:
-    """The JSON format (it is the one that also carries ALL)."""
-    return json.dumps({"Switch": {"GraphFusion": dict(switches), "UBFusion": {}}}, indent=2) + "\n"
+    """The JSON format (it is the one that also carries ALL), each pass in its section (graph or UB
+    fusion, from the ATC pass catalogue; names it does not know go under GraphFusion; ALL in both)."""
+    from ascendpipe.precision.atc_passes import GRAPH, UB, section_of
+
+    sections: dict[str, dict[str, str]] = {GRAPH: {}, UB: {}}
+    for rule, value in switches.items():
+        for section in ((GRAPH, UB) if rule == "ALL" else (section_of(rule),)):
+            sections[section][rule] = value
+    return json.dumps({"Switch": sections}, indent=2) + "\n"
 
 
 # --- modify_mixlist JSON ----------------------------------------------------------------------

@@ -39,6 +39,15 @@ class ConvertSettings:
     input_format: str | None = None
     soc_version: str | None = None
     tune_bank: str | None = None
+    overflow_mode: str | None = None  # inf_nan | saturation; None: the SoC's default
+    # the fusion_switch_file as given (path, text): passed on unchanged while no inline entry changes it
+    fusion_switch_source: tuple[str, str] | None = None
+
+    @property
+    def effective_overflow_mode(self) -> str:
+        from ascendpipe.precision.atc_passes import default_overflow_mode
+
+        return self.overflow_mode or default_overflow_mode(self.soc_version)
 
     @property
     def policy(self) -> str:
@@ -48,6 +57,9 @@ class ConvertSettings:
         data = asdict(self)
         data["aipp"] = [{k: v for k, v in block.items() if not k.startswith("__")} for block in self.aipp]
         data["policy"] = self.policy
+        data["overflow_mode"] = self.effective_overflow_mode
+        data["overflow_mode_source"] = "param" if self.overflow_mode else f"default for soc_version {self.soc_version}"
+        data["fusion_switch_source"] = self.fusion_switch_source[0] if self.fusion_switch_source else None
         return data
 
     def remedy_files(self) -> dict[str, str]:
@@ -55,7 +67,9 @@ class ConvertSettings:
         files = {}
         if self.keep_dtype:
             files["keep_dtype"] = remedy.format_keep_dtype(self.keep_dtype)
-        if self.fusion_switch:
+        if self.fusion_switch_source:  # the user's file, byte for byte
+            files["fusion_switch"] = self.fusion_switch_source[1]
+        elif self.fusion_switch:
             files["fusion_switch"] = remedy.format_fusion_switch(self.fusion_switch)
         if self.aipp:
             files["aipp"] = remedy.format_aipp(self.aipp)
@@ -68,6 +82,8 @@ class ConvertSettings:
         from ascendpipe.backends.ascend import atc
 
         paths = {name: f"{remedy_dir}/{REMEDY_NAMES[name]}" for name in self.remedy_files()}
+        if self.fusion_switch_source:  # the same file goes to atc
+            paths["fusion_switch"] = self.fusion_switch_source[0]
         return atc.convert_argv("atc", atc.from_convert_settings(self, model, output, paths), check=False)
 
 
@@ -106,9 +122,22 @@ def resolve(params: dict[str, Any], read_path: Callable[[str], Path] = Path, whe
         s.keep_dtype = [str(k).strip() for k in keep]
 
     if params.get("fusion_switch_file"):
-        s.fusion_switch.update(remedy.read_fusion_switch(read_path(params["fusion_switch_file"])))
-    for rule, value in (params.get("fusion_switch") or {}).items():
-        s.fusion_switch[str(rule)] = _on_off(value, rule, loc("fusion_switch"))
+        path = read_path(params["fusion_switch_file"])
+        text = remedy.read_text(path, "fusion_switch_file")
+        s.fusion_switch.update(remedy.parse_fusion_switch(text, str(path)))
+        s.fusion_switch_source = (str(path), text)
+    inline = {str(rule): _on_off(value, rule, loc("fusion_switch")) for rule, value in (params.get("fusion_switch") or {}).items()}
+    if any(s.fusion_switch.get(rule) != value for rule, value in inline.items()):
+        s.fusion_switch_source = None  # the inline entries change the file: write the merged switches
+    s.fusion_switch.update(inline)
+
+    overflow = params.get("overflow_mode")
+    if overflow is not None:
+        from ascendpipe.precision.atc_passes import OVERFLOW_MODES
+
+        if overflow not in OVERFLOW_MODES:
+            raise UserError(f"overflow_mode '{overflow}' is not one of {', '.join(OVERFLOW_MODES)}", loc("overflow_mode"))
+        s.overflow_mode = overflow
 
     if params.get("insert_op_conf") and params.get("aipp"):
         raise UserError("give aipp or insert_op_conf, not both", loc("aipp"))

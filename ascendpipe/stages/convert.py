@@ -10,7 +10,7 @@ _STR_LIST = {"type": "array", "items": {"type": "string"}}
 
 class ConvertKind(StageKind):
     name = "convert"
-    version = "1"
+    version = "2"  # 2: ATC's passes from the catalogue instead of onnxruntime's optimizers, overflow_mode
     summary = "convert an ONNX model for the device (ATC flags; fp16 emulation on onnxruntime)"
     input_fields = ("model",)
     required_inputs = ("model",)
@@ -32,6 +32,8 @@ class ConvertKind(StageKind):
             "input_format": {"enum": ["NCHW", "NHWC", "ND", "NCDHW", "NDHWC"]},
             "soc_version": {"type": "string"},
             "tune_bank": {"type": "string"},
+            # fp16 overflow: inf/NaN (IEEE) or saturation to +-65504; default: the SoC's (docs/emulation.md)
+            "overflow_mode": {"enum": ["inf_nan", "saturation"]},
             # ATC options without an emulation counterpart: passed to atc, recorded on onnxruntime
             "op_select_implmode": {"enum": ["high_performance", "high_precision", "high_precision_for_all",
                                             "high_performance_for_all"]},

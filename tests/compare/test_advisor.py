@@ -60,9 +60,9 @@ def test_fused_op_failing_with_passing_inputs_switches_its_rule_off():
     first = advisor.describe_failure(rows, 2)
     item = first["advice"][0]
     assert first["kind"] == "fusion" and item["kind"] == "fusion_switch"
-    assert item["rules"] == ["ConvBNFusion"]
-    assert item["file"]["content"] == "ConvBNFusion:off\n"
-    assert item["set"] == "--set 'stages.convert.params.fusion_switch={ConvBNFusion: \"off\"}'"
+    assert item["rules"] == ["ConvBatchnormFusionPass"]  # the ATC name, from the catalogue's patterns
+    assert item["file"]["content"] == "ConvBatchnormFusionPass:off\n"
+    assert item["set"] == "--set 'stages.convert.params.fusion_switch={ConvBatchnormFusionPass: \"off\"}'"
     named = advisor.describe_failure(rows, 2, fusion_rules={"F": "ConvBatchnormFusionPass"})
     assert named["advice"][0]["rules"] == ["ConvBatchnormFusionPass"]
 
@@ -108,8 +108,8 @@ def test_fusion_advice_carries_the_rules_already_switched_for_the_variant():
     rows = [_row(0, "conv", "Conv"), _row(1, "bn", "BatchNormalization"),
             _row(2, "F", "FusedConv", failed=True, fused=True, ops=["conv", "bn"], out=True)]
     rows[0]["side"] = rows[1]["side"] = "golden_only"
-    first = advisor.describe_failure(rows, 2, stage="convert@fp16", target_settings={"fusion_switch": {"GeluFusion": "off"}})
+    first = advisor.describe_failure(rows, 2, stage="convert@fp16", target_settings={"fusion_switch": {"GeluFusionPass": "off"}})
     item = first["advice"][0]
-    assert item["rules"] == ["ConvBNFusion"]
-    assert item["file"]["content"] == "GeluFusion:off\nConvBNFusion:off\n"
-    assert item["set"] == "--set 'stages.convert.matrix.fp16.fusion_switch={GeluFusion: \"off\", ConvBNFusion: \"off\"}'"
+    assert item["rules"] == ["ConvBatchnormFusionPass"]
+    assert item["file"]["content"] == "GeluFusionPass:off\nConvBatchnormFusionPass:off\n"
+    assert item["set"] == "--set 'stages.convert.matrix.fp16.fusion_switch={GeluFusionPass: \"off\", ConvBatchnormFusionPass: \"off\"}'"

@@ -140,14 +140,17 @@ def test_every_batch_is_compared_and_each_op_shows_its_worst(tmp_path):
     assert "3 batches" in note and result["summary"]["batches"] == 3
     assert all((tmp_path / "w" / name / "index.json").is_file() for name in ("target_dump", "target_dump_b1", "target_dump_b2"))
     first = result["first_failure"]
-    assert first["op_name"] == "square" and first["kind"] == "overflow"
+    # square, sum and sqrt (one fused kernel, named after the sum) overflow on the third batch only
+    assert first["op_name"] == "sum" and first["kind"] == "overflow"
     assert (first["batch"], first["failed_batches"], first["batches"]) == (2, 1, 3)
-    square = next(r for r in result["rows"] if r["op_name"] == "square")
-    assert square["batch"] == 2 and square["golden_abs_max"] > 65504
+    fused = result["rows"][first["index"]]
+    assert "square" in fused["golden_ops"] and fused["batch"] == 2
+    square = next(r for r in result["rows"] if r["op_name"] == "square")  # golden-only: fused away
+    assert square["side"] == "golden_only" and square["golden_abs_max"] > 65504  # the peak of all batches
     doc = json.loads(writers.json_text(result, note))
     assert {"batch", "batches", "failed_batches"} <= set(doc["rows"][0]) and doc["first_failure"]["batch"] == 2
     lines = list(csv.DictReader(io.StringIO(writers.csv_text(result))))
-    assert next(r for r in lines if r["NPUDump"] == "square")["WorstBatch"] == "2"
+    assert next(r for r in lines if r["NPUDump"] == "sum")["WorstBatch"] == "2"
     assert "fails on 1 of 3 batches" in writers.terminal_text(result)
     html = writers.write_results(result, tmp_path / "out", note)["html"].read_text()
     assert "worst in batch 2; fails on 1 of 3 batches" in html

@@ -1,4 +1,4 @@
-"""Fusion (onnxruntime optimizers as ATC passes), cast survival, AIPP against a numpy reference."""
+"""Fusion (ATC passes from the catalogue), cast survival, AIPP against a numpy reference."""
 
 import json
 
@@ -19,18 +19,19 @@ def test_fused_map_and_fused_node_is_one_fp16_cube_op(tmp_path, convert):
     assert fused["fused"] == {"conv": ["bn", "conv", "relu"]}
     assert "relu_out" in fused["tensors"] and "bn_out" not in fused["tensors"]
     plan = json.loads((result.out_dir / "precision_plan.json").read_text())["nodes"]
-    assert plan["conv"]["op_type"] == "FusedConv" and plan["conv"]["dtype"] == "float16"
+    assert plan["conv"]["op_type"] == "Conv" and plan["conv"]["dtype"] == "float16"
+    assert fused["rules"] == {"conv": "ConvBatchnormFusionPass+AutomaticUbFusion"}
 
 
 def test_switching_a_rule_off_keeps_the_node(tmp_path, convert):
-    result = convert(conv_bn_relu_model(tmp_path / "m.onnx"), fusion_switch={"ConvBNFusion": "off"})
+    result = convert(conv_bn_relu_model(tmp_path / "m.onnx"), fusion_switch={"ConvBatchnormFusionPass": "off"})
     assert "bn" in result.plan
-    assert convert(tmp_path / "m.onnx", fusion_switch={"ALL": "off"}).fusion["level"] == "ORT_DISABLE_ALL"
+    assert convert(tmp_path / "m.onnx", fusion_switch={"ALL": "off"}).fusion["passes"] == {}
 
 
 def test_unknown_rule_lists_known_ones(tmp_path, convert):
-    with pytest.raises(UserError, match="known rules: ALL, .*ConvBNFusion"):
-        convert(conv_bn_relu_model(tmp_path / "m.onnx"), fusion_switch={"ConvBnFusoin": "off"})
+    with pytest.raises(UserError, match="known passes: ALL, .*ConvBatchnormFusionPass.*TbeReduceElemwiseFusionPass"):
+        convert(conv_bn_relu_model(tmp_path / "m.onnx"), fusion_switch={"ConvBNFusion": "off"})
 
 
 def test_keep_dtype_naming_a_fused_op_keeps_the_fused_node(tmp_path, convert):
@@ -61,8 +62,8 @@ def test_emulated_model_keeps_io_names_and_metadata(tmp_path, convert):
     model = onnx.load(str(convert(conv_bn_relu_model(tmp_path / "m.onnx")).model_path))
     assert [i.name for i in model.graph.input] == ["image"] and [o.name for o in model.graph.output] == ["logits"]
     meta = json.loads({p.key: p.value for p in model.metadata_props}["ascendpipe.emulation"])
-    assert meta["tensor_producer"]["relu_out"] == {"op_name": "conv", "op_type": "FusedConv"}
-    inserted = [n.name for n in model.graph.node if n.name not in {"conv", "pool", "flatten", "fc"}]
+    assert meta["tensor_producer"]["relu_out"] == {"op_name": "conv", "op_type": "Conv"}
+    inserted = [n.name for n in model.graph.node if n.name not in {"conv", "relu", "pool", "flatten", "fc"}]
     assert inserted and all(n.startswith("ascendpipe_emu/") for n in inserted)
     assert "ascendpipe_emu/raw/logits" in meta["internal_tensors"]
 

@@ -101,15 +101,15 @@ def test_l2norm_chain_discovers_the_sqrt_that_reads_through_fp16():
 
 
 def test_fusion_rule_is_a_candidate_when_the_advisor_points_at_a_fused_op():
-    rule = Candidate(FUSION, "ConvBNFusion")
+    rule = Candidate(FUSION, "ConvBatchnormFusionPass")
 
     def advice(c):
         return [{"kind": "fusion_switch", "rules": [c.name]}] if c.kind == FUSION else [{"kind": "keep_dtype", "ops": [c.name]}]
 
-    out = search(Oracle({rule, Candidate(KEEP, "o5")}, ops=OPS + ["ConvBNFusion"], advice=advice), max_attempts=20)
-    assert out.fusion_switch == {"ConvBNFusion": "off"}
+    out = search(Oracle({rule, Candidate(KEEP, "o5")}, ops=OPS + ["ConvBatchnormFusionPass"], advice=advice), max_attempts=20)
+    assert out.fusion_switch == {"ConvBatchnormFusionPass": "off"}
     assert out.keep_dtype == ["o5"]
-    assert str(rule) == "ConvBNFusion:off"
+    assert str(rule) == "ConvBatchnormFusionPass:off"
 
 
 def test_already_passing_needs_one_evaluation_and_no_remedy():

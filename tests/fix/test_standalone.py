@@ -28,12 +28,13 @@ def _cosine(a, b) -> float:
     return float(a @ b / (na * nb)) if na and nb else 0.0
 
 
-def _emulated_cosine(model, feeds, keep, tmp_path) -> float:
+def _emulated_cosine(model, feeds, keep, tmp_path, fusion=None) -> float:
     from ascendpipe.backends.onnxruntime.convert import convert_model
     from ascendpipe.precision.settings import resolve
 
-    out = tmp_path / f"check-{'-'.join(keep) or 'none'}"
-    converted = convert_model(model, out, resolve({"precision_mode": "force_fp16", "keep_dtype": list(keep)}))
+    out = tmp_path / f"check-{'-'.join(keep) or 'none'}-{'-'.join(fusion or {}) or 'fused'}"
+    converted = convert_model(model, out, resolve({"precision_mode": "force_fp16", "keep_dtype": list(keep),
+                                                   "fusion_switch": dict(fusion or {})}))
     golden = _run(model, feeds)
     target = _run(converted.model_path, feeds)
     return min(_cosine(t, g) for t, g in zip(target, golden))
@@ -60,10 +61,13 @@ def test_answer_restores_the_output_and_every_kept_op_is_needed(name, tmp_path):
     if expected is not None:
         assert report.keep_dtype == expected
     assert _emulated_cosine(model, feeds, [], tmp_path) < 0.99  # the failure is real
-    assert _emulated_cosine(model, feeds, report.keep_dtype, tmp_path) >= 0.99
+    assert _emulated_cosine(model, feeds, report.keep_dtype, tmp_path, report.fusion_switch) >= 0.99
     for op in report.keep_dtype:
         fewer = [k for k in report.keep_dtype if k != op]
-        assert _emulated_cosine(model, feeds, fewer, tmp_path) < 0.99, f"{op} was kept but is not needed"
+        assert _emulated_cosine(model, feeds, fewer, tmp_path, report.fusion_switch) < 0.99, f"{op} was kept but is not needed"
+    for rule in report.fusion_switch:
+        fewer_off = {r: v for r, v in report.fusion_switch.items() if r != rule}
+        assert _emulated_cosine(model, feeds, report.keep_dtype, tmp_path, fewer_off) < 0.99, f"{rule} off is not needed"
     assert (tmp_path / "out" / "keep_dtype.cfg").read_text().split() == report.keep_dtype
     assert json.loads((tmp_path / "out" / "fix.json").read_text())["keep_dtype"] == report.keep_dtype
 
@@ -101,7 +105,8 @@ def test_cli_json_and_exit_codes(tmp_path, capsys):
                        "--precision_mode", "force_fp16", "--min-cosine", "0.99", "--json"])
     data = json.loads(text)
     assert code == 0
-    assert data["keep_dtype"] == ["square", "sum", "sqrt"] and data["fusion_switch"] == {}
+    assert data["keep_dtype"] == ["square", "sum", "sqrt"]
+    assert data["fusion_switch"] == {"TbeReduceElemwiseFusionPass": "off"}  # the kernel's fp16 intermediates
     assert data["attempts"] == len(data["table"]) and data["metric"] >= 0.99
     code, text = _cli(["fix", "--golden", str(model), "--input", str(tmp_path / "x.npy"), "--max-attempts", "1"])
     assert code == 1 and "target not met" in text and "--max-attempts 1" in text

@@ -81,6 +81,8 @@ def atc_settings(ctx, settings, model: Path, out_dir: Path) -> atc.AtcSettings:
                         Location(stage=ctx.name, field="soc_version"))
     files = settings.remedy_files()
     paths = {name: out_dir / REMEDY_NAMES[name] for name in files}
+    if getattr(settings, "fusion_switch_source", None):  # the user's file goes to atc as it is
+        paths["fusion_switch"] = Path(settings.fusion_switch_source[0])
     extra = {k: ctx.params[k] for k in ASCEND_ONLY if ctx.params.get(k) not in (None, "", [])}
     return atc.from_convert_settings(settings, model, out_dir / MODEL_STEM, paths, soc_version=soc, **extra)
 

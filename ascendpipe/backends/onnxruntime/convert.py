@@ -1,9 +1,10 @@
 """Convert an fp32 ONNX model into its emulated device model (the onnxruntime backend's `atc`).
 
-Steps: onnxruntime's graph optimizers fuse the fp32 graph (the stand-in for ATC's fusion passes);
-the precision policy decides each fused node's dtype; every tensor the device keeps in fp16 is
-rounded by a ``Cast(FLOAT16) -> Cast(FLOAT)`` pair, fp16-read weights are pre-rounded; static
-AIPP is prepended. Compute stays fp32, so overflow and underflow appear exactly where fp16 would.
+Steps: ATC's fusion passes from the catalogue (``fusion``) fold and group the fp32 graph; the
+precision policy decides each node's dtype; every tensor the device keeps in fp16 is rounded by a
+``Cast(FLOAT16) -> Cast(FLOAT)`` pair (a ``Clip`` to +-65504 first in saturation mode), fp16-read
+weights are pre-rounded; If/Loop/Scan bodies are rounded the same way; static AIPP is prepended.
+Compute stays fp32, so overflow and underflow appear exactly where fp16 would.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from ascendpipe.precision.settings import REMEDY_NAMES, ConvertSettings
 
 EMU = "ascendpipe_emu"
 MODEL_FILE = "model.onnx"
+SUBGRAPH_OPS = {"If", "Loop", "Scan"}
+FP16_MAX = 65504.0
 NON_FLOAT_OPS = {"Shape", "Size", "NonZero", "ArgMax", "ArgMin", "Equal", "Greater", "GreaterOrEqual", "Less",
                  "LessOrEqual", "Not", "And", "Or", "Xor", "IsNaN", "IsInf", "NonMaxSuppression"}
 
@@ -48,16 +51,27 @@ def _float_tensors(model) -> set[str]:
         inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False).graph
     except Exception:  # custom-domain ops can stop inference; the op rule below covers them
         inferred = model.graph
-    known: dict[str, bool] = {}
+    return _floats_in(model.graph, inferred, {})
+
+
+def _floats_in(graph, inferred, outer: dict[str, bool]) -> set[str]:
+    """Float tensors of ``graph`` (``inferred``: the same graph with inferred value_info);
+    ``outer``: what the enclosing graphs know (a subgraph reads their tensors)."""
+    from onnx import TensorProto
+
+    known: dict[str, bool] = dict(outer)
     for vi in (*inferred.input, *inferred.value_info, *inferred.output):
         if vi.type.tensor_type.elem_type:
             known[vi.name] = vi.type.tensor_type.elem_type == TensorProto.FLOAT
-    for init in model.graph.initializer:
+    for init in graph.initializer:
         known[init.name] = init.data_type == TensorProto.FLOAT
-    for node in model.graph.node:
+    for node in graph.node:
         guess = node.op_type not in NON_FLOAT_OPS and any(known.get(t) for t in node.input)
         if node.op_type == "Cast":
             guess = any(a.name == "to" and a.i == TensorProto.FLOAT for a in node.attribute)
+        if node.op_type in SUBGRAPH_OPS:  # outputs come from the body
+            guess = any(vi.type.tensor_type.elem_type == TensorProto.FLOAT
+                        for a in node.attribute if a.g.name or a.g.node for vi in a.g.output)
         for index, tensor in enumerate(node.output):
             if tensor not in known:
                 known[tensor] = guess and not (node.op_type == "TopK" and index == 1)
@@ -92,24 +106,56 @@ def _lists(settings: ConvertSettings, names: set[str], types: set[str]) -> Lists
     return Lists(frozenset(white), frozenset(black), frozenset(keep_names), frozenset(onnx_keep_types), sources)
 
 
-def _round_pair(tensor: str, out_name: str, tag: str):  # an fp16 op's input read from fp32
-    from onnx import TensorProto, helper
+@dataclass
+class Rounding:
+    """How a rounding point is written: ``saturate`` clips to +-65504 first (saturation mode)."""
 
-    half = f"{EMU}/fp16/{tensor}"
-    return [
-        helper.make_node("Cast", [tensor], [half], name=f"{EMU}/{tag}_fp16/{tensor}", to=TensorProto.FLOAT16),
-        helper.make_node("Cast", [half], [out_name], name=f"{EMU}/{tag}_fp32/{tensor}", to=TensorProto.FLOAT),
-    ], [half]
+    saturate: bool = False
+    opset: int = 17
+
+    def nodes(self, src: str, dst: str, tensor: str, tag: str):
+        """Nodes that write ``src`` rounded to fp16 as ``dst``; (nodes, new internal tensors)."""
+        from onnx import TensorProto, helper
+
+        half = f"{EMU}/fp16/{tensor}"
+        nodes, internal = [], [half]
+        if self.saturate:
+            clipped = f"{EMU}/sat/{tensor}"
+            if self.opset >= 11:
+                nodes.append(helper.make_node("Clip", [src, f"{EMU}/sat_min", f"{EMU}/sat_max"], [clipped],
+                                              name=f"{EMU}/{tag}_sat/{tensor}"))
+            else:
+                nodes.append(helper.make_node("Clip", [src], [clipped], name=f"{EMU}/{tag}_sat/{tensor}",
+                                              min=-FP16_MAX, max=FP16_MAX))
+            src = clipped
+            internal.append(clipped)
+        nodes += [
+            helper.make_node("Cast", [src], [half], name=f"{EMU}/{tag}_fp16/{tensor}", to=TensorProto.FLOAT16),
+            helper.make_node("Cast", [half], [dst], name=f"{EMU}/{tag}_fp32/{tensor}", to=TensorProto.FLOAT),
+        ]
+        return nodes, internal
+
+    def values(self, array):
+        import numpy as np
+
+        from ascendpipe.precision.fp16 import round_fp16
+
+        if self.saturate:
+            array = np.clip(array, -FP16_MAX, FP16_MAX)
+        return round_fp16(array)
 
 
-def _apply_rounding(graph, decisions: dict[str, Decision], floats: set[str]) -> list[str]:
-    """Rewrite ``graph`` in place; return the internal tensor names added."""
+def _apply_rounding(graph, decisions: dict[str, Decision], floats: set[str], rounding: Rounding,
+                    force: set[str] = frozenset()) -> list[str]:
+    """Rewrite ``graph`` in place; return the internal tensor names added.
+
+    ``force``: tensors rounded to fp16 where they are made whatever their producer's dtype (a UB
+    fusion's intermediates in an fp16 kernel)."""
     from onnx import numpy_helper
 
-    from ascendpipe.precision.fp16 import round_fp16
-
+    round_fp16 = rounding.values
     inits = {i.name: i for i in graph.initializer}
-    produced_fp16 = {t for n in graph.node if decisions[n.name].dtype == "float16" for t in n.output}
+    produced_fp16 = {t for n in graph.node if decisions[n.name].dtype == "float16" for t in n.output} | set(force)
     readers: dict[str, list[bool]] = {}
     for node in graph.node:
         for t in node.input:
@@ -134,33 +180,33 @@ def _apply_rounding(graph, decisions: dict[str, Decision], floats: set[str]) -> 
                         internal.append(copy)
                 elif t not in rounded_inputs:
                     rounded = f"{EMU}/round/{t}"
-                    pair, half = _round_pair(t, rounded, "in")
+                    pair, half = rounding.nodes(t, rounded, t, "in")
                     new_nodes += pair
                     internal += [*half, rounded]
                     rounded_inputs[t] = rounded
                 node.input[i] = rounded_inputs[t]
         new_nodes.append(node)
-        if decision.dtype == "float16" and node.op_type not in oplists.EXACT_OPS:
-            for i, t in enumerate(node.output):
-                if t and t in floats:
-                    raw = f"{EMU}/raw/{t}"
-                    node.output[i] = raw
-                    pair, half = _round_pair_from(raw, t)
-                    new_nodes += pair
-                    internal += [raw, *half]
+        # an fp16 copy/select op read fp16 values: its outputs are fp16 values already
+        exact_fp16 = decision.dtype == "float16" and node.op_type in oplists.EXACT_OPS
+        for i, t in enumerate(node.output):
+            if not t or t not in floats or exact_fp16:
+                continue
+            if decision.dtype == "float16" or t in force:
+                raw = f"{EMU}/raw/{t}"
+                node.output[i] = raw
+                pair, half = rounding.nodes(raw, t, t, "out")
+                new_nodes += pair
+                internal += [raw, *half]
+    if rounding.saturate and any(n.op_type == "Clip" and n.name.startswith(EMU) for n in new_nodes) and rounding.opset >= 11:
+        names = {i.name for i in graph.initializer}
+        for name, value in ((f"{EMU}/sat_min", -FP16_MAX), (f"{EMU}/sat_max", FP16_MAX)):
+            if name not in names:
+                import numpy as np
+
+                graph.initializer.append(numpy_helper.from_array(np.array(value, np.float32), name))
     del graph.node[:]
     graph.node.extend(new_nodes)
     return internal
-
-
-def _round_pair_from(raw: str, tensor: str):
-    from onnx import TensorProto, helper
-
-    half = f"{EMU}/fp16/{tensor}"
-    return [
-        helper.make_node("Cast", [raw], [half], name=f"{EMU}/out_fp16/{tensor}", to=TensorProto.FLOAT16),
-        helper.make_node("Cast", [half], [tensor], name=f"{EMU}/out_fp32/{tensor}", to=TensorProto.FLOAT),
-    ], [half]
 
 
 def _apply_aipp(graph, settings: ConvertSettings) -> list[str]:
@@ -231,6 +277,64 @@ def _tune_runtime(settings: ConvertSettings, out_dir: Path) -> dict | None:
     return session
 
 
+def _node_infos(graph, floats: set[str], originals: dict[str, list[str]], orig_types: dict[str, str]) -> list[NodeInfo]:
+    init_names = {i.name for i in graph.initializer}
+    return [
+        NodeInfo(n.name, n.op_type, any(t in floats for t in n.output),
+                 tuple(t for t in n.input if t and t not in init_names), tuple(n.output),
+                 tuple((o, orig_types.get(o, "")) for o in originals.get(n.name, []) if o != n.name))
+        for n in graph.node
+    ]
+
+
+def _name_nodes(graph, prefix: str = "") -> None:
+    for index, node in enumerate(graph.node):
+        if not node.name:
+            node.name = f"{prefix}{node.op_type}_{index}"
+        for attr in node.attribute:
+            for sub in (attr.g, *attr.graphs) if (attr.g.node or attr.graphs) else ():
+                _name_nodes(sub, f"{node.name}/{attr.name}/")
+
+
+def _subgraph_names(graph) -> tuple[set[str], set[str]]:
+    """(node names, op types) inside every If/Loop/Scan body, at any depth."""
+    names, types = set(), set()
+    for node in graph.node:
+        for attr in node.attribute:
+            for sub in (attr.g, *attr.graphs) if (attr.g.node or attr.graphs) else ():
+                names |= {n.name for n in sub.node}
+                types |= {n.op_type for n in sub.node}
+                deeper = _subgraph_names(sub)
+                names |= deeper[0]
+                types |= deeper[1]
+    return names, types
+
+
+def _round_subgraphs(graph, floats: set[str], policy: str, op_lists: Lists, rounding: Rounding) -> None:
+    """Round every If/Loop/Scan body like the main graph (the body reads the outer graph's tensors)."""
+    outer = {t: True for t in floats}
+    for node in graph.node:
+        for attr in node.attribute:
+            for sub in (attr.g, *attr.graphs) if (attr.g.node or attr.graphs) else ():
+                sub_floats = _floats_in(sub, sub, outer)
+                infos = _node_infos(sub, sub_floats, {}, {})
+                decisions = plan(infos, policy, op_lists, ())
+                _round_subgraphs(sub, sub_floats, policy, op_lists, rounding)
+                _apply_rounding(sub, decisions, sub_floats, rounding)
+
+
+def _kernel_fp16(groups, infos: list[NodeInfo], policy: str, op_lists: Lists, graph_inputs) -> set[str]:
+    """Intermediates of UB-fused kernels that the mode puts in fp16 (keep_dtype does not reach them)."""
+    if not groups:
+        return set()
+    by_mode = plan(infos, policy, Lists(op_lists.white, op_lists.black, sources=op_lists.sources), graph_inputs)
+    force = set()
+    for group in groups:
+        if any(by_mode[m].dtype == "float16" for m in group.members):
+            force.update(group.internal)
+    return force
+
+
 def convert_model(model_path: Path, out_dir: Path, settings: ConvertSettings) -> ConvertResult:
     import onnx
 
@@ -241,37 +345,38 @@ def convert_model(model_path: Path, out_dir: Path, settings: ConvertSettings) ->
     fusion.check_rules(settings.fusion_switch)
     try:
         original = onnx.load(str(model_path), load_external_data=False)
+        model = onnx.load(str(model_path))
     except Exception as exc:
         raise UserError(f"cannot read ONNX model: {exc}", Location(file=str(model_path))) from None
     _check_input_shape(settings, original)
-    work = Path(tempfile.mkdtemp(dir=out_dir, prefix=".convert."))
-    try:
-        fusion_info = fusion.optimize(model_path, work / "optimized.onnx", settings.fusion_switch)
-        model = onnx.load(str(work / "optimized.onnx"))
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+    _name_nodes(original.graph)
+    _name_nodes(model.graph)
     graph = model.graph
-    for index, node in enumerate(graph.node):
-        if not node.name:
-            node.name = f"{node.op_type}_{index}"
-    mapping = fusion.fused_map(list(original.graph.node), list(graph.node))
+    fusion_plan = fusion.apply(model, settings.fusion_switch, settings.soc_version)
+    mapping = fusion.fused_map(fusion_plan, list(original.graph.node), list(graph.node))
     orig_types = {n.name: n.op_type for n in original.graph.node}
     floats = _float_tensors(model)
     init_names = {i.name for i in graph.initializer}
-    infos = [
-        NodeInfo(n.name, n.op_type, any(t in floats for t in n.output),
-                 tuple(t for t in n.input if t and t not in init_names), tuple(n.output),
-                 tuple((o, orig_types.get(o, "")) for o in mapping["fused"].get(n.name, []) if o != n.name))
-        for n in graph.node
-    ]
-    names = {i.name for i in infos} | set(orig_types)
-    types = {i.op_type for i in infos} | set(orig_types.values())
+    infos = _node_infos(graph, floats, fusion_plan.originals, orig_types)
+    sub_names, sub_types = _subgraph_names(graph)
+    names = {i.name for i in infos} | set(orig_types) | sub_names
+    types = {i.op_type for i in infos} | set(orig_types.values()) | sub_types
     op_lists = _lists(settings, names, types)
     graph_inputs = tuple(i.name for i in graph.input if i.name in floats and i.name not in init_names)
     decisions = plan(infos, settings.policy, op_lists, graph_inputs)
+    force = _kernel_fp16(fusion_plan.ub_groups, infos, settings.policy, op_lists, graph_inputs) & floats
     producer = {t: {"op_name": n.name, "op_type": n.op_type} for n in graph.node for t in n.output if t}
-    internal = _apply_rounding(graph, decisions, floats)
+    node_type = {n.name: n.op_type for n in graph.node}
+    for group in fusion_plan.ub_groups:  # the fused op's outputs carry its name, as in the device's dump
+        for t in group.outputs:
+            producer[t] = {"op_name": group.name, "op_type": node_type[group.name]}
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 17)
+    rounding = Rounding(saturate=settings.effective_overflow_mode == "saturation", opset=opset)
+    _round_subgraphs(graph, floats, settings.policy, op_lists, rounding)
+    internal = _apply_rounding(graph, decisions, floats, rounding, force)
+    internal += [t for group in fusion_plan.ub_groups for t in group.internal]
     internal += _apply_aipp(graph, settings)
+    fusion_info = fusion_plan.record(settings.fusion_switch, settings.soc_version)
     meta = {"format": 1, "internal_tensors": internal, "tensor_producer": producer}
     entry = model.metadata_props.add()
     entry.key, entry.value = "ascendpipe.emulation", json.dumps(meta)
@@ -284,8 +389,13 @@ def convert_model(model_path: Path, out_dir: Path, settings: ConvertSettings) ->
         "precision_mode_v2": settings.precision_mode_v2,
         "nodes": {i.name: {"op_type": i.op_type, "dtype": decisions[i.name].dtype, "reason": decisions[i.name].reason}
                   for i in infos},
+        "overflow_mode": settings.effective_overflow_mode,
+        # UB-fused kernels: where their intermediates are rounded (float16 also under keep_dtype)
+        "ub_fusion": {g.name: {"pass": g.pass_name, "members": g.members,
+                               "intermediates": "float16" if set(g.internal) & force else "float32"}
+                      for g in fusion_plan.ub_groups},
     })
-    _write_json(out_dir / "fused_map.json", {"format": "ascendpipe-fused-map/1", **mapping})
+    _write_json(out_dir / "fused_map.json", {"format": "ascendpipe-fused-map/1", **mapping})  # "rules": ATC passes
     remedy_paths = {}
     for name, text in settings.remedy_files().items():
         remedy_paths[name] = write_text_atomic(out_dir / REMEDY_NAMES[name], text)

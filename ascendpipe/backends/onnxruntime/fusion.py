@@ -1,122 +1,184 @@
-"""Fusion on the onnxruntime backend: onnxruntime's own graph optimizers stand in for ATC's passes.
+"""Fusion on the onnxruntime backend: ATC's passes from the catalogue (``precision.atc_passes``).
 
-``fusion_switch`` rule names on this backend are onnxruntime optimizer names (passed to
-``disabled_optimizers``). ``ALL: off`` turns graph optimisation off; ``ALL: off`` with some rules
-``on`` keeps only those (a per-rule entry wins over ALL, as on ATC).
+No onnxruntime optimizer stands in for an ATC pass: some of them move fp16 rounding points the
+device keeps (MatMulScaleFusion folds an attention scale into the MatMul and the overflowing scores
+vanish). The graph the emulation rounds is the original one with only the catalogued passes applied:
+
+1. graph folds (``fold``) rewrite the graph: BN and bias folded into the cube op in fp32;
+2. UB fusions (``ub_fp16``) keep their nodes; they name the fused op, hide its intermediates from
+   the dump, and decide where its intermediates are rounded (see ``atc_passes``).
+
+onnxruntime's own optimisations run later, when a session loads the emulated model: the cast pairs
+at every rounding point separate the ops, so they cannot move a rounding point.
+``fusion_switch`` names are ATC pass names (``ALL`` too; a per-pass entry wins over ALL, as on ATC).
 """
 
 from __future__ import annotations
 
-from pathlib import Path
+from dataclasses import dataclass, field
 
 from ascendpipe.errors import Location, UserError
+from ascendpipe.precision import atc_passes
 
-# onnxruntime 1.32 basic + extended (CPU) optimizers that change the graph, by name.
-KNOWN_RULES = {
-    "ConstantFolding": "fold constant subgraphs",
-    "CommonSubexpressionElimination": "merge identical subgraphs",
-    "ConstantSharing": "share equal initializers",
-    "EliminateIdentity": "drop Identity",
-    "EliminateDropout": "drop Dropout (inference)",
-    "EliminateSlice": "drop no-op Slice",
-    "UnsqueezeElimination": "fold Unsqueeze of constants",
-    "ExpandElimination": "drop no-op Expand",
-    "CastElimination": "drop no-op Cast",
-    "NoopElimination": "drop Add 0 / Mul 1",
-    "DivMulFusion": "1/x * y -> y / x",
-    "FuseReluClip": "Relu + Clip -> Clip",
-    "GemmTransposeFusion": "Transpose into Gemm",
-    "NotWhereFusion": "Not + Where -> Where",
-    "ConvAddFusion": "Conv + Add (bias) -> Conv",
-    "ConvMulFusion": "Conv + Mul (scale) -> Conv",
-    "ConvBNFusion": "Conv + BatchNormalization -> Conv",
-    "MatmulBNFusion": "MatMul + BatchNormalization -> Gemm",
-    "PadFusion": "Pad into Conv / pooling",
-    "ReshapeFusion": "Shape chains -> Reshape constant",
-    "ConvActivationFusion": "Conv + Relu/Clip/Sigmoid... -> FusedConv",
-    "ConvAddActivationFusion": "Conv + Add + activation -> FusedConv",
-    "GemmActivationFusion": "Gemm + activation -> FusedGemm",
-    "MatMulAddFusion": "MatMul + Add -> Gemm",
-    "MatMulScaleFusion": "MatMul + scalar Mul -> FusedMatMul",
-    "MatmulTransposeFusion": "Transpose into FusedMatMul",
-    "GeluFusion": "Erf-based Gelu -> Gelu",
-    "FastGeluFusion": "tanh Gelu -> FastGelu",
-    "QuickGeluFusion": "x * Sigmoid(a x) -> QuickGelu",
-    "BiasGeluFusion": "Add + Gelu -> BiasGelu",
-    "LayerNormFusion": "mean/var/div chain -> LayerNormalization",
-    "SimplifiedLayerNormFusion": "RMS norm chain -> SimplifiedLayerNormalization",
-    "SkipLayerNormFusion": "Add + LayerNorm -> SkipLayerNormalization",
-    "AttentionFusion": "attention subgraph -> Attention",
-    "EmbedLayerNormFusion": "embedding + LayerNorm -> EmbedLayerNormalization",
-    "BiasSoftmaxFusion": "Add + Softmax -> BiasSoftmax",
-    "GatherToSliceFusion": "Gather chains -> Slice",
-    "TransposeOptimizer": "push and cancel Transposes",
-}
+EMU = "ascendpipe_emu"
 
 
 def check_rules(switches: dict[str, str], where: Location | None = None) -> None:
-    unknown = sorted(rule for rule in switches if rule != "ALL" and rule not in KNOWN_RULES)
+    known = set(atc_passes.known_names())
+    unknown = sorted(rule for rule in switches if rule != "ALL" and rule not in known)
     if unknown:
         raise UserError(
-            f"unknown fusion rule {', '.join(repr(r) for r in unknown)} on the onnxruntime backend; "
-            f"known rules: ALL, {', '.join(sorted(KNOWN_RULES))}",
+            f"unknown ATC fusion pass {', '.join(repr(r) for r in unknown)} on the onnxruntime backend; "
+            f"known passes: ALL, {', '.join(atc_passes.known_names())}",
             where or Location(field="fusion_switch"),
         )
 
 
-def session_plan(switches: dict[str, str]) -> tuple[str, list[str]]:
-    """(optimisation level name, disabled optimizers) for a fusion switch mapping."""
+@dataclass
+class FusionPlan:
+    fused: dict[str, list[str]] = field(default_factory=dict)  # fused op -> original nodes (sorted)
+    rules: dict[str, str] = field(default_factory=dict)  # fused op -> ATC pass name(s), '+'-joined
+    originals: dict[str, list[str]] = field(default_factory=dict)  # node -> original nodes folded into it
+    ub_groups: list = field(default_factory=list)  # atc_passes.Group of UB fusions (nodes kept)
+    applied: dict[str, int] = field(default_factory=dict)  # pass -> times applied
+
+    def record(self, switches: dict[str, str], soc_version: str | None) -> dict:
+        return {"passes": dict(sorted(self.applied.items())), "switches": dict(switches), "soc_version": soc_version,
+                "catalogue": [p.name for p in atc_passes.CATALOGUE]}
+
+
+def _ranks(model) -> dict[str, int]:
+    import onnx
+
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False).graph
+    except Exception:  # custom ops can stop inference: then rank-dependent passes do not fire
+        inferred = model.graph
+    ranks = {}
+    for vi in (*inferred.input, *inferred.value_info, *inferred.output):
+        if vi.type.tensor_type.HasField("shape"):
+            ranks[vi.name] = len(vi.type.tensor_type.shape.dim)
+    for init in model.graph.initializer:
+        ranks[init.name] = len(init.dims)
+    return ranks
+
+
+def _subgraph_reads(graph) -> set[str]:
+    reads = set()
+    for node in graph.node:
+        for attr in node.attribute:
+            for sub in (attr.g, *attr.graphs) if (attr.g.node or attr.graphs) else ():
+                reads |= {t for n in sub.node for t in n.input} | _subgraph_reads(sub)
+    return reads
+
+
+def _consts(graph) -> dict[str, tuple[int, ...]]:
+    """Constant tensors (initializers and Constant nodes' outputs) -> shape."""
+    consts = {i.name: tuple(i.dims) for i in graph.initializer}
+    for node in graph.node:
+        if node.op_type == "Constant" and node.output:
+            value = next((a.t for a in node.attribute if a.name == "value"), None)
+            consts[node.output[0]] = tuple(value.dims) if value is not None else ()
+    return consts
+
+
+def _nodes(graph) -> list:
+    return [atc_passes.Node(n.name, n.op_type, tuple(n.input), tuple(n.output)) for n in graph.node]
+
+
+def apply(model, switches: dict[str, str], soc_version: str | None = None) -> FusionPlan:
+    """Apply the catalogued ATC passes to ``model`` (an onnx ModelProto, changed in place)."""
     check_rules(switches)
-    on = {r for r, v in switches.items() if v == "on" and r != "ALL"}
-    off = {r for r, v in switches.items() if v == "off" and r != "ALL"}
-    if switches.get("ALL") == "off":
-        if not on:
-            return "ORT_DISABLE_ALL", []
-        return "ORT_ENABLE_EXTENDED", sorted(set(KNOWN_RULES) - on)
-    return "ORT_ENABLE_EXTENDED", sorted(off)
+    graph = model.graph
+    plan = FusionPlan()
+    consts = _consts(graph)
+    outputs = {o.name for o in graph.output}
+    ranks = _ranks(model)
+    folds = atc_passes.match(_nodes(graph), consts, outputs, switches, soc_version, ranks, effect=atc_passes.FOLD)
+    for group in folds:
+        _fold(graph, group)
+        anchor = group.name
+        plan.originals[anchor] = sorted(set(plan.originals.get(anchor, [anchor])) | set(group.members))
+        plan.rules[anchor] = group.pass_name
+        plan.applied[group.pass_name] = plan.applied.get(group.pass_name, 0) + 1
+    if folds:  # the folded BN parameters and the unfolded weights: nothing reads them any more
+        used = {t for n in graph.node for t in n.input} | {o.name for o in graph.output}
+        used |= _subgraph_reads(graph)
+        keep = [i for i in graph.initializer if i.name in used]
+        del graph.initializer[:]
+        graph.initializer.extend(keep)
+    consts = _consts(graph)
+    ubs = atc_passes.match(_nodes(graph), consts, outputs, switches, soc_version, ranks, effect=atc_passes.UB_FP16)
+    for group in ubs:
+        plan.applied[group.pass_name] = plan.applied.get(group.pass_name, 0) + 1
+        originals = sorted({o for m in group.members for o in plan.originals.get(m, [m])})
+        plan.fused[group.name] = originals
+        earlier = [plan.rules[m] for m in group.members if m in plan.rules]
+        plan.rules[group.name] = "+".join([*earlier, group.pass_name]) if earlier else group.pass_name
+        for member in group.members:
+            if member != group.name:
+                plan.rules.pop(member, None)
+    for anchor, originals in plan.originals.items():
+        if anchor not in plan.fused and len(originals) > 1:
+            plan.fused[anchor] = originals
+    plan.rules = {k: v for k, v in plan.rules.items() if k in plan.fused}
+    plan.ub_groups = ubs
+    return plan
 
 
-def optimize(model_path: Path, out_path: Path, switches: dict[str, str]) -> dict:
-    """Write onnxruntime's optimised fp32 graph of ``model_path`` to ``out_path``; return what ran."""
-    import onnxruntime as ort
+# --- graph folds (compile-time, fp32) -------------------------------------------------------------
 
-    level, disabled = session_plan(switches)
-    options = ort.SessionOptions()
-    options.graph_optimization_level = getattr(ort.GraphOptimizationLevel, level)
-    options.optimized_model_filepath = str(out_path)
-    options.log_severity_level = 3
-    ort.InferenceSession(str(model_path), options, providers=["CPUExecutionProvider"], disabled_optimizers=disabled)
-    return {"level": level, "disabled_optimizers": disabled}
+def _fold(graph, group) -> None:
+    import numpy as np
+    from onnx import helper, numpy_helper
+
+    by_name = {n.name: n for n in graph.node}
+    inits = {i.name: i for i in graph.initializer}
+    inits.update({n.output[0]: a.t for n in graph.node if n.op_type == "Constant" for a in n.attribute if a.name == "value"})
+    anchor, rest = by_name[group.members[0]], [by_name[m] for m in group.members[1:]]
+    arr = lambda name: numpy_helper.to_array(inits[name]).astype(np.float64)
+
+    def add_init(suffix: str, value) -> str:
+        name = f"{EMU}/fold/{anchor.name}/{suffix}"
+        graph.initializer.append(numpy_helper.from_array(np.asarray(value, np.float32), name))
+        return name
+
+    if group.pass_name == "ConvBatchnormFusionPass":
+        bn = rest[0]
+        eps = next((a.f for a in bn.attribute if a.name == "epsilon"), 1e-5)
+        scale, beta, mean, var = (arr(t) for t in bn.input[1:5])
+        factor = scale / np.sqrt(var + eps)
+        weight = arr(anchor.input[1])
+        bias = arr(anchor.input[2]) if len(anchor.input) > 2 and anchor.input[2] else np.zeros(weight.shape[0])
+        new_w = weight * factor.reshape(-1, *([1] * (weight.ndim - 1)))
+        new_b = (bias - mean) * factor + beta
+        inputs = [anchor.input[0], add_init("W", new_w), add_init("B", new_b)]
+        del anchor.input[:]
+        anchor.input.extend(inputs)
+    elif group.pass_name == "AABiasaddConvFusion":
+        add = rest[0]
+        const = next(t for t in add.input if t in inits)
+        weight_out = inits[anchor.input[1]].dims[0]
+        bias = arr(anchor.input[2]) if len(anchor.input) > 2 and anchor.input[2] else np.zeros(weight_out)
+        inputs = [anchor.input[0], anchor.input[1], add_init("B", bias + np.broadcast_to(arr(const).reshape(-1), bias.shape))]
+        del anchor.input[:]
+        anchor.input.extend(inputs)
+    elif group.pass_name == "MatMulBiasAddFusionPass":
+        add = rest[0]
+        const = next(t for t in add.input if t in inits)
+        gemm = helper.make_node("Gemm", [anchor.input[0], anchor.input[1], const], list(anchor.output), name=anchor.name)
+        anchor.CopyFrom(gemm)
+    last = rest[-1]
+    del anchor.output[:]
+    anchor.output.extend(last.output)
+    for node in rest:
+        graph.node.remove(node)
 
 
-def fused_map(original_nodes: list, optimized_nodes: list) -> dict:
-    """Which original nodes each optimised node replaces, and which tensor names survive.
-
-    Both lists hold onnx NodeProto-like objects (name, op_type, input, output). An optimised node
-    stands for: the original node of the same name, the producers of its outputs, and, walking up
-    from those, every original node that vanished whose outputs vanished too.
-    """
-    producer = {t: n for n in original_nodes for t in n.output}
-    kept_names = {n.name for n in optimized_nodes}
-    live_tensors = {t for n in optimized_nodes for t in (*n.input, *n.output)}
-    by_name = {n.name: n for n in original_nodes}
-    fused: dict[str, list[str]] = {}
-    claimed: set[str] = set()
-    for node in optimized_nodes:
-        group: list[str] = []
-        stack = [producer[t] for t in node.output if t in producer]
-        stack += [by_name[node.name]] if node.name in by_name else []
-        while stack:
-            orig = stack.pop()
-            if orig.name in group or orig.name in claimed:
-                continue
-            if orig.name != node.name and orig.name in kept_names:
-                continue
-            group.append(orig.name)
-            stack += [producer[t] for t in orig.input if t in producer and t not in live_tensors]
-        claimed.update(group)
-        if group != [node.name]:
-            fused[node.name] = sorted(group)
+def fused_map(plan: FusionPlan, original_nodes: list, final_nodes: list) -> dict:
+    """fused_map.json's content: fused op -> originals, surviving tensors, fused op -> ATC pass."""
     original_tensors = {t for n in original_nodes for t in (*n.input, *n.output)}
-    tensors = {t: t for t in sorted(live_tensors & original_tensors) if t}
-    return {"fused": fused, "tensors": tensors}
+    live = {t for n in final_nodes for t in (*n.input, *n.output)}
+    hidden = {t for g in plan.ub_groups for t in g.internal}
+    tensors = {t: t for t in sorted((live & original_tensors) - hidden) if t}
+    return {"fused": dict(sorted(plan.fused.items())), "tensors": tensors, "rules": dict(sorted(plan.rules.items()))}

@@ -1,0 +1,318 @@
+"""The ATC fusion passes the emulation models, by their ATC names; which nodes each one fuses. Pure.
+
+Every entry names the CANN "graph fusion and UB fusion rules reference" page it comes from
+(``graphubfusionref``), the pattern (as ONNX op types), the SoCs it applies to and its numeric
+effect in the emulation:
+
+- ``fold``: a graph fusion that folds constants into the cube op's weights or bias at compile time,
+  in fp32 (Conv+BN, Conv/MatMul + bias). The fused op is one cube op: one rounding, at its output.
+- ``ub_fp16``: a UB fusion. The kernel keeps its intermediates in the UB in the kernel's dtype:
+  when the precision mode puts any member in fp16, every intermediate is rounded to fp16, *also
+  where keep_dtype keeps a member in fp32* (keep_dtype changes a member's compute, not the fused
+  kernel's buffers; switching the pass off is what restores an fp32 intermediate). Otherwise the
+  rounding points are those of the unfused ops.
+
+Passes that are not here are not fused (their ops keep every rounding point): e.g. no ATC pass fuses
+MatMul with a following scalar Mul (TbeFullyconnectionElemwiseDequantFusionPass: "MatMul +
+ElemWise1 cannot be AddN or Mul"), so unscaled attention scores are rounded, and overflow, as on
+the device.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+REF = "https://www.hiascend.com/document/detail/en/CANNCommunityEdition/900/maintenref/graphubfusionref/"
+GRAPH, UB = "GraphFusion", "UBFusion"
+FOLD, UB_FP16 = "fold", "ub_fp16"
+ALL_SOCS = ("*",)
+
+# op-type families the patterns use (ONNX op types)
+CONV = frozenset({"Conv"})
+MATMUL = frozenset({"MatMul"})
+REDUCE = frozenset({"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceSumSquare",
+                    "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp"})
+ELEMWISE = frozenset({"Add", "Sub", "Mul", "Div", "Abs", "Neg", "Exp", "Log", "Sqrt", "Reciprocal", "Pow", "Relu",
+                      "LeakyRelu", "Sigmoid", "Tanh", "Erf", "Clip", "Max", "Min", "Cast", "Softplus", "Elu",
+                      "HardSigmoid", "Floor", "Ceil", "Round", "Sign", "Sin", "Cos"})
+
+
+@dataclass(frozen=True)
+class Step:
+    """One link of a chain pattern: ``lo``..``hi`` consecutive nodes of these op types.
+
+    ``extra``: what a node may read besides the chain's tensor: "const" (initializers only),
+    "any" (any tensor), or "bias" (one constant broadcast along the channel / last axis)."""
+
+    types: frozenset
+    lo: int = 1
+    hi: int = 1
+    extra: str = "const"
+
+
+@dataclass(frozen=True)
+class AtcPass:
+    name: str
+    kind: str  # GRAPH | UB (the fusion switch file's section)
+    pattern: str  # in words, ONNX op types
+    effect: str  # FOLD | UB_FP16
+    page: str  # the reference page
+    socs: tuple[str, ...] = ALL_SOCS  # SoC families it applies to (see soc_family)
+    chain: tuple[Step, ...] = field(default=(), repr=False)
+    anchor: int = 0  # which step's (first) node names the fused op
+    note: str = ""
+
+
+CATALOGUE: tuple[AtcPass, ...] = (
+    AtcPass("ConvBatchnormFusionPass", GRAPH, "Conv + BatchNormalization (constant scale/bias/mean/var) -> Conv",
+            FOLD, REF + "atlasrr_30_0021.html",
+            chain=(Step(CONV), Step(frozenset({"BatchNormalization"}))),
+            note="BN folded into the conv's weights and bias in fp32 at compile time; the folded weights are "
+                 "then read in fp16"),
+    AtcPass("AABiasaddConvFusion", GRAPH, "Conv + Add(constant per-channel bias) -> Conv with bias", FOLD,
+            "https://www.hiascend.com/document/detail/en/canncommercial/850/graph/graphdevg/atlasag_25_0078.html",
+            chain=(Step(CONV), Step(frozenset({"Add"}), extra="bias")),
+            note="the bias is added in the cube's fp32 accumulator: one rounding after the bias, none between"),
+    AtcPass("MatMulBiasAddFusionPass", GRAPH, "MatMul (2-D output) + Add(constant 1-D bias) -> MatMul with bias",
+            FOLD, REF + "atlasrr_30_0028.html", socs=("A2", "A3"),
+            chain=(Step(MATMUL), Step(frozenset({"Add"}), extra="bias")),
+            note="the reference: 'bias is accumulated inside matmul in FP32 after fusion' (a precision gain); "
+                 "listed for Atlas A2/A3 only, so other SoCs keep the rounding after the MatMul"),
+    AtcPass("GeluFusionPass", GRAPH, "x * 0.5 * (1 + Erf(x / sqrt 2)) chain -> Gelu", UB_FP16,
+            REF + "atlasrr_30_0011.html", socs=("A2",),
+            chain=(Step(frozenset({"Div", "Mul"})), Step(frozenset({"Erf"})), Step(frozenset({"Add"})),
+                   Step(frozenset({"Mul"}), 1, 2, extra="any")),
+            anchor=1,
+            note="the Gelu kernel's internal precision is not documented: we keep every rounding point of the "
+                 "unfused chain (conservative); only the name changes"),
+    AtcPass("TbeConv3dElemwisePass", UB, "Conv3D + Relu, Conv3D + Elemwise(second input) [+ Relu]", UB_FP16,
+            REF + "atlasrr_30_0179.html", socs=("310P", "training"),
+            chain=(Step(CONV), Step(frozenset({"Add", "Mul", "Sub", "Relu"}), 1, 2, extra="any")),
+            note="the conv writes fp16 into the UB: the same rounding points as unfused"),
+    AtcPass("AutomaticUbFusion", UB, "Conv2D + Relu, Conv2D + Add(second input) [+ Relu]", UB_FP16,
+            "https://www.hiascend.com/document/detail/zh/CANNCommunityEdition/81RC1beta1/maintenref/graphubfusionref/"
+            "atlasrr_30_0149.html",
+            chain=(Step(CONV), Step(frozenset({"Add", "Relu"}), 1, 2, extra="any")),
+            note="ATC's automatic UB fusion; the reference has no dedicated 2-D conv + elementwise page we "
+                 "could find (TbeConv3dElemwisePass describes the same patterns for Conv3D). The conv writes "
+                 "fp16 into the UB: the same rounding points as unfused"),
+    AtcPass("TbeReduceElemwiseFusionPass", UB,
+            "[one Elemwise] + one CommReduce + 0..5 single-input Elemwise (static shapes)", UB_FP16,
+            REF + "atlasrr_30_0207.html",
+            chain=(Step(ELEMWISE, 0, 1, extra="any"), Step(REDUCE, extra="const"), Step(ELEMWISE, 0, 5, extra="const")),
+            anchor=1,
+            note="the fused reduce + elementwise kernel keeps its intermediates (the reduce's result) in fp16 "
+                 "when the mode puts the kernel in fp16, even if keep_dtype names the reduce (our assumption, "
+                 "the conservative side: it shows the overflow; switching the pass off gives an fp32 "
+                 "intermediate)"),
+)
+
+# documented passes we know by name but do not model: fusion_switch accepts them, nothing is fused
+NOT_MODELLED = {
+    "SoftmaxFusionPass": "decomposed softmax chains: not modelled (ONNX exports Softmax as one op)",
+    "LayerNormFusionPass": "decomposed LayerNorm chains: not modelled (opset 17 exports LayerNormalization)",
+    "TbeFullyconnectionElemwiseDequantFusionPass": "quantized FullyConnection + elementwise: no quantization here",
+}
+
+BY_NAME = {p.name: p for p in CATALOGUE}
+
+
+def known_names() -> list[str]:
+    return sorted([*BY_NAME, *NOT_MODELLED])
+
+
+def section_of(name: str) -> str:
+    """The fusion switch file's section for a pass (unknown names: GraphFusion)."""
+    entry = BY_NAME.get(name)
+    return entry.kind if entry else GRAPH
+
+
+# --- SoCs ---------------------------------------------------------------------------------------
+
+def soc_family(soc_version: str | None) -> str | None:
+    """'310' (Atlas 200/300/500 inference), '310P' (Atlas inference), '310B' (Atlas 200I/500 A2),
+    'training' (Atlas training: Ascend910, 910A/B/Pro*/Premium*), 'A2' (Ascend910B1..4),
+    'A3' (Ascend910_93*), or None when unknown."""
+    if not soc_version:
+        return None
+    soc = soc_version.strip()
+    for pattern, family in ((r"Ascend910_93", "A3"), (r"Ascend910B\d", "A2"), (r"Ascend910", "training"),
+                            (r"Ascend310P", "310P"), (r"Ascend310B", "310B"), (r"Ascend310$", "310")):
+        if re.match(pattern, soc, re.IGNORECASE):
+            return family
+    return None
+
+
+def applies_to(entry: AtcPass, soc_version: str | None) -> bool:
+    """A pass limited to some SoCs applies only when the SoC is known to be one of them."""
+    return entry.socs == ALL_SOCS or soc_family(soc_version) in entry.socs
+
+
+# aclrtFloatOverflowMode / set_device_sat_mode: Atlas inference (310P), Atlas 200I/500 A2 (310B) and
+# Atlas training products support only saturation; Atlas A2/A3 default to INF/NaN.
+OVERFLOW_DEFAULTS = {"310P": "saturation", "310B": "saturation", "training": "saturation", "A2": "inf_nan",
+                     "A3": "inf_nan"}
+OVERFLOW_MODES = ("inf_nan", "saturation")
+
+
+def default_overflow_mode(soc_version: str | None) -> str:
+    """The SoC's documented default; unknown SoCs (Ascend310 included) get inf_nan, the side that shows
+    an overflow as inf."""
+    return OVERFLOW_DEFAULTS.get(soc_family(soc_version) or "", "inf_nan")
+
+
+# --- matching -----------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Node:
+    name: str
+    op_type: str
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+
+
+@dataclass
+class Group:
+    """One fused op: ``members`` in chain order; ``name`` (the anchor's) names the fused op."""
+
+    pass_name: str
+    effect: str
+    members: list[str]
+    name: str
+    internal: list[str]  # tensors between members (they never leave the kernel)
+    outputs: list[str]  # the last member's outputs
+
+
+def _extra_ok(node: Node, chain_input: str, rule: str, consts: dict) -> bool:
+    others = [t for t in node.inputs if t and t != chain_input]
+    if rule == "any":
+        return True
+    if rule == "const":
+        return all(t in consts for t in others)
+    if rule == "bias":  # one constant, 1-D of the channel / last dim (or broadcastable as such)
+        if len(others) != 1 or others[0] not in consts:
+            return False
+        dims = [d for d in consts[others[0]] if d != 1]
+        return len(dims) <= 1
+    return False
+
+
+def match(nodes: list[Node], consts: dict[str, tuple[int, ...]], graph_outputs: set[str],
+          switches: dict[str, str], soc_version: str | None = None,
+          ranks: dict[str, int] | None = None, effect: str | None = None) -> list[Group]:
+    """Fused groups, in catalogue order then graph order; a node joins at most one group.
+
+    ``consts``: initializer name -> shape. ``ranks``: tensor -> rank where known (MatMul's 2-D
+    output rule, Conv2D vs Conv3D). A pass switched off (or ``ALL: off`` without it on) is skipped.
+    ``effect``: only passes with this numeric effect (graph folds run first, on the folded graph the
+    UB fusions).
+    """
+    ranks = ranks or {}
+    consumers: dict[str, list[Node]] = {}
+    for node in nodes:
+        for t in node.inputs:
+            consumers.setdefault(t, []).append(node)
+    taken: set[str] = set()
+    groups: list[Group] = []
+    for entry in CATALOGUE:
+        if not enabled(entry.name, switches) or not applies_to(entry, soc_version):
+            continue
+        if effect is not None and entry.effect != effect:
+            continue
+        for start in nodes:
+            if start.name in taken:
+                continue
+            found = _match_chain(entry, start, consumers, consts, graph_outputs, taken, ranks)
+            if found:
+                members = [n.name for n in found]
+                internal = [t for n in found[:-1] for t in n.outputs if t]
+                anchor = _anchor(entry, found)
+                groups.append(Group(entry.name, entry.effect, members, anchor, internal, [t for t in found[-1].outputs if t]))
+                taken.update(members)
+    return groups
+
+
+def _anchor(entry: AtcPass, found: list) -> str:
+    """The node of the anchor step: the first node whose type is in that step's types."""
+    types = entry.chain[entry.anchor].types
+    return next((n.name for n in found if n.op_type in types), found[0].name)
+
+
+def _match_chain(entry, start, consumers, consts, graph_outputs, taken, ranks) -> list | None:
+    chain = entry.chain
+    # the chain's first step may be optional: try the start node against the first step that can take it
+    for first in range(len(chain)):
+        if start.op_type in chain[first].types and _start_ok(entry, start, ranks, consts):
+            found = _walk(chain, first, start, consumers, consts, graph_outputs, taken)
+            if found and len(found) > 1:
+                return found
+        if chain[first].lo > 0:
+            break
+    return None
+
+
+def _start_ok(entry: AtcPass, start: Node, ranks: dict, consts: dict) -> bool:
+    if entry.name in ("TbeConv3dElemwisePass", "AutomaticUbFusion"):
+        rank = ranks.get(start.inputs[0]) if start.inputs else None
+        if rank is None:
+            return entry.name == "AutomaticUbFusion"
+        return (rank == 5) == (entry.name == "TbeConv3dElemwisePass")
+    if entry.name == "MatMulBiasAddFusionPass":
+        return ranks.get(start.outputs[0]) == 2
+    if entry.name == "ConvBatchnormFusionPass":
+        return len(start.inputs) > 1 and start.inputs[1] in consts
+    return True
+
+
+def _walk(chain, step_index, start, consumers, consts, graph_outputs, taken) -> list | None:
+    """Greedy walk: fill each step with as many nodes as it takes, then the next step."""
+    found = [start]
+    current, count, step = start, 1, step_index
+    while True:
+        out = [t for t in current.outputs if t]
+        nxt = consumers.get(out[0], []) if len(out) == 1 else []
+        single = len(nxt) == 1 and out[0] not in graph_outputs
+        candidate = nxt[0] if single else None
+        advanced = False
+        if candidate is not None and candidate.name not in taken:
+            # stay in this step, or move on to the next one
+            options = []
+            if count < chain[step].hi:
+                options.append((step, count + 1))
+            for later in range(step + 1, len(chain)):
+                options.append((later, 1))
+                if chain[later].lo > 0:
+                    break
+            for s, c in options:
+                if count < chain[step].lo and s != step:
+                    continue
+                if candidate.op_type in chain[s].types and _extra_ok(candidate, out[0], chain[s].extra, consts):
+                    found.append(candidate)
+                    current, step, count, advanced = candidate, s, c, True
+                    break
+        if not advanced:
+            break
+    if count < chain[step].lo or any(chain[s].lo > 0 for s in range(step + 1, len(chain))):
+        return None
+    return found
+
+
+def enabled(name: str, switches: dict[str, str]) -> bool:
+    """A per-pass entry wins over ALL, as on ATC."""
+    if name in switches:
+        return switches[name] == "on"
+    return switches.get("ALL", "on") == "on"
+
+
+def guess(original_types: list[str]) -> list[str]:
+    """ATC passes whose pattern covers these original op types (for a fused op without a pass name)."""
+    types = set(original_types)
+    names = []
+    for entry in CATALOGUE:
+        need = [s.types for s in entry.chain if s.lo > 0]
+        if all(types & t for t in need) and len(types & set().union(*(s.types for s in entry.chain))) >= 2:
+            names.append(entry.name)
+    if "AutomaticUbFusion" in names and "TbeConv3dElemwisePass" in names:  # rank unknown: the 2-D one
+        names.remove("TbeConv3dElemwisePass")
+    return names

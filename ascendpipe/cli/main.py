@@ -27,6 +27,7 @@ COMMANDS = {
     "profile": "ascendpipe.cli.profile",
     "tune": "ascendpipe.cli.tune",
     "fix": "ascendpipe.cli.fix",
+    "quantize": "ascendpipe.cli.quantize",
     "import": "ascendpipe.cli.import_",
 }
 

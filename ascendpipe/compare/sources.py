@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from ascendpipe.contract import OM_MODEL_FILE as OM_FILE
+from ascendpipe.contract import QUANTIZE_RECORD
 from ascendpipe.errors import Location, UserError
 
 
@@ -26,6 +27,7 @@ class Side:
     precision_plan: dict | None = None
     om_json: dict | None = None
     settings: dict | None = None  # a converted model dir's convert.json
+    quantization: dict | None = None  # a quantize stage's quantize.json (the target is a fake-quant model)
 
 
 def _read_json(path: Path) -> dict | None:
@@ -70,6 +72,7 @@ def resolve_side(path: Path, role: str) -> Side:
     side.precision_plan = _read_json(folder / "precision_plan.json")
     side.om_json = _read_json(folder / "model.json")
     side.settings = flat_settings(_read_json(folder / "convert.json"))
+    side.quantization = _read_json(folder / QUANTIZE_RECORD)
     return side
 
 
@@ -281,4 +284,8 @@ def run_compare(golden: Path, target: Path, *, input_path: Path | None, work_dir
     result = compare_dumps(golden_dumps, target_dumps, limits=limits, strategy=strategy, fused_map=t.fused_map,
                            om_json=t.om_json, precision_plan=t.precision_plan, graph=graph, convert_stage=convert_stage,
                            target_settings=t.settings, pre_rows=pre_rows)
+    if t.quantization:
+        from ascendpipe.compare.advisor import quantization_report
+
+        quantization_report(result, t.quantization, (graph or {}).get("producers"))
     return result, "; ".join(notes) or None

@@ -95,6 +95,8 @@ def contract(result: dict, input_note: str | None = None) -> dict:
             for row in result["rows"]]
     doc = {"rows": rows, "first_failure": result["first_failure"], "failures": result["failures"],
            "summary": result["summary"], "thresholds": result["thresholds"], "strategy": result["strategy"]}
+    if result.get("quantization"):
+        doc["quantization"] = result["quantization"]
     if input_note:
         doc["input"] = input_note
     return _clean(doc)
@@ -157,4 +159,8 @@ def terminal_text(result: dict, *, color: bool = False, worst: int = 10, input_n
             lines.append(f"  advice: {item['message']}")
             if item.get("set"):
                 lines.append(f"    {item['set']}")
+    quant = result.get("quantization")
+    if quant and quant.get("layers"):
+        lines.append("quantized layers losing most (own loss = 1 - cosine beyond what their inputs lost): "
+                     + ", ".join(f"{r['layer']} {r['local_loss']:.3g}" for r in quant["layers"][:5]))
     return "\n".join(lines) + "\n"

@@ -13,16 +13,20 @@ from ascendpipe.errors import Location, UserError
 
 
 def parse_override(text: str) -> tuple[list[str], object]:
-    import yaml
+    """``KEY=VALUE`` -> (key parts, value). The value goes through the pipeline loader, with its
+    limits (no recursive aliases, alias bombs or deep nesting)."""
+    from ascendpipe.config.yamlmarks import load_yaml
 
     key, eq, raw = text.partition("=")
-    if not eq or not key.strip():
-        raise UserError(f"--set expects KEY=VALUE, got '{text}'", Location(file="--set"))
+    parts = key.strip().split(".")
+    if not eq or not key.strip() or not all(p.strip() for p in parts):
+        raise UserError(f"--set expects KEY=VALUE with a dotted KEY (e.g. params.n=32), got '{text}'",
+                        Location(file="--set"))
     try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
-    except yaml.YAMLError as exc:
-        raise UserError(f"--set {key}: value '{raw}' is not valid YAML: {exc}", Location(file="--set")) from None
-    return key.strip().split("."), value
+        value = load_yaml(raw, "--set")[0] if raw.strip() else ""
+    except UserError as err:
+        raise UserError(f"--set {key}: value '{raw}' is not valid YAML: {err.message}", Location(file="--set")) from None
+    return [p.strip() for p in parts], value
 
 
 def apply_overrides(data: dict, overrides, marks=None) -> dict:

@@ -19,19 +19,33 @@ PLAN_FORMAT = 1
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def code_stamp() -> str:
-    """Changes whenever ascendpipe's resolution code or a stage kind changes (dev installs too)."""
+# Every module that shapes a resolved pipeline: the loader and resolver, the graph checks, the stage
+# kinds (params schemas, input fields) and what their schemas import (precision's enums), the backend
+# table (the schema's backend enum), this cache. tests/engine/test_plan_fingerprint.py checks from the
+# import graph that nothing they import is missing here. Folders end in '/'.
+FINGERPRINTED = ("config/", "graph/", "stages/", "engine/", "precision/", "backends/registry.py", "errors.py",
+                 "contract.py", "versions.py", "fsutil.py")
+
+
+def code_stamp(package: str = _PACKAGE) -> str:
+    """Changes whenever a module that shapes a resolved pipeline changes (dev installs too)."""
     parts = []
-    for sub in ("config", "graph", "stages", "engine"):
-        folder = os.path.join(_PACKAGE, sub)
-        try:
-            names = sorted(os.listdir(folder))
-        except OSError:
-            continue
-        for name in names:
-            if name.endswith(".py"):
-                st = os.stat(os.path.join(folder, name))
-                parts.append(f"{sub}/{name}:{st.st_mtime_ns}:{st.st_size}")
+    for item in FINGERPRINTED:
+        path = os.path.join(package, item)
+        if item.endswith("/"):
+            try:
+                names = sorted(os.listdir(path))
+            except OSError:
+                continue
+            files = [(item + name, os.path.join(path, name)) for name in names if name.endswith(".py")]
+        else:
+            files = [(item, path)]
+        for rel, full in files:
+            try:
+                st = os.stat(full)
+            except OSError:
+                continue
+            parts.append(f"{rel}:{st.st_mtime_ns}:{st.st_size}")
     return hashlib.sha256("|".join(parts).encode()).hexdigest()
 
 
@@ -39,7 +53,10 @@ def fingerprint(text: bytes, overrides, backend) -> str:
     h = hashlib.sha256()
     h.update(f"plan{PLAN_FORMAT}\0".encode())
     h.update(text)
-    h.update(json.dumps([list(overrides or []), backend]).encode())
+    from ascendpipe.backends.registry import BACKENDS
+
+    # backends registered at run time (a plugin, a test double) change the schema's backend enum
+    h.update(json.dumps([list(overrides or []), backend, BACKENDS]).encode())
     h.update(code_stamp().encode())
     return h.hexdigest()
 

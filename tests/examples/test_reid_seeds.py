@@ -21,7 +21,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.examples.reid_story import overflow_chain
+# the story trains a torch model on scikit-learn's digits: the examples extra
+pytest.importorskip("torch", reason="the ReID example trains a torch model: pip install -e '.[examples]'")
+pytest.importorskip("sklearn", reason="the ReID example reads scikit-learn's digits: pip install -e '.[examples]'")
+
+from tests.examples.reid_story import overflow_chain  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 SEEDS = (1, 2, 3, 4, 5)  # seed 2 failed the fp32 control under msit's rule (KL 0.81 on the square)

@@ -33,10 +33,11 @@ def small_result(tmp_path):
 
 def test_csv_has_msits_columns_in_msits_order(small_result):
     text = writers.csv_text(small_result)
-    assert text.splitlines()[0] == MSIT_HEADER
+    assert text.splitlines()[0] == MSIT_HEADER + ",WorstBatch"  # msit's columns, then ours
     rows = list(csv.reader(io.StringIO(text)))[1:]
     add = next(r for r in rows if r[2] == "add")
-    assert add[-1] == "YES" and add[-2] == "YES"  # IsPrecisionError, IsOutputNode (last compared tensor)
+    assert add[-2] == "YES" and add[-3] == "YES"  # IsPrecisionError, IsOutputNode (last compared tensor)
+    assert add[-1] == "0"  # one batch: batch 0 is the worst
     assert float(add[18]) == pytest.approx(0.5)  # RootMeanSquareError: one error of 1 in 4
     assert next(r for r in rows if r[2] == "cast")[5] == "*"  # target-only: GroundTruth "*", IsNpuOps YES
     assert next(r for r in rows if r[2] == "cast")[22] == "YES"

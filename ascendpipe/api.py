@@ -119,3 +119,57 @@ def gc(workspace: str | None = None, *, dry_run: bool = False) -> dict:
     from ascendpipe.engine.gc import collect
 
     return collect(os.path.abspath(workspace or _find_workspace_from_cwd()), dry_run=dry_run)
+
+
+def _workspace_root(workspace: str | None) -> str:
+    return os.path.abspath(workspace or _find_workspace_from_cwd())
+
+
+def report(output: str = "runs.html", *, runs=(), pipeline: str | None = None, limit: int | None = None,
+           workspace: str | None = None) -> dict:
+    """Write the explorer page (one offline HTML file) over the workspace's runs; returns what it holds."""
+    from ascendpipe.engine.workspace import Workspace
+    from ascendpipe.errors import UserError
+    from ascendpipe.explorer.page import build_page, write_page
+    from ascendpipe.store.objects import ObjectStore
+
+    if limit is not None and limit < 1:
+        raise UserError(f"--limit must be at least 1, got {limit}")
+    root = _workspace_root(workspace)
+    db = _db_for(root)
+    try:
+        if not db.run_ids():
+            raise UserError("no runs recorded yet; run `ascendpipe build PIPELINE` first")
+        html, summary = build_page(db, ObjectStore(Workspace(root).cache_root), root, refs=list(runs), pipeline=pipeline, limit=limit)
+    finally:
+        db.close()
+    if not summary["runs"]:
+        raise UserError(f"no recorded run matches (pipeline {pipeline!r}); `ascendpipe runs` lists them")
+    return {"output": write_page(html, output), **summary}
+
+
+def checkout(run: str | int, stages=(), *, workspace: str | None = None, settings_only: bool = False, argv: str | None = None) -> dict:
+    """A recorded run's params into the pipeline's overrides file and its outputs back from the cache."""
+    from ascendpipe.explorer.checkout import checkout as _checkout
+
+    return _checkout(run, list(stages), workspace=_workspace_root(workspace), settings_only=settings_only, argv=argv)
+
+
+def export_mlflow(runs=(), *, tracking_uri: str | None = None, experiment: str | None = None, workspace: str | None = None) -> dict:
+    """Each run (default: all) as an MLflow run; runs already exported from this workspace are skipped."""
+    from ascendpipe.engine.workspace import Workspace
+    from ascendpipe.explorer.collect import select_runs
+    from ascendpipe.explorer.mlflow_export import export
+    from ascendpipe.store.objects import ObjectStore
+
+    root = _workspace_root(workspace)
+    db = _db_for(root)
+    try:
+        selected = select_runs(db, list(runs))
+        if not selected:
+            from ascendpipe.errors import UserError
+
+            raise UserError("no runs recorded yet; run `ascendpipe build PIPELINE` first")
+        return export(db, ObjectStore(Workspace(root).cache_root), root, selected, tracking_uri=tracking_uri, experiment=experiment)
+    finally:
+        db.close()

@@ -49,6 +49,13 @@ COMPARE_RESULT = "result.json"
 COMPARE_CSV = "result.csv"
 COMPARE_FORMAT = "ascendpipe-compare/1"
 
+# a quantize stage's folder (model.onnx is the fake-quant model; docs/quantize.md)
+QUANTIZE_RECORD = "quantize.json"
+QUANTIZE_FORMAT = "ascendpipe-quantize/1"
+QUANT_SCALES = "scales.json"
+QUANT_SCALES_FORMAT = "ascendpipe-quant-scales/1"
+QUANT_DEPLOY_DIR = "deploy"  # deploy/model.onnx: the deployable model, a convert stage's input
+
 
 # ---- the engine <-> stage kind <-> backend contract ----------------------------------------------
 

@@ -1,6 +1,6 @@
 """Bench: dump every tensor of a ResNet-18-sized model (batch 8, 3x256x128) against one plain inference.
 
-Target (issue #3): the whole dump takes at most 2x one plain inference. Each case runs in its own
+Target: the whole dump takes at most 2x one plain inference. Each case runs in its own
 child process so its peak RSS is its own. Run: ``python bench/dump.py [--budget-mb 64]``.
 
 - plain: default session (fusions on), warmed up; the median of 5 runs is "one plain inference".

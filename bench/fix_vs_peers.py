@@ -12,7 +12,7 @@ exponentials, a fused BatchNorm) and a ResNet-style ReID net ending in an L2 nor
   users do (validated by cosine >= 0.99); its ``node_block_list`` is then judged here.
 
 Every answer is judged on the faithful emulation (convert with keep_dtype = the answer, run, cosine
-of every output >= 0.99), never on the plain CPU run, which hides fp16 overflow (design-notes.md).
+of every output >= 0.99), never on the plain CPU run, which hides fp16 overflow (docs/emulation.md).
 Peer setup: ``python -m venv /tmp/peers-fix && /tmp/peers-fix/bin/pip install onnxconverter-common
 onnx onnxruntime numpy``.
 """

@@ -2,8 +2,8 @@
 
     python bench/noop.py [--stages 8 500] [--repeats 5] [--dvc bench/.peers/bin/dvc]
 
-Each pipeline is a chain of 8 stages plus N-8 independent stages (DVC's matrix shape in the design
-notes), every stage a trivial shell command writing one small file. We time whole processes (what a
+Each pipeline is a chain of 8 stages plus N-8 independent stages (a dependent chain plus a wide
+fan, the shape a matrix pipeline has), every stage a trivial shell command writing one small file. We time whole processes (what a
 user waits for), report medians and ratios, and check that cost grows linearly with stages.
 Set up the peer once: `bash bench/setup_peers.sh` (dvc in its own venv, never a project dependency).
 """

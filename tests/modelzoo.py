@@ -1,11 +1,15 @@
-"""Small, deterministic ONNX models that reproduce known fp16 failures, shared by several areas' tests.
+"""The test suite's one model zoo: small, deterministic ONNX models built with onnx.helper.
 
-Every builder takes the path to write, returns it, and documents its inputs. Each has a matching
-``*_inputs(seed=0)`` returning feeds that trigger the failure it models. Weights are seeded.
+- fp16 failures (l2norm, addn, epsilon, conv_bn_relu): each builder takes the path to write and
+  returns it; a matching ``*_inputs(seed=0)`` returns feeds that trigger the failure it models.
+- runtime models (linear, conv, emulated, two_input) with their numpy references.
+- timing models for profile and tune (conv_chain, constant_heavy).
+Weights are seeded.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -13,12 +17,14 @@ import numpy as np
 OPSET = 17
 
 
-def _save(graph, path: Path | str, opset: int = OPSET) -> Path:
+def _save(graph, path: Path | str, opset: int = OPSET, metadata: dict[str, str] | None = None) -> Path:
     import onnx
     from onnx import helper
 
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], producer_name="modelzoo")
     model.ir_version = 8  # old enough for every onnxruntime we meet
+    if metadata:
+        helper.set_model_props(model, metadata)
     onnx.checker.check_model(model)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -178,3 +184,141 @@ def conv_bn_relu_model(path: Path | str, channels: int = 8, size: int = 16, clas
 def conv_bn_relu_inputs(seed: int = 0, size: int = 16) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
     return {"image": rng.standard_normal((1, 3, size, size)).astype(np.float32)}
+
+
+# ---- runtime: tiny models and their numpy references --------------------------------------------
+
+def linear_model(path: Path, batch="N", features=3, classes=2, seed=1):
+    """y = relu(x @ w + b), with a second output 'head/score' = sum(y, axis=1). Returns (path, w, b)."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(seed)
+    w = rng.standard_normal((features, classes)).astype(np.float32)
+    b = rng.standard_normal(classes).astype(np.float32)
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, features])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, classes])
+    s = helper.make_tensor_value_info("head/score", TensorProto.FLOAT, [batch])
+    nodes = [
+        helper.make_node("MatMul", ["x", "w"], ["mm"], name="matmul"),
+        helper.make_node("Add", ["mm", "b"], ["pre"], name="add"),
+        helper.make_node("Relu", ["pre"], ["y"], name="relu"),
+        helper.make_node("ReduceSum", ["y", "axes"], ["head/score"], name="sum", keepdims=0),
+    ]
+    inits = [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b"),
+             numpy_helper.from_array(np.array([1], np.int64), "axes")]
+    graph = helper.make_graph(nodes, "linear", [x], [y, s], inits)
+    return _save(graph, path), w, b
+
+
+def linear_reference(x, w, b):
+    y = np.maximum(x @ w + b, 0)
+    return y, y.sum(axis=1)
+
+
+def conv_model(path: Path, seed=2):
+    """Conv -> Relu -> Log -> Sqrt on [N,1,4,4]; ORT's default level fuses Conv+Relu."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(seed)
+    k = rng.standard_normal((2, 1, 3, 3)).astype(np.float32)
+    x = helper.make_tensor_value_info("img", TensorProto.FLOAT, ["N", 1, 4, 4])
+    out = helper.make_tensor_value_info("out", TensorProto.FLOAT, ["N", 2, 4, 4])
+    nodes = [
+        helper.make_node("Conv", ["img", "k"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c"], ["r"], name="relu"),
+        helper.make_node("Log", ["r"], ["l"], name="log"),  # log(0) = -inf where relu clipped
+        helper.make_node("Sqrt", ["l"], ["out"], name="sqrt"),  # sqrt(negative) = nan
+    ]
+    graph = helper.make_graph(nodes, "conv", [x], [out], [numpy_helper.from_array(k, "k")])
+    return _save(graph, path), k
+
+
+def conv2d_reference(x, k):
+    n, _, h, wd = x.shape
+    padded = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    out = np.zeros((n, k.shape[0], h, wd), np.float64)
+    for o in range(k.shape[0]):
+        for i in range(h):
+            for j in range(wd):
+                out[:, o, i, j] = (padded[:, 0, i:i + 3, j:j + 3] * k[o, 0]).sum(axis=(1, 2))
+    return out.astype(np.float32)
+
+
+def emulated_model(path: Path):
+    """Relu then Neg, with the Relu output rounded to fp16 by emulation casts, as convert writes it."""
+    from onnx import TensorProto, helper
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4])
+    nodes = [
+        helper.make_node("Relu", ["x"], ["r__raw"], name="relu"),
+        helper.make_node("Cast", ["r__raw"], ["r__h"], name="ascendpipe_emu/relu/to16", to=TensorProto.FLOAT16),
+        helper.make_node("Cast", ["r__h"], ["r"], name="ascendpipe_emu/relu/to32", to=TensorProto.FLOAT),
+        helper.make_node("Neg", ["r"], ["y"], name="neg"),
+    ]
+    meta = {"format": 1, "internal_tensors": ["r__raw", "r__h"],
+            "tensor_producer": {"r": {"op_name": "relu", "op_type": "Relu"}}}
+    return _save(helper.make_graph(nodes, "emu", [x], [y]), path, metadata={"ascendpipe.emulation": json.dumps(meta)})
+
+
+def two_input_model(path: Path, batch=2):
+    """out = a * b + 1 with a static batch."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    a = helper.make_tensor_value_info("a", TensorProto.FLOAT, [batch, 3])
+    b = helper.make_tensor_value_info("b", TensorProto.FLOAT, [batch, 3])
+    out = helper.make_tensor_value_info("out", TensorProto.FLOAT, [batch, 3])
+    nodes = [helper.make_node("Mul", ["a", "b"], ["m"], name="mul"),
+             helper.make_node("Add", ["m", "one"], ["out"], name="add")]
+    graph = helper.make_graph(nodes, "two", [a, b], [out], [numpy_helper.from_array(np.ones(1, np.float32), "one")])
+    return _save(graph, path)
+
+
+# ---- profile and tune: models to time ------------------------------------------------------------
+
+def conv_chain(path: Path, *, channels: int = 16, size: int = 32, batch: int = 2) -> Path:
+    """Conv -> Relu -> Conv -> Relu -> GlobalAveragePool -> Flatten -> Gemm: cube and vector ops."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+
+    def const(name, shape):
+        return numpy_helper.from_array((rng.standard_normal(shape) * 0.1).astype(np.float32), name)
+
+    inits = [const("w1", (channels, 3, 3, 3)), const("b1", (channels,)),
+             const("w2", (channels, channels, 3, 3)), const("b2", (channels,)),
+             const("fc_w", (channels, 10)), const("fc_b", (10,))]
+    nodes = [
+        helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c1"], ["r1"], name="relu1"),
+        helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], name="conv2", pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c2"], ["r2"], name="relu2"),
+        helper.make_node("GlobalAveragePool", ["r2"], ["gap"], name="gap"),
+        helper.make_node("Flatten", ["gap"], ["flat"], name="flatten"),
+        helper.make_node("Gemm", ["flat", "fc_w", "fc_b"], ["y"], name="fc"),
+    ]
+    graph = helper.make_graph(nodes, "conv_chain",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 3, size, size])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, 10])], inits)
+    return _save(graph, path)
+
+
+def constant_heavy(path: Path, *, n_const: int = 6, size: int = 192, batch: int = 4) -> Path:
+    """A model with a known slow setting: a chain of MatMuls over constants only. Constant folding
+    (any level above ORT_DISABLE_ALL) computes it once at load; ORT_DISABLE_ALL recomputes it on
+    every run, ~n_const * size^3 * 2 flops against the x-path's batch * size^2 * 2."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array((rng.standard_normal((size, size)) / np.sqrt(size)).astype(np.float32), f"c{i}")
+             for i in range(n_const + 1)]
+    nodes, prev = [], "c0"
+    for i in range(1, n_const + 1):
+        nodes.append(helper.make_node("MatMul", [prev, f"c{i}"], [f"k{i}"], name=f"const_mm{i}"))
+        prev = f"k{i}"
+    nodes += [helper.make_node("MatMul", ["x", prev], ["h"], name="mm_x"),
+              helper.make_node("Relu", ["h"], ["y"], name="relu")]
+    graph = helper.make_graph(nodes, "constant_heavy",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, size])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, size])], inits)
+    return _save(graph, path)

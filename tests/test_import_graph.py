@@ -17,24 +17,36 @@ def module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def import_graph(root: Path = PACKAGE_ROOT) -> dict[str, set[str]]:
+def _import_nodes(tree: ast.AST, top_level_only: bool):
+    """Import statements; with ``top_level_only``, those run when the module is imported (not the
+    ones inside functions, which run when the function is called)."""
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            yield node
+        for child in ast.iter_child_nodes(node):
+            if top_level_only and isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                continue
+            stack.append(child)
+
+
+def import_graph(root: Path = PACKAGE_ROOT, *, top_level_only: bool = False) -> dict[str, set[str]]:
     """module -> the ascendpipe modules it imports (``from pkg import mod`` counts as ``pkg.mod``)."""
     files = {module_name(p): p for p in root.rglob("*.py")}
     graph: dict[str, set[str]] = {}
     for name, path in files.items():
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
         deps = set()
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        for node in _import_nodes(ast.parse(path.read_text(), str(path)), top_level_only):
             if isinstance(node, ast.Import):
                 targets = [alias.name for alias in node.names]
-            elif isinstance(node, ast.ImportFrom):
+            else:
                 base = node.module or ""
                 if node.level:
                     anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
                     base = ".".join(anchor + ([base] if base else []))
                 targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in files else base for alias in node.names]
-            else:
-                continue
             for target in targets:
                 while target and target not in files:  # 'a.b.func' -> 'a.b'
                     target = target.rpartition(".")[0]
@@ -82,8 +94,11 @@ def find_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 def test_the_graph_is_read_from_every_module():
     graph = import_graph()
     assert "ascendpipe.contract" in graph and "ascendpipe.backends.registry" in graph
-    # a lazy import inside a function is an edge too
+    # a lazy import inside a function is an edge too, but not a top-level one
     assert "ascendpipe.backends.registry" in graph["ascendpipe.stages.base"]
+    top = import_graph(top_level_only=True)
+    assert "ascendpipe.backends.registry" not in top["ascendpipe.stages.base"]
+    assert "ascendpipe.contract" in top["ascendpipe.stages.base"]
 
 
 def test_find_cycles_finds_a_cycle():
@@ -99,8 +114,8 @@ def test_no_import_cycles_in_ascendpipe():
 def test_leaf_modules_import_only_errors():
     """The contract, versions, backend base and registry import nothing that could lead back to them."""
     graph = import_graph()
-    for leaf in ("ascendpipe.contract", "ascendpipe.versions", "ascendpipe.errors"):
-        assert graph[leaf] <= {"ascendpipe.errors"}, (leaf, graph[leaf])
+    for leaf in ("ascendpipe.contract", "ascendpipe.versions", "ascendpipe.errors", "ascendpipe.fsutil"):
+        assert graph[leaf] <= {"ascendpipe.errors", "ascendpipe.fsutil"}, (leaf, graph[leaf])
     assert graph["ascendpipe.backends.registry"] <= {"ascendpipe.errors"}
     assert graph["ascendpipe.backends.base"] <= {"ascendpipe.errors", "ascendpipe.contract"}
 

@@ -33,6 +33,9 @@ def main(args) -> int:
         from ascendpipe.errors import UserError
 
         raise UserError(f"-j must be at least 1, got {args.jobs}")
+    from ascendpipe.cli.common import note_overrides_file
+
+    note_overrides_file(args.pipeline)
     options = BuildOptions(
         targets=args.stages, force=args.force, dry_run=args.dry_run, jobs=args.jobs, overrides=args.overrides,
         backend=args.backend, keep_going=args.keep_going, use_run_cache=not args.no_run_cache,

@@ -47,3 +47,14 @@ def table(rows: list[list[str]], header: list[str]) -> str:
     out = [line(header), line(["-" * w for w in widths])]
     out.extend(line(r) for r in rows)
     return "\n".join(out) + "\n"
+
+
+def note_overrides_file(pipeline_path: str) -> None:
+    """Say on stderr when the pipeline's overrides file (written by ``checkout``) applies."""
+    import os
+
+    from ascendpipe.config.overrides import overrides_file
+
+    path = overrides_file(pipeline_path)
+    if os.path.exists(path):
+        sys.stderr.write(f"note: the --set lines of {path} apply (written by `ascendpipe checkout`); delete it to build the pipeline as written\n")

@@ -15,7 +15,8 @@ HELP = "compare a converted model or dump against the fp32 golden, op by op (msi
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--golden", required=True, type=Path, help="fp32 .onnx model or golden dump dir")
     parser.add_argument("--target", required=True, type=Path, help="converted model dir, .onnx, or dump dir")
-    parser.add_argument("--input", type=Path, default=None, help=".npy (one input) or .npz keyed by input name; "
+    parser.add_argument("--input", type=Path, default=None, help=".npy (one input), .npz keyed by input name, or a "
+                        "directory of them: every batch is compared, each op shown at its worst batch; "
                         "default: a seeded random input")
     parser.add_argument("--golden-input", "--golden_input", dest="golden_input", type=Path, default=None,
                         help="the golden's own input (training-preprocessed float data) when the target takes other "

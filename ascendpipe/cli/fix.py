@@ -20,9 +20,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("pipeline", nargs="?", help="pipeline YAML (pipeline mode); leave out and give --golden "
                         "for standalone mode")
     pipe = parser.add_argument_group("pipeline mode")
-    pipe.add_argument("--stage", default="convert", help="the convert stage or variant to fix, e.g. convert@fp16")
+    pipe.add_argument("--stage", help="the convert stage or variant to fix, e.g. convert@fp16 (default convert; "
+                      "with --quantize the quantize stage, default quantize)")
+    pipe.add_argument("--quantize", action="store_true",
+                      help="accuracy-based automatic quantization: the fewest layers of the quantize stage kept in "
+                      "float (skip_layers) so that --metric holds; --metric/--tolerance default to its params.auto")
     pipe.add_argument("--metric", help="STAGE.METRIC to restore, e.g. eval.mAP (the stage downstream of --stage)")
-    pipe.add_argument("--tolerance", type=float, default=0.01,
+    pipe.add_argument("--tolerance", type=float, default=None,
                       help="target: metric >= golden metric - tolerance (default 0.01, one point of mAP)")
     pipe.add_argument("--golden-stage", "--golden_stage", dest="golden_stage",
                       help="stage whose metric is the golden (default: the metric stage's `golden` input)")
@@ -49,8 +53,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     from ascendpipe.cli.common import print_json
     from ascendpipe.errors import Location, UserError
-    from ascendpipe.fix.run import fix_pipeline, fix_standalone
+    from ascendpipe.fix.run import fix_pipeline, fix_quantize, fix_standalone
 
+    if args.quantize:
+        if not args.pipeline or args.golden:
+            raise UserError("--quantize searches a pipeline's quantize stage: give the PIPELINE file", Location(field="--quantize"))
+        result = fix_quantize(args.pipeline, stage=args.stage or "quantize", metric=args.metric, tolerance=args.tolerance,
+                              golden_stage=args.golden_stage, compare_stage=args.compare_stage,
+                              overrides=args.overrides, backend=args.backend, max_attempts=args.max_attempts,
+                              output=args.output)
+        if args.json:
+            print_json(result.summary)
+        else:
+            sys.stdout.write(result.text())
+        return 0 if result.outcome.passed else 1
     if args.pipeline and args.golden:
         raise UserError("give a PIPELINE (pipeline mode) or --golden (standalone mode), not both", Location(field="--golden"))
     if args.golden:
@@ -60,7 +76,8 @@ def main(args: argparse.Namespace) -> int:
     elif args.pipeline:
         if not args.metric:
             raise UserError("pipeline mode needs --metric STAGE.METRIC, e.g. --metric eval.mAP", Location(field="--metric"))
-        result = fix_pipeline(args.pipeline, stage=args.stage, metric=args.metric, tolerance=args.tolerance,
+        result = fix_pipeline(args.pipeline, stage=args.stage or "convert", metric=args.metric,
+                              tolerance=0.01 if args.tolerance is None else args.tolerance,
                               golden_stage=args.golden_stage, compare_stage=args.compare_stage,
                               overrides=args.overrides, backend=args.backend, max_attempts=args.max_attempts,
                               output=args.output)

@@ -29,7 +29,11 @@ COMMANDS = {
     "profile": "ascendpipe.cli.profile",
     "tune": "ascendpipe.cli.tune",
     "fix": "ascendpipe.cli.fix",
+    "quantize": "ascendpipe.cli.quantize",
     "import": "ascendpipe.cli.import_",
+    "report": "ascendpipe.cli.report",
+    "checkout": "ascendpipe.cli.checkout",
+    "export": "ascendpipe.cli.export",
 }
 
 

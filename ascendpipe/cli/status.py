@@ -14,7 +14,9 @@ def add_arguments(p) -> None:
 
 def main(args) -> int:
     from ascendpipe.api import status
+    from ascendpipe.cli.common import note_overrides_file
 
+    note_overrides_file(args.pipeline)
     result = status(args.pipeline, args.stages, set=args.overrides, backend=args.backend)
     if args.json:
         print_json(result)

@@ -144,3 +144,93 @@ def om_fusion_passes(om_json: dict) -> dict[str, str]:
         if passes:
             result[op["name"]] = passes[0]
     return result
+
+
+# --- quantized (fake-quant / QDQ) models -----------------------------------------------------------
+
+QDQ_OP_TYPES = ("QuantizeLinear", "DequantizeLinear", "AscendQuant", "AscendDequant", "AscendAntiQuant",
+                "AscendDequantS16", "AscendRequant", "AscendRequantS16")
+
+
+def qdq_map(nodes, original_tensors: set[str] | None = None) -> dict:
+    """How a fake-quant model's quantize/dequantize nodes map back to the original ops.
+
+    ``nodes``: the quantized graph's nodes in order (objects with name, op_type, input, output).
+    ``original_tensors``: the fp32 model's node outputs. Returns
+    ``{"qdq_nodes": {node: the op it serves}, "quantized_layers": [op, ...], "internal_tensors": [...],
+    "tensor_producer": {tensor: {"op_name", "op_type"}}}``: a Q/DQ node serves the first original op
+    its chain feeds (else, at a graph output, the op that produced the chain's input); its outputs are
+    internal (not dumped, not compared) unless one carries an original tensor's name, which then stands
+    for the op whose value it dequantizes. A quantized layer is an original op reading a quantized value."""
+    nodes = list(nodes)
+    original_tensors = set(original_tensors or ())
+    is_qdq = {n.name: n.op_type in QDQ_OP_TYPES for n in nodes}
+    producer = {out: n for n in nodes for out in n.output if out}
+    consumers: dict[str, list] = {}
+    for n in nodes:
+        for t in n.input:
+            consumers.setdefault(t, []).append(n)
+
+    def downstream_op(node, seen=()):
+        for out in node.output:
+            for c in consumers.get(out, []):
+                if not is_qdq[c.name]:
+                    return c
+                if c.name not in seen:
+                    found = downstream_op(c, (*seen, node.name))
+                    if found is not None:
+                        return found
+        return None
+
+    def upstream_op(node, seen=()):
+        for t in node.input:
+            p = producer.get(t)
+            if p is None:
+                continue
+            if not is_qdq[p.name]:
+                return p
+            if p.name not in seen:
+                found = upstream_op(p, (*seen, node.name))
+                if found is not None:
+                    return found
+        return None
+
+    served, internal, tensor_producer = {}, [], {}
+    for n in nodes:
+        if not is_qdq[n.name]:
+            continue
+        target = downstream_op(n)
+        served[n.name] = target.name if target is not None else None
+        for out in n.output:
+            if not out:
+                continue
+            if out in original_tensors:
+                source = upstream_op(n) or target
+                if source is not None:
+                    tensor_producer[out] = {"op_name": source.name, "op_type": source.op_type}
+            else:
+                internal.append(out)
+    def quantized_input(tensor: str) -> bool:
+        """The tensor comes through Q/DQ nodes from a quantize node or a quantized initializer (a
+        dequantize of a layer's accumulator, as AMCT's AscendDequant, does not make its reader int8)."""
+        p = producer.get(tensor)
+        if p is None or not is_qdq[p.name]:
+            return False
+        todo, seen = [p], set()
+        while todo:
+            q = todo.pop()
+            if q.name in seen:
+                continue
+            seen.add(q.name)
+            if q.op_type in ("QuantizeLinear", "AscendQuant"):
+                return True
+            source = producer.get(q.input[0]) if q.input else None
+            if source is None:
+                return True  # an initializer stored quantized (weights, bias)
+            if is_qdq[source.name]:
+                todo.append(source)
+        return False
+
+    layers = [n.name for n in nodes if not is_qdq[n.name] and any(quantized_input(t) for t in n.input)]
+    return {"qdq_nodes": served, "quantized_layers": layers, "internal_tensors": internal,
+            "tensor_producer": tensor_producer}

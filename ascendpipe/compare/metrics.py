@@ -1,33 +1,53 @@
-"""Per-tensor accuracy metrics, as msit / msaccucmp name them. Pure numpy, float64, NaN/inf-safe.
+"""Per-tensor accuracy metrics, with msit's definitions. Pure numpy, float64, chunked, NaN/inf-safe.
 
-``g`` is the golden (fp32 reference) tensor, ``t`` the target. Both are flattened; every sum is
-accumulated in float64 over chunks, so a tensor is never copied whole into float64.
+``g`` is the golden (fp32 reference) tensor, ``t`` the target; both are flattened, as msit does
+(``tensor.reshape(-1).float()``). Every sum is accumulated in float64 over chunks, so a tensor is never
+copied whole into float64.
 
-Non-finite values: elements where either side is NaN or +-inf are left out of every metric below and
-counted instead (``golden_nan``, ``golden_inf``, ``target_nan``, ``target_inf``, and ``nonfinite_mismatch``
-= positions where the target is non-finite but the golden is finite). The caller flags such a tensor
-as an overflow, so the metric values stay meaningful for the finite part. With no finite pair at all
-every metric is NaN.
+The values are msit's, so result.csv reads the same as msit's (package ``msit`` 8.2.0, module
+``components.utils.cmp_algorithm``, the functions of ``CMP_ALG_MAP`` that msit's compare commands
+call through ``compare_tensor`` in ``msit_llm.compare.cmp_utils`` and ``MIETorchCompare.compare`` in
+``msquickcmp.mie_torch.mietorch_comp``). EPS = float32 machine epsilon (msit's ``FLOAT_EPSILON``).
 
-Formulas (sums over the finite pairs, ``n`` of them; ``rel_i = |t_i - g_i| / |g_i|`` where
-``|g_i| > EPS`` and 0 elsewhere, EPS = float32 machine epsilon, as msit's ``cmp_algorithm`` does):
+- CosineSimilarity          (``cosine_similarity``): 1.0 when both tensors are all zeros; otherwise
+                              ``torch.cosine_similarity`` in float64, i.e. sum(g*t) / (max(||g||, 1e-8) *
+                              max(||t||, 1e-8)) (so 0.0 when exactly one side is all zeros), rounded to
+                              10 decimals.
+- MaxRelativeError          (``max_relative_error``):  max over i of |t_i / g_i - 1| where |g_i| > EPS, 0 elsewhere.
+- MeanRelativeError         (``mean_relative_error``): the mean of the same, over *all* n elements.
+- MaxAbsoluteError          (``max_absolute_error``):  max over i of |t_i - g_i| where |g_i| > EPS, 0 elsewhere
+                              (msit leaves out elements whose golden is ~0, for the absolute error too).
+- MeanAbsoluteError         (``mean_absolute_error``): the mean of the same, over all n elements.
+- KullbackLeiblerDivergence (``kl_divergence``): ``kl_div(log_softmax(t), softmax(g), reduction="sum")``
+                              = KL(softmax(g) || softmax(t)) over the flattened tensor, clipped at 0;
+                              computed here with an online log-sum-exp, so large values do not overflow.
+- RelativeEuclideanDistance (``relative_euclidean_distance``): sqrt(sum (t-g)^2 / sum g^2); 0.0 when
+                              ||g|| <= EPS.
+- Non-finite values (``check_tensor`` in the same modules): when either tensor holds a NaN or an inf,
+  msit computes no metric and gives the reason ("golden_data includes NAN or inf." / "my_data includes
+  NAN or inf."); so does this module (every metric NaN, ``fail_reason`` set). The counts below are
+  kept, so the caller can still tell an overflow of the target from a golden that holds inf already.
 
-- CosineSimilarity          = sum(g*t) / (sqrt(sum g^2) * sqrt(sum t^2)); 1.0 when both are all zero,
-                              NaN when exactly one is (msaccucmp shows NaN there).
-- RelativeEuclideanDistance = sqrt(sum (t-g)^2) / sqrt(sum g^2); 0.0 when ||g|| <= EPS (msit).
-- KullbackLeiblerDivergence = KL(softmax(g) || softmax(t)) over the flattened tensor, clipped at 0
-                              (msit: ``kl_div(log_softmax(t), softmax(g), 'sum')``); computed with
-                              log-sum-exp so large values do not overflow.
-- MaxAbsoluteError          = max |t-g|
-- MeanAbsoluteError         = sum |t-g| / n
-- RootMeanSquareError       = sqrt(sum (t-g)^2 / n)
-- MaxRelativeError          = max rel_i
-- MeanRelativeError         = sum rel_i / n
-- AccumulatedRelativeError  = sum rel_i  (the reference gives no formula; "accumulated" read literally)
-- rmse_fp16_floor (ours)     = the RMSE of rounding the golden itself to fp16: the error floor any fp16
-                              tensor has, used so that RMSE > 1.0 on large values is not a failure.
-- StandardDeviation         = (mean_t; std_t), (mean_g; std_g): population std, msaccucmp's
-                              "mean;std" pair for each side (target first, as NPUDump precedes GroundTruth).
+msit's own source has no formula for these three; msaccucmp (a CANN binary) writes them. Ours, with
+msit's relative error where one is needed:
+- RootMeanSquareError      = sqrt(sum (t-g)^2 / n)
+- AccumulatedRelativeError = sum over i of the relative error above (the reference gives no formula;
+                             "accumulated" read literally)
+- StandardDeviation        = (mean_t; std_t), (mean_g; std_g): population std, msaccucmp's "mean;std"
+                             pair for each side (target first, as NPUDump precedes GroundTruth).
+
+msit evaluates all but the cosine in float32 (after ``.float()``); we evaluate in float64, so values
+agree to float32 rounding, except where msit's float32 sums would overflow (squares past 3.4e38).
+
+Ours, for the pass/fail decision only (never in msit's columns; see ``thresholds``):
+- exact_cosine: sum(g*t) / (||g|| * ||t||) without torch's 1e-8 floor on each norm (1.0 when both are
+  all zeros, 0.0 when one is), not rounded. msit's floor makes the cosine of a tensor whose norm is
+  below 1e-8 meaningless: two identical tensors of norm 1e-9 get 0.01.
+- significant_mean_rel_error: the mean relative error over the *significant* elements only,
+  |g_i| >= SIGNIFICANT_FRACTION * rms(g) (and > EPS), with ``significant_elements`` counting them.
+- rmse_fp16_floor: the RMSE of rounding the golden itself to fp16, the error floor of any fp16 tensor.
+- golden_nan/golden_inf/target_nan/target_inf; nonfinite_mismatch = positions where the target is
+  non-finite but the golden is finite; compared = n when the metrics were computed, else 0.
 """
 
 from __future__ import annotations
@@ -37,7 +57,11 @@ import math
 import numpy as np
 
 EPS = float(np.finfo(np.float32).eps)
+TORCH_COSINE_EPS = 1e-8  # torch.cosine_similarity's default eps, the floor of each norm
 FP16_MAX = 65504.0
+# An element smaller than this fraction of the tensor's RMS is below fp16's relative resolution (2^-10)
+# of the tensor's typical values: the rounding those carry is as large as the element itself.
+SIGNIFICANT_FRACTION = 2.0**-10
 CHUNK = 1 << 20  # elements per float64 chunk: ~8 MB per side, whatever the tensor's size
 
 METRIC_NAMES = (
@@ -51,35 +75,49 @@ METRIC_NAMES = (
     "relative_euclidean",
     "kl",
 )
-
+GOLDEN_NONFINITE = "golden_data includes NAN or inf."  # msit's check_tensor reasons, verbatim
+TARGET_NONFINITE = "my_data includes NAN or inf."
 
 _COUNT_KEYS = ("golden_nan", "golden_inf", "target_nan", "target_inf", "nonfinite_mismatch")
 
 
-def _chunks(g: np.ndarray, t: np.ndarray):
-    """Aligned float64 chunks of the finite pairs, with the non-finite counts of each chunk."""
+def _pairs(g: np.ndarray, t: np.ndarray):
+    """Aligned float64 chunks of both tensors."""
     gf, tf = g.reshape(-1), t.reshape(-1)
     for start in range(0, gf.size, CHUNK):
-        gc = gf[start : start + CHUNK].astype(np.float64)
-        tc = tf[start : start + CHUNK].astype(np.float64)
+        yield gf[start : start + CHUNK].astype(np.float64), tf[start : start + CHUNK].astype(np.float64)
+
+
+def _nonfinite_counts(g: np.ndarray, t: np.ndarray) -> dict:
+    """Counted on the tensors' own dtypes (no float64 copy): a float16/32 value is finite or not as is."""
+    counts = dict.fromkeys(_COUNT_KEYS, 0)
+    gf, tf = g.reshape(-1), t.reshape(-1)
+    for start in range(0, gf.size, CHUNK):
+        gc, tc = gf[start : start + CHUNK], tf[start : start + CHUNK]
+        if gc.dtype.kind not in "fc" and tc.dtype.kind not in "fc":
+            continue  # integers and bools are always finite
         g_ok, t_ok = np.isfinite(gc), np.isfinite(tc)
         if g_ok.all() and t_ok.all():  # the common case: skip the counting
-            yield gc, tc, None
             continue
-        counts = {
-            "golden_nan": int(np.isnan(gc).sum()),
-            "golden_inf": int(np.isinf(gc).sum()),
-            "target_nan": int(np.isnan(tc).sum()),
-            "target_inf": int(np.isinf(tc).sum()),
-            "nonfinite_mismatch": int((g_ok & ~t_ok).sum()),
-        }
-        both = g_ok & t_ok
-        yield gc[both], tc[both], counts
+        counts["golden_nan"] += int(np.isnan(gc).sum())
+        counts["golden_inf"] += int(np.isinf(gc).sum())
+        counts["target_nan"] += int(np.isnan(tc).sum())
+        counts["target_inf"] += int(np.isinf(tc).sum())
+        counts["nonfinite_mismatch"] += int((g_ok & ~t_ok).sum())
+    return counts
+
+
+def _relative(gc: np.ndarray, tc: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """msit's |t/g - 1| where ``mask``, 0 elsewhere."""
+    out = np.zeros_like(gc)
+    np.divide(tc, gc, out=out, where=mask)
+    np.abs(out - 1.0, out=out, where=mask)
+    return out
 
 
 class _Sums:
-    """Running float64 sums over chunks. The softmax sums for KL are kept relative to a running max
-    (online log-sum-exp), so one pass suffices."""
+    """Running float64 sums over finite chunks. The softmax sums for KL are kept relative to a running
+    max (online log-sum-exp), so one pass suffices."""
 
     def __init__(self) -> None:
         self.n = 0
@@ -88,27 +126,25 @@ class _Sums:
         self.fp16_dd = 0.0  # sum of squared errors of rounding the golden itself to fp16
         self.g_max = self.t_max = -math.inf
         self.zg = self.zt = self.kl_weighted = 0.0  # sum e^(g-g_max), sum e^(t-t_max), sum e^(g-g_max) (g-t)
-        self.counts = dict.fromkeys(_COUNT_KEYS, 0)
+        self.all_zero = True
 
-    def add(self, g: np.ndarray, t: np.ndarray, counts: dict | None) -> None:
-        for key, value in (counts or {}).items():
-            self.counts[key] += value
-        if g.size == 0:
-            return
+    def add(self, g: np.ndarray, t: np.ndarray) -> None:
         d = t - g
         ad = np.abs(d)
-        ag = np.abs(g)
-        rel = np.divide(ad, ag, out=np.zeros_like(ad), where=ag > EPS)
+        meaningful = np.abs(g) > EPS
+        rel = _relative(g, t, meaningful)
         self.gt += float(np.dot(g, t))
         self.gg += float(np.dot(g, g))
         self.tt += float(np.dot(t, t))
         self.dd += float(np.dot(d, d))
         self.g_sum += float(g.sum())
         self.t_sum += float(t.sum())
-        self.abs_d += float(ad.sum())
+        masked_ad = np.where(meaningful, ad, 0.0)
+        self.abs_d += float(masked_ad.sum())
         self.rel += float(rel.sum())
-        self.max_abs = max(self.max_abs, float(ad.max()))
+        self.max_abs = max(self.max_abs, float(masked_ad.max()))
         self.max_rel = max(self.max_rel, float(rel.max()))
+        self.all_zero = self.all_zero and not (g.any() or t.any())
         with np.errstate(over="ignore"):
             r16 = np.clip(g, -FP16_MAX, FP16_MAX).astype(np.float16).astype(np.float64) - g
         self.fp16_dd += float(np.dot(r16, r16))
@@ -138,11 +174,29 @@ def _kl(s: _Sums) -> float:
 
 
 def _cosine(s: _Sums) -> float:
-    if s.gg == 0.0 and s.tt == 0.0:
+    if s.all_zero:
+        return 1.0
+    norm_g = max(math.sqrt(s.gg), TORCH_COSINE_EPS)
+    norm_t = max(math.sqrt(s.tt), TORCH_COSINE_EPS)
+    return round(max(-1.0, min(1.0, s.gt / norm_g / norm_t)), 10)
+
+
+def _exact_cosine(s: _Sums) -> float:
+    if s.all_zero:
         return 1.0
     if s.gg == 0.0 or s.tt == 0.0:
-        return math.nan
+        return 0.0
     return max(-1.0, min(1.0, s.gt / (math.sqrt(s.gg) * math.sqrt(s.tt))))
+
+
+def _significant(g: np.ndarray, t: np.ndarray, floor: float) -> tuple[float, int]:
+    """(sum of msit's relative error, count) over the elements with |g| >= floor."""
+    total, count = 0.0, 0
+    for gc, tc in _pairs(g, t):
+        mask = np.abs(gc) >= floor
+        total += float(_relative(gc, tc, mask).sum())
+        count += int(mask.sum())
+    return total, count
 
 
 def tensor_metrics(golden: np.ndarray, target: np.ndarray) -> dict:
@@ -150,18 +204,29 @@ def tensor_metrics(golden: np.ndarray, target: np.ndarray) -> dict:
     golden, target = np.asarray(golden), np.asarray(target)
     if golden.size != target.size:
         raise ValueError(f"size mismatch: golden {list(golden.shape)} vs target {list(target.shape)}")
-    s = _Sums()
-    for gc, tc, counts in _chunks(golden, target):
-        s.add(gc, tc, counts)
-    result: dict = dict(s.counts)
-    result["compared"] = s.n
-    if s.n == 0:
-        result.update(dict.fromkeys(METRIC_NAMES, math.nan), rmse_fp16_floor=math.nan)
+    result: dict = _nonfinite_counts(golden, target)
+    reasons = []
+    if result["golden_nan"] or result["golden_inf"]:
+        reasons.append(GOLDEN_NONFINITE)
+    if result["target_nan"] or result["target_inf"]:
+        reasons.append(TARGET_NONFINITE)
+    result["fail_reason"] = " ".join(reasons)
+    if reasons or golden.size == 0:
+        result["compared"] = 0
+        result.update(dict.fromkeys(METRIC_NAMES, math.nan), rmse_fp16_floor=math.nan, exact_cosine=math.nan,
+                      significant_mean_rel_error=math.nan, significant_elements=0)
         result.update(target_mean=math.nan, target_std=math.nan, golden_mean=math.nan, golden_std=math.nan)
         return result
+    s = _Sums()
+    for gc, tc in _pairs(golden, target):
+        s.add(gc, tc)
+    floor = max(SIGNIFICANT_FRACTION * math.sqrt(s.gg / s.n), math.nextafter(EPS, math.inf))
+    significant_rel, significant = _significant(golden, target, floor)
     norm_g = math.sqrt(s.gg)
     result.update(
+        compared=s.n,
         cosine=_cosine(s),
+        exact_cosine=_exact_cosine(s),
         max_abs_error=s.max_abs,
         mean_abs_error=s.abs_d / s.n,
         rmse=math.sqrt(s.dd / s.n),
@@ -169,8 +234,10 @@ def tensor_metrics(golden: np.ndarray, target: np.ndarray) -> dict:
         max_rel_error=s.max_rel,
         mean_rel_error=s.rel / s.n,
         accumulated_rel_error=s.rel,
-        relative_euclidean=0.0 if norm_g <= EPS else math.sqrt(s.dd) / norm_g,
+        relative_euclidean=0.0 if norm_g <= EPS else math.sqrt(s.dd / s.gg),
         kl=_kl(s),
+        significant_mean_rel_error=significant_rel / significant if significant else 0.0,
+        significant_elements=significant,
         target_mean=s.t_sum / s.n,
         target_std=math.sqrt(max(s.tt / s.n - (s.t_sum / s.n) ** 2, 0.0)),
         golden_mean=s.g_sum / s.n,

@@ -4,11 +4,22 @@ Strategies (msit's analyser has the same three: FIRST_INVALID_OVERALL, FIRST_INV
 - ``first-overall``: the first failing row in graph order (the default).
 - ``first-per-output``: for each graph output, the first failing row among the ops it depends on.
 - ``all``: every failing row.
+
+Overflow comes first, in every strategy: an *overflow origin* is picked before any row that only
+loses accuracy, even one earlier in graph order. An origin is a failing row whose target holds inf/NaN
+or reaches 65504 while no row it reads from overflows, and whose overflow is its own: its golden
+exceeds fp16's range (its true values do not fit, whatever its inputs), or its inputs all pass (an
+fp16 intermediate inside the op overflowed). Such an overflow wipes out everything downstream; an op
+upstream of it that loses accuracy is at most a second problem, often one a threshold decides by a
+margin (msit's order, the first row over any threshold, would name it first). An overflow whose
+golden is in range and whose input is already wrong (x / 0 after an upstream underflow) is caused by
+that input: it keeps its graph order, behind the op that lost the accuracy.
 """
 
 from __future__ import annotations
 
 from ascendpipe.compare.mapping import Pair
+from ascendpipe.compare.metrics import FP16_MAX
 from ascendpipe.errors import Location, UserError
 
 STRATEGIES = ("first-overall", "first-per-output", "all")
@@ -46,6 +57,33 @@ def ancestors(producers: dict[str, list[str]], op: str) -> set[str]:
     return seen
 
 
+def _ops(row: dict) -> list[str]:
+    return list(row.get("golden_ops") or [row["op_name"]])
+
+
+def overflow_origins(rows: list[dict], producers: dict[str, list[str]] | None = None) -> list[int]:
+    """Positions of the overflow origins (see the module docstring), in graph order.
+
+    ``producers``: op -> the ops it reads (the golden graph); without it the row before stands for the
+    input (graph order)."""
+    overflowing = {op for r in rows if r.get("overflow") == "target" for op in _ops(r)}
+    failing = {op for r in rows if r.get("failed") for op in _ops(r)}
+    origins = []
+    for i, row in enumerate(rows):
+        if not row.get("failed") or row.get("overflow") != "target":
+            continue
+        ops = set(_ops(row))
+        if producers is not None:
+            inputs = {p for op in ops for p in producers.get(op, ()) if p not in ops}
+        else:
+            inputs = set(_ops(rows[i - 1])) - ops if i > 0 else set()
+        if inputs & overflowing:
+            continue  # carried in from upstream: the origin is there
+        if (row.get("golden_abs_max") or 0.0) > FP16_MAX or not inputs & failing:
+            origins.append(i)
+    return origins
+
+
 def check_strategy(strategy: str, location: Location | None = None) -> str:
     if strategy not in STRATEGIES:
         raise UserError(f"unknown compare strategy '{strategy}'; use one of {', '.join(STRATEGIES)}", location)
@@ -59,20 +97,25 @@ def select_failures(
     output_ops: list[str] | None = None,
     producers: dict[str, list[str]] | None = None,
 ) -> list[int]:
-    """Positions (into ``rows``, already in graph order) of the failures the strategy picks.
+    """Positions (into ``rows``, already in graph order) of the failures the strategy picks, the one to
+    report first at the head: overflow origins, then the rest in graph order.
 
     ``first-per-output`` needs ``output_ops`` (the ops producing graph outputs) and ``producers``;
     without them every row counts as feeding the single last output, i.e. it equals first-overall."""
     check_strategy(strategy)
     failed = [i for i, row in enumerate(rows) if row.get("failed")]
-    if strategy == "all" or not failed:
-        return failed
+    if not failed:
+        return []
+    origins = overflow_origins(rows, producers)
+    ranked = origins + [i for i in failed if i not in origins]
+    if strategy == "all":
+        return ranked
     if strategy == "first-overall" or not output_ops or producers is None:
-        return failed[:1]
+        return ranked[:1]
     picked: list[int] = []
     for out_op in output_ops:
         upstream = ancestors(producers, out_op)
-        first = next((i for i in failed if set(rows[i].get("golden_ops") or [rows[i]["op_name"]]) & upstream), None)
+        first = next((i for i in ranked if set(_ops(rows[i])) & upstream), None)
         if first is not None and first not in picked:
             picked.append(first)
-    return sorted(picked)
+    return sorted(picked, key=ranked.index)

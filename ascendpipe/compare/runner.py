@@ -2,6 +2,10 @@
 
 Only the two tensors of the pair being compared are in memory at any time; the metrics work in
 float64 chunks on top of them, so peak memory is about the two largest tensors plus a constant.
+
+Several batches (one golden and one target dump per batch) are compared one by one; each op's row is
+the one of its worst batch (``worst_rows``), with the batch's number and how many batches failed, and
+the first failure and its advice are judged on those rows.
 """
 
 from __future__ import annotations
@@ -102,6 +106,9 @@ def _row(pos: int, pair: mapping.Pair, golden_dir: Path, target_dir: Path, limit
             m = tensor_metrics(golden, target)
         except ValueError as exc:
             row["note"] = str(exc)
+        else:
+            if m["fail_reason"]:  # msit's CompareFailReason: no metric for a tensor with inf/NaN
+                row["note"] = "; ".join(x for x in (row["note"], m["fail_reason"]) if x)
         del golden, target
     elif g:
         golden_max = max(abs(float(g.get("min", 0.0) or 0.0)), abs(float(g.get("max", 0.0) or 0.0)))
@@ -114,7 +121,14 @@ def _row(pos: int, pair: mapping.Pair, golden_dir: Path, target_dir: Path, limit
     row.update(_metric_fields(m))
     row.update(overflow=overflow, golden_abs_max=golden_max, failed=bool(reasons) and pair.side == "both" or overflow == "target",
                reasons=reasons)
+    # what the decision read where it differs from msit's values (see thresholds)
+    row.update(exact_cosine=None if m is None else m["exact_cosine"],
+               significant_mean_rel_error=None if m is None else _finite_or_none(m["significant_mean_rel_error"]))
     return row
+
+
+def _finite_or_none(value):
+    return value if isinstance(value, float) and math.isfinite(value) else None
 
 
 def _metric_fields(m: dict | None) -> dict:
@@ -124,9 +138,61 @@ def _metric_fields(m: dict | None) -> dict:
     return {k: (None if m is None else m[k]) for k in keys}
 
 
+def batch_rows(golden_dir: Path, target_dir: Path, *, limits: dict, tensor_map: dict, op_map: dict,
+               outputs: set, pre_rows: list[dict] | None = None) -> list[dict]:
+    """The rows of one batch, in graph order: ``pre_rows`` (complete rows, e.g. the AIPP check) first."""
+    golden_index, target_index = load_index(golden_dir, "golden dump"), load_index(target_dir, "target dump")
+    pairs = order.order_pairs(mapping.pair_tensors(golden_index["tensors"], target_index["tensors"],
+                                                   tensor_map=tensor_map, op_map=op_map))
+    pre = [dict(r, index=i, pre=True) for i, r in enumerate(pre_rows or [])]
+    rows = pre + [_row(len(pre) + i, p, golden_dir, target_dir, limits, outputs) for i, p in enumerate(pairs)]
+    if not outputs and rows:  # no graph: the last compared tensor stands for the output
+        compared = [r for r in rows if r["side"] == "both"]
+        if compared:
+            compared[-1]["is_output"] = True
+    return rows
+
+
+def _badness(row: dict) -> tuple:
+    """Sort key of a row among its batches: failed, then overflowing, then lower cosine, then larger
+    relative Euclidean distance. A compared tensor without metrics (inf/NaN) counts as the worst cosine."""
+    cos, red = _cosine_of(row), row.get("relative_euclidean")
+    if cos is not None and math.isfinite(cos):
+        cos_bad = 1.0 - cos
+    else:
+        cos_bad = 3.0 if row.get("side") == "both" else -1.0
+    red = red if red is not None and math.isfinite(red) else 0.0
+    return (bool(row.get("failed")), row.get("overflow") == "target", cos_bad, red)
+
+
+def worst_rows(rows_by_batch: list[list[dict]]) -> list[dict]:
+    """One row per op: its worst batch's row, with ``batch`` (that batch, from 0), ``batches`` and
+    ``failed_batches``; ``golden_abs_max`` is the peak over every batch (what fp16 must hold)."""
+    if not rows_by_batch:
+        return []
+    merged = []
+    for position, first in enumerate(rows_by_batch[0]):
+        key = (first["tensor"], first.get("golden_tensor"))
+        versions = [first]
+        for k, rows in enumerate(rows_by_batch[1:], start=1):
+            same = rows[position] if position < len(rows) else None
+            if same is None or (same["tensor"], same.get("golden_tensor")) != key:
+                raise ValueError(f"batch {k} has other tensors than batch 0 at row {position}: the batches' dumps differ")
+            versions.append(same)
+        worst = max(range(len(versions)), key=lambda k: _badness(versions[k]))
+        row = dict(versions[worst], batch=worst, batches=len(versions),
+                   failed_batches=sum(1 for v in versions if v.get("failed")))
+        peaks = [v["golden_abs_max"] for v in versions if v.get("golden_abs_max") is not None]
+        row["golden_abs_max"] = max(peaks) if peaks else None
+        if row["overflow"] is None and any(v["overflow"] == "fp16_range" for v in versions):
+            row["overflow"] = "fp16_range"
+        merged.append(row)
+    return merged
+
+
 def compare_dumps(
-    golden_dir: Path,
-    target_dir: Path,
+    golden_dir: Path | list[Path],
+    target_dir: Path | list[Path],
     *,
     limits: dict | None = None,
     strategy: str = "first-overall",
@@ -137,49 +203,63 @@ def compare_dumps(
     stage: str = "compare",
     convert_stage: str = "convert",
     target_settings: dict | None = None,
-    pre_rows: list[dict] | None = None,
+    pre_rows: list[dict] | list[list[dict]] | None = None,
 ) -> dict:
     """The whole comparison: {"rows", "first_failure", "failures", "summary"} (rows in graph order).
 
-    ``pre_rows``: checks that come before every op (the AIPP check), already complete rows; a failing
-    one is picked by every strategy, ahead of the ops. ``target_settings``: the target's convert.json."""
-    golden_dir, target_dir = Path(golden_dir), Path(target_dir)
-    golden_index, target_index = load_index(golden_dir, "golden dump"), load_index(target_dir, "target dump")
+    ``golden_dir`` and ``target_dir``: one dump each, or one per batch (lists of the same length).
+    ``pre_rows``: checks that come before every op (the AIPP check), already complete rows (with several
+    batches, one list per batch); a failing one is picked by every strategy, ahead of the ops.
+    ``target_settings``: the target's convert.json."""
+    golden_dirs = [Path(d) for d in golden_dir] if isinstance(golden_dir, (list, tuple)) else [Path(golden_dir)]
+    target_dirs = [Path(d) for d in target_dir] if isinstance(target_dir, (list, tuple)) else [Path(target_dir)]
+    if len(golden_dirs) != len(target_dirs) or not golden_dirs:
+        raise ValueError(f"{len(golden_dirs)} golden dumps for {len(target_dirs)} target dumps")
+    if pre_rows and isinstance(pre_rows[0], dict):
+        pre_rows = [pre_rows]
+    pre_by_batch = list(pre_rows or []) + [[]] * (len(golden_dirs) - len(pre_rows or []))
     limits = limits or thr.resolve()
     tensor_map, op_map, rules = mapping.fused_map_parts(fused_map)
     if om_json:
         op_map = {**mapping.om_original_op_names(om_json), **op_map}
         rules = {**mapping.om_fusion_passes(om_json), **rules}
     if graph is None:
-        graph = graph_info(golden_index.get("model"))
-    pairs = order.order_pairs(mapping.pair_tensors(golden_index["tensors"], target_index["tensors"],
-                                                   tensor_map=tensor_map, op_map=op_map))
+        graph = graph_info(load_index(golden_dirs[0], "golden dump").get("model"))
     outputs = set(graph.get("outputs") or [])
-    pre = [dict(r, index=i) for i, r in enumerate(pre_rows or [])]
-    rows = pre + [_row(len(pre) + i, p, golden_dir, target_dir, limits, outputs) for i, p in enumerate(pairs)]
-    if not outputs and rows:  # no graph: the last compared tensor stands for the output
-        compared = [r for r in rows if r["side"] == "both"]
-        if compared:
-            compared[-1]["is_output"] = True
+    per_batch = [batch_rows(g, t, limits=limits, tensor_map=tensor_map, op_map=op_map, outputs=outputs, pre_rows=pre)
+                 for g, t, pre in zip(golden_dirs, target_dirs, pre_by_batch)]
+    rows = worst_rows(per_batch)
     for r in rows:  # the ATC fusion pass that made a fused op (fused_map.json "rules", the OM's pass_name)
         r["pass_name"] = rules.get(r["op_name"]) if r.get("fused") else None
+    pre_failed = [i for i, r in enumerate(rows) if r.get("pre") and r["failed"]]
     picked = order.select_failures(rows, strategy, output_ops=graph.get("output_ops"), producers=graph.get("producers"))
-    picked = sorted(set(picked) | {i for i, r in enumerate(pre) if r["failed"]})
+    picked = pre_failed + [i for i in picked if i not in pre_failed]
     failures = [advisor.describe_failure(rows, i, precision_plan=precision_plan, fusion_rules=rules,
                                          producers=graph.get("producers"), stage=convert_stage,
                                          target_settings=target_settings) for i in picked]
+    for failure in failures:
+        row = rows[failure["index"]]
+        failure.update(batch=row["batch"], batches=row["batches"], failed_batches=row["failed_batches"])
+    summary = summarize(rows, failures)
+    summary["batches"] = len(golden_dirs)
     return {"rows": rows, "first_failure": failures[0] if failures else None, "failures": failures,
-            "summary": summarize(rows, failures), "thresholds": limits, "strategy": strategy}
+            "summary": summary, "thresholds": limits, "strategy": strategy}
+
+
+def _cosine_of(row: dict) -> float | None:
+    """The cosine the decision reads: the exact one where the row has it (see metrics), else msit's."""
+    exact = row.get("exact_cosine")
+    return exact if exact is not None else row.get("cosine")
 
 
 def summarize(rows: list[dict], failures: list[dict]) -> dict:
-    """The stage metrics: first_failure_index, failed_ops, min_cosine, output_cosine, overflow_ops."""
-    # A NaN cosine means exactly one side is all zeros (a collapsed tensor): count it as 0.0 here.
+    """The stage metrics: first_failure_index, failed_ops, min_cosine, output_cosine (exact cosines), overflow_ops."""
+    # A NaN cosine means a compared tensor holds inf/NaN (msit computes no metric): count it as 0.0 here.
     def cos(r):
-        return 0.0 if math.isnan(r["cosine"]) else r["cosine"]
+        return 0.0 if math.isnan(_cosine_of(r)) else _cosine_of(r)
 
-    cosines = [cos(r) for r in rows if r["cosine"] is not None]
-    out = [cos(r) for r in rows if r["is_output"] and r["cosine"] is not None]
+    cosines = [cos(r) for r in rows if _cosine_of(r) is not None]
+    out = [cos(r) for r in rows if r["is_output"] and _cosine_of(r) is not None]
     return {
         "first_failure_index": failures[0]["index"] if failures else None,
         "failed_ops": sum(1 for r in rows if r["failed"]),

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from ascendpipe.contract import OM_MODEL_FILE as OM_FILE
+from ascendpipe.contract import QUANTIZE_RECORD
 from ascendpipe.errors import Location, UserError
 
 
@@ -26,6 +27,7 @@ class Side:
     precision_plan: dict | None = None
     om_json: dict | None = None
     settings: dict | None = None  # a converted model dir's convert.json
+    quantization: dict | None = None  # a quantize stage's quantize.json (the target is a fake-quant model)
 
 
 def _read_json(path: Path) -> dict | None:
@@ -70,6 +72,7 @@ def resolve_side(path: Path, role: str) -> Side:
     side.precision_plan = _read_json(folder / "precision_plan.json")
     side.om_json = _read_json(folder / "model.json")
     side.settings = flat_settings(_read_json(folder / "convert.json"))
+    side.quantization = _read_json(folder / QUANTIZE_RECORD)
     return side
 
 
@@ -99,18 +102,19 @@ def om_input_specs(om_dir: Path) -> list:
     return [InputSpec(i["name"], tuple(i["shape"]), i["dtype"]) for i in record["inputs"]]
 
 
-def make_feeds(model: Path | None, input_path: Path | None, seed: int, *, field: str = "inputs",
-               specs: list | None = None) -> tuple[dict[str, np.ndarray], str]:
-    """Feeds from a .npy/.npz/directory (``ascendpipe.inputs.load_inputs``: all samples of a file as one
-    batch, or the first batch of a fixed-batch model), or seeded random ones (said in the returned note).
-    ``specs`` (e.g. an OM's, whose batch may be fixed where the ONNX's is not) replace the model's."""
+def make_feed_batches(model: Path | None, input_path: Path | None, seed: int, *, field: str = "inputs",
+                      specs: list | None = None) -> tuple[list[dict[str, np.ndarray]], str]:
+    """Every batch of a .npy/.npz/directory (``ascendpipe.inputs.load_inputs``: all samples of a file as
+    one batch, or batches of a fixed-batch model's size, the last one padded), or one seeded random batch
+    (said in the returned note). ``specs`` (e.g. an OM's, whose batch may be fixed where the ONNX's is
+    not) replace the model's."""
     from ascendpipe.inputs import load_inputs, random_inputs
 
     specs = input_specs(model) if specs is None else specs
     if input_path is None:
         feeds = dict(random_inputs(specs, seed=seed))
         described = ", ".join(f"{n} {list(a.shape)} {a.dtype.name}" for n, a in feeds.items())
-        return feeds, f"no input given: seeded random input (seed {seed}): {described}"
+        return [feeds], f"no input given: seeded random input (seed {seed}): {described}"
     input_path = Path(input_path)
     if not input_path.exists():
         raise UserError(f"input '{input_path}' does not exist", Location(file=str(input_path), field=field))
@@ -118,11 +122,19 @@ def make_feeds(model: Path | None, input_path: Path | None, seed: int, *, field:
         batches = load_inputs(input_path, specs)
     except UserError as err:
         raise err.with_location(field=field) from None
-    feeds = dict(batches[0])
     note = f"input: {input_path}"
     if len(batches) > 1:
-        note += f" (first batch of {len(batches)})"
-    return feeds, note
+        note += f" ({len(batches)} batches, each compared)"
+    return [dict(b) for b in batches], note
+
+
+def make_feeds(model: Path | None, input_path: Path | None, seed: int, *, field: str = "inputs",
+               specs: list | None = None) -> tuple[dict[str, np.ndarray], str]:
+    """The first batch of ``make_feed_batches`` (for callers that run one batch), and its note."""
+    batches, note = make_feed_batches(model, input_path, seed, field=field, specs=specs)
+    if len(batches) > 1:
+        note = f"input: {input_path} (first batch of {len(batches)})"
+    return batches[0], note
 
 
 def dump(model: Path, feeds: dict, out_dir: Path, *, fusions: bool) -> Path:
@@ -140,9 +152,10 @@ class Preprocessing:
 
 
 def aipp_preprocessing(golden_model: Path | None, settings: dict | None, target_feeds: dict, golden_inputs: Path | None,
-                       seed: int, stage: str) -> Preprocessing:
+                       seed: int, stage: str, golden_batch: dict | None = None) -> Preprocessing:
     """With AIPP in the target's settings: the golden's feeds (``golden_inputs``, else the AIPP reference of the
-    target's uint8 input) and the AIPP check rows. Without AIPP: the golden reads ``golden_inputs`` if given."""
+    target's uint8 input) and the AIPP check rows. Without AIPP: the golden reads ``golden_inputs`` if given.
+    ``golden_batch``: the batch of ``golden_inputs`` that goes with ``target_feeds`` (default: its first)."""
     from ascendpipe.compare import aipp_check
     from ascendpipe.precision import aipp
 
@@ -151,7 +164,9 @@ def aipp_preprocessing(golden_model: Path | None, settings: dict | None, target_
     if golden_inputs is not None:
         if golden_model is None:
             raise UserError("golden_inputs needs a golden model to feed, not a dump", Location(field="golden_inputs"))
-        golden_feeds, _ = make_feeds(golden_model, golden_inputs, seed, field="golden_inputs")
+        golden_feeds = golden_batch
+        if golden_feeds is None:
+            golden_feeds, _ = make_feeds(golden_model, golden_inputs, seed, field="golden_inputs")
     if not blocks:
         return Preprocessing(golden_feeds, [], f"golden input: {golden_inputs}" if golden_inputs else None)
     if golden_model is None:
@@ -196,14 +211,31 @@ def dump_om_side(side: Side, feeds: dict, out_dir: Path, *, backend: str, log=No
     return Path(runner.dump_model(side.om_dir, feeds, out_dir, log=log, run_command=run_command, stage=stage))
 
 
-def compare_feeds(g: Side, t: Side, input_path: Path | None, seed: int) -> tuple[dict | None, str | None]:
-    """The target's feeds (the golden's too, unless AIPP or golden_inputs say otherwise) and their note.
-    An OM target is fed by its own input specs: its batch may be fixed where the golden ONNX's is not."""
+def compare_feed_batches(g: Side, t: Side, input_path: Path | None, seed: int) -> tuple[list[dict | None], str | None]:
+    """The target's feeds, one per batch (the golden's too, unless AIPP or golden_inputs say otherwise),
+    and their note. An OM target is fed by its own input specs: its batch may be fixed where the golden
+    ONNX's is not. A side given as a dump holds one batch: then only the first batch is compared."""
     if t.om_dir is not None:
-        return make_feeds(None, input_path, seed, specs=om_input_specs(t.om_dir))
-    if g.model or t.model:
-        return make_feeds(t.model or g.model, input_path, seed)
-    return None, None
+        batches, note = make_feed_batches(None, input_path, seed, specs=om_input_specs(t.om_dir))
+    elif g.model or t.model:
+        batches, note = make_feed_batches(t.model or g.model, input_path, seed)
+    else:
+        return [None], None
+    if len(batches) > 1 and (g.dump_dir is not None or t.dump_dir is not None):
+        note = f"input: {input_path} (first batch of {len(batches)}: a side given as a dump holds one batch)"
+        batches = batches[:1]
+    return batches, note
+
+
+def compare_feeds(g: Side, t: Side, input_path: Path | None, seed: int) -> tuple[dict | None, str | None]:
+    """The first batch of ``compare_feed_batches`` and its note (for one run, e.g. msit beside ours)."""
+    batches, note = compare_feed_batches(g, t, input_path, seed)
+    return batches[0], note
+
+
+def _batch_dir(work_dir: Path, name: str, k: int) -> Path:
+    """Batch 0's dump keeps the plain name (golden_dump, target_dump); batch k > 0 gets a suffix."""
+    return Path(work_dir) / (name if k == 0 else f"{name}_b{k}")
 
 
 def run_compare(golden: Path, target: Path, *, input_path: Path | None, work_dir: Path, limits: dict,
@@ -222,21 +254,38 @@ def run_compare(golden: Path, target: Path, *, input_path: Path | None, work_dir
         raise UserError(f"golden '{golden}' is an OM; the golden is the fp32 .onnx (or its dump)",
                         Location(file=str(golden), field="golden"))
     notes = []
-    feeds, note = compare_feeds(g, t, input_path, seed)
+    batches, note = compare_feed_batches(g, t, input_path, seed)
     if note:
         notes.append(note)
-    pre = aipp_preprocessing(g.model, t.settings, feeds or {}, golden_inputs, seed, convert_stage)
-    if pre.note:
-        notes.append(pre.note)
-    golden_feeds = pre.golden_feeds if pre.golden_feeds is not None else feeds
-    golden_dump = g.dump_dir or dump(g.model, golden_feeds, Path(work_dir) / "golden_dump", fusions=False)
-    if t.om_dir is not None:
-        target_dump = dump_om_side(t, feeds, Path(work_dir) / "target_dump", backend=backend, log=log,
-                                   run_command=run_command, stage=stage)
-    else:
-        target_dump = t.dump_dir or dump(t.model, feeds, Path(work_dir) / "target_dump", fusions=True)
+    golden_batches = None
+    if golden_inputs is not None and g.model is not None:
+        golden_batches, _ = make_feed_batches(g.model, golden_inputs, seed, field="golden_inputs")
+        if len(golden_batches) < len(batches):
+            raise UserError(f"golden_inputs '{golden_inputs}' gives {len(golden_batches)} batches for the target's "
+                            f"{len(batches)}; give the same samples, preprocessed for the golden",
+                            Location(file=str(golden_inputs), field="golden_inputs"))
+    golden_dumps, target_dumps, pre_rows = [], [], []
+    for k, feeds in enumerate(batches):
+        pre = aipp_preprocessing(g.model, t.settings, feeds or {}, golden_inputs, seed, convert_stage,
+                                 golden_batch=golden_batches[k] if golden_batches else None)
+        if pre.note and k == 0:
+            notes.append(pre.note)
+        golden_feeds = pre.golden_feeds if pre.golden_feeds is not None else feeds
+        golden_dumps.append(g.dump_dir or dump(g.model, golden_feeds, _batch_dir(work_dir, "golden_dump", k),
+                                               fusions=False))
+        if t.om_dir is not None:
+            target_dumps.append(dump_om_side(t, feeds, _batch_dir(work_dir, "target_dump", k), backend=backend,
+                                             log=log, run_command=run_command, stage=stage))
+        else:
+            target_dumps.append(t.dump_dir or dump(t.model, feeds, _batch_dir(work_dir, "target_dump", k),
+                                                   fusions=True))
+        pre_rows.append(pre.rows)
     graph = graph_info(g.model) if g.model else None
-    result = compare_dumps(golden_dump, target_dump, limits=limits, strategy=strategy, fused_map=t.fused_map,
+    result = compare_dumps(golden_dumps, target_dumps, limits=limits, strategy=strategy, fused_map=t.fused_map,
                            om_json=t.om_json, precision_plan=t.precision_plan, graph=graph, convert_stage=convert_stage,
-                           target_settings=t.settings, pre_rows=pre.rows)
+                           target_settings=t.settings, pre_rows=pre_rows)
+    if t.quantization:
+        from ascendpipe.compare.advisor import quantization_report
+
+        quantization_report(result, t.quantization, (graph or {}).get("producers"))
     return result, "; ".join(notes) or None

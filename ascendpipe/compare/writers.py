@@ -13,18 +13,21 @@ from ascendpipe.fsutil import write_text_atomic
 
 # msaccucmp + msit result_*.csv header, in order. The duplicated names are msit's (pandas reads them
 # as DataType.1 / Address.1). OpSequence is left out: msaccucmp writes it only with -r/-s.
-CSV_HEADER = [
+# One column of ours at the end, after msit's: WorstBatch, the batch (from 0) whose values the row shows.
+MSIT_CSV_HEADER = [
     "Index", "OpType", "NPUDump", "DataType", "Address", "GroundTruth", "DataType", "Address", "TensorIndex",
     "Shape", "OverFlow", "CosineSimilarity", "MaxAbsoluteError", "AccumulatedRelativeError",
     "RelativeEuclideanDistance", "KullbackLeiblerDivergence", "StandardDeviation", "MeanAbsoluteError",
     "RootMeanSquareError", "MaxRelativeError", "MeanRelativeError", "CompareFailReason", "IsNpuOps",
     "IsOutputNode", "IsPrecisionError",
 ]
+CSV_HEADER = MSIT_CSV_HEADER + ["WorstBatch"]
 CONTRACT_ROW_KEYS = ("index", "op_name", "op_type", "tensor", "shape", "dtype", "cosine", "max_abs_error",
                      "max_rel_error", "rmse", "kl", "relative_euclidean", "overflow", "failed")
 EXTRA_ROW_KEYS = ("golden_tensor", "golden_ops", "golden_dtype", "side", "fused", "is_output", "reasons", "note",
                   "mean_abs_error", "mean_rel_error", "accumulated_rel_error", "target_mean", "target_std",
-                  "golden_mean", "golden_std", "golden_nan", "golden_inf", "target_nan", "target_inf", "golden_abs_max")
+                  "golden_mean", "golden_std", "golden_nan", "golden_inf", "target_nan", "target_inf", "golden_abs_max",
+                  "exact_cosine", "significant_mean_rel_error", "batch", "batches", "failed_batches")
 
 
 def _num(value) -> str:
@@ -60,7 +63,7 @@ def csv_text(result: dict) -> str:
         outputs_seen[row["op_name"]] = k + 1
         target = row["side"] != "golden_only"
         golden = row["side"] != "target_only"
-        std = ("NaN" if row["target_mean"] is None else
+        std = ("NaN" if _num(row["target_mean"]) == "NaN" else  # no metric (e.g. inf/NaN): one NaN cell
                f"({_num(row['target_mean'])};{_num(row['target_std'])}),({_num(row['golden_mean'])};{_num(row['golden_std'])})")
         writer.writerow([
             row["index"], row["op_type"], row["op_name"] if target else "*", _dtype(row["dtype"]), "NaN",
@@ -71,7 +74,7 @@ def csv_text(result: dict) -> str:
             _num(row["relative_euclidean"]), _num(row["kl"]), std, _num(row["mean_abs_error"]), _num(row["rmse"]),
             _num(row["max_rel_error"]), _num(row["mean_rel_error"]), row["note"] or "",
             "YES" if row["side"] == "target_only" else "NO", "YES" if row["is_output"] else "NO",
-            "YES" if row["failed"] else "NO",
+            "YES" if row["failed"] else "NO", row.get("batch", 0),
         ])
     return buffer.getvalue()
 
@@ -88,10 +91,12 @@ def _clean(value):
 
 
 def contract(result: dict, input_note: str | None = None) -> dict:
-    rows = [{**{k: row[k] for k in CONTRACT_ROW_KEYS + EXTRA_ROW_KEYS}, "pass_name": row.get("pass_name")}
+    rows = [{**{k: row.get(k) for k in CONTRACT_ROW_KEYS + EXTRA_ROW_KEYS}, "pass_name": row.get("pass_name")}
             for row in result["rows"]]
     doc = {"rows": rows, "first_failure": result["first_failure"], "failures": result["failures"],
            "summary": result["summary"], "thresholds": result["thresholds"], "strategy": result["strategy"]}
+    if result.get("quantization"):
+        doc["quantization"] = result["quantization"]
     if input_note:
         doc["input"] = input_note
     return _clean(doc)
@@ -130,8 +135,10 @@ def terminal_text(result: dict, *, color: bool = False, worst: int = 10, input_n
     if input_note:
         lines.append(input_note)
     s = result["summary"]
-    lines.append(f"compared {s['compared_tensors']} tensors ({s['golden_only']} golden-only, {s['target_only']} target-only): "
-                 f"{s['failed_ops']} failed, {s['overflow_ops']} overflow")
+    batches = s.get("batches") or 1
+    lines.append(f"compared {s['compared_tensors']} tensors ({s['golden_only']} golden-only, {s['target_only']} target-only)"
+                 + (f" on {batches} batches, each op's worst shown" if batches > 1 else "")
+                 + f": {s['failed_ops']} failed, {s['overflow_ops']} overflow")
     lines.append(f"{'#':>4}  {'op':<32} {'type':<18} {'cosine':>10} {'max_rel':>10} {'rmse':>10}  status")
     for r in sorted(rows, key=badness)[:worst]:
         status = ("FAIL" + (" overflow" if r["overflow"] == "target" else "")) if r["failed"] else "ok"
@@ -144,9 +151,16 @@ def terminal_text(result: dict, *, color: bool = False, worst: int = 10, input_n
     if first is None:
         lines.append(paint(_GREEN, "no op fails the thresholds"))
     else:
-        lines.append(paint(_BOLD, f"first failure: #{first['index']} {first['op_name']} ({first['op_type']}): {first['reason']}"))
+        where = (f" (batch {first['batch']}; fails on {first['failed_batches']} of {first['batches']} batches)"
+                 if (first.get("batches") or 1) > 1 else "")
+        lines.append(paint(_BOLD, f"first failure: #{first['index']} {first['op_name']} ({first['op_type']}): "
+                                  f"{first['reason']}{where}"))
         for item in first["advice"]:
             lines.append(f"  advice: {item['message']}")
             if item.get("set"):
                 lines.append(f"    {item['set']}")
+    quant = result.get("quantization")
+    if quant and quant.get("layers"):
+        lines.append("quantized layers losing most (own loss = 1 - cosine beyond what their inputs lost): "
+                     + ", ".join(f"{r['layer']} {r['local_loss']:.3g}" for r in quant["layers"][:5]))
     return "\n".join(lines) + "\n"

@@ -13,16 +13,20 @@ from ascendpipe.errors import Location, UserError
 
 
 def parse_override(text: str) -> tuple[list[str], object]:
-    import yaml
+    """``KEY=VALUE`` -> (key parts, value). The value goes through the pipeline loader, with its
+    limits (no recursive aliases, alias bombs or deep nesting)."""
+    from ascendpipe.config.yamlmarks import load_yaml
 
     key, eq, raw = text.partition("=")
-    if not eq or not key.strip():
-        raise UserError(f"--set expects KEY=VALUE, got '{text}'", Location(file="--set"))
+    parts = key.strip().split(".")
+    if not eq or not key.strip() or not all(p.strip() for p in parts):
+        raise UserError(f"--set expects KEY=VALUE with a dotted KEY (e.g. params.n=32), got '{text}'",
+                        Location(file="--set"))
     try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
-    except yaml.YAMLError as exc:
-        raise UserError(f"--set {key}: value '{raw}' is not valid YAML: {exc}", Location(file="--set")) from None
-    return key.strip().split("."), value
+        value = load_yaml(raw, "--set")[0] if raw.strip() else ""
+    except UserError as err:
+        raise UserError(f"--set {key}: value '{raw}' is not valid YAML: {err.message}", Location(file="--set")) from None
+    return [p.strip() for p in parts], value
 
 
 def apply_overrides(data: dict, overrides, marks=None) -> dict:
@@ -54,3 +58,47 @@ def apply_overrides(data: dict, overrides, marks=None) -> dict:
             node = child
         node[parts[-1]] = value
     return data
+
+
+# -- the pipeline's overrides file -------------------------------------------------------------
+# ``pipelines/reid.yaml`` -> ``pipelines/reid.overrides``: ``--set`` lines that every command
+# resolving the pipeline (build, status, dag, validate, fix) applies before the command line's own
+# ``--set``. ``ascendpipe checkout RUN`` writes it; people may edit or delete it.
+
+OVERRIDES_SUFFIX = ".overrides"
+
+
+def overrides_file(pipeline_path) -> str:
+    import os
+
+    path = str(pipeline_path)
+    stem, ext = os.path.splitext(path)
+    return (stem if ext in (".yaml", ".yml") else path) + OVERRIDES_SUFFIX
+
+
+def read_overrides_file(pipeline_path) -> list[str]:
+    """The ``KEY=VALUE`` lines of the pipeline's overrides file (none when it does not exist).
+
+    Blank lines and lines starting with ``#`` are skipped; a line without ``=`` is a located error.
+    """
+    path = overrides_file(pipeline_path)
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except FileNotFoundError:
+        return []
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"cannot read the overrides file {path}: {exc}", Location(file=path)) from None
+    lines = []
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        key, eq, _ = line.partition("=")
+        if not eq or not key.strip():
+            raise UserError(
+                f"expected KEY=VALUE (a --set line), got '{line}'; fix or delete this file",
+                Location(file=path, line=number),
+            )
+        lines.append(line)
+    return lines

@@ -5,15 +5,15 @@ validation, inputs. Pure apart from reading the file; the DAG checks live in ``g
 from __future__ import annotations
 
 import copy
-import itertools
 import os
 from pathlib import Path
 
 from ascendpipe.backends import registry as backends
 from ascendpipe.config import schema as schema_mod
+from ascendpipe.config.matrix import Expansion
 from ascendpipe.config.model import DEFAULT_BUILD_DIR, Pipeline, Stage, find_workspace
 from ascendpipe.config.template import AllowedEnv, RecordingParams, render_tree
-from ascendpipe.config.yamlmarks import Marks, load_yaml
+from ascendpipe.config.yamlmarks import Marks, decode, load_yaml
 from ascendpipe.errors import Location, UserError
 
 __all__ = ["load_pipeline", "Pipeline", "Stage", "find_workspace", "DEFAULT_BUILD_DIR"]
@@ -28,12 +28,14 @@ def load_pipeline(
     path = Path(path)
     display = str(path)
     try:
-        text = path.read_text()
+        raw = path.read_bytes()
     except FileNotFoundError:
         raise UserError(f"pipeline file {display} does not exist") from None
-    except (IsADirectoryError, UnicodeDecodeError) as exc:
-        raise UserError(f"cannot read pipeline file {display}: {exc}") from None
-    data, marks = load_yaml(text, display)
+    except IsADirectoryError:
+        raise UserError(f"{display} is a folder; give the pipeline's YAML file") from None
+    except OSError as exc:
+        raise UserError(f"cannot read pipeline file {display}: {exc.strerror}") from None
+    data, marks = load_yaml(decode(raw, display), display)
     if not isinstance(data, dict):
         raise UserError("a pipeline file must be a mapping with a `stages:` section", Location(display, 1, 1))
     from ascendpipe.config.overrides import apply_overrides
@@ -77,99 +79,27 @@ class _Resolver:
         self.env_names = list(data.get("env") or [])
         self.build_dir = data.get("build_dir", DEFAULT_BUILD_DIR)
         self.raw_stages: dict[str, dict] = data["stages"]
-        self.variants: dict[str, list[tuple[str | None, dict, tuple]]] = {}
-
-    # -- matrix -------------------------------------------------------------------------------
-    def _own_variants(self, base: str, raw: dict) -> list[tuple[str | None, dict, tuple]]:
-        """(variant key, params overlay, YAML path of the overlay) for a stage's own matrix."""
-        matrix = raw.get("matrix")
-        if not matrix:
-            return [(None, {}, ())]
-        where = ("stages", base, "matrix")
-        values = list(matrix.values())
-        if all(isinstance(v, dict) for v in values):
-            return [(str(name), dict(overlay), where + (name,)) for name, overlay in matrix.items()]
-        if all(isinstance(v, list) and v for v in values):
-            keys = list(matrix)
-            out = []
-            for combo in itertools.product(*values):
-                name = "-".join(str(v) for v in combo)
-                out.append((name, dict(zip(keys, combo)), where))
-            return out
-        raise schema_mod.located_error(
-            self.marks,
-            where,
-            "a matrix is either NAME: {params overlay} for every entry, or PARAM: [values] for every entry",
-            stage=base,
-        )
 
     # -- resolution ---------------------------------------------------------------------------
     def resolve(self) -> dict[str, Stage]:
         from ascendpipe.stages.registry import get_kind
 
-        for base, raw in self.raw_stages.items():
-            self.variants[base] = self._own_variants(base, raw)
-        resolved: dict[str, Stage] = {}
+        kinds = {}
         for base, raw in self.raw_stages.items():
             try:
-                kind = get_kind(raw["kind"])
+                kinds[base] = get_kind(raw["kind"])
             except UserError as err:
                 raise err.with_location(**_loc_parts(self.marks.location(("stages", base, "kind"), stage=base)))
-            for stage in self._expand(base, raw, kind):
+        self.expansion = Expansion(self.raw_stages, self.marks, lambda base: kinds[base].input_fields)
+        resolved: dict[str, Stage] = {}
+        for base, raw in self.raw_stages.items():
+            for stage in self._expand(base, raw, kinds[base]):
                 resolved[stage.name] = stage
         return resolved
 
-    # A variant's *origin* maps each matrix stage it descends from to the key chosen there:
-    # infer@fp16 has origin {convert: fp16}. A stage naming several fanned-out stages gets one
-    # variant per consistent combination, so eval(query=infer_q, gallery=infer_g) pairs
-    # infer_q@fp16 with infer_g@fp16 instead of forming their product.
-    def _referenced(self, raw: dict, kind) -> list[str]:
-        names = []
-        for fieldname in kind.input_fields:
-            value = raw.get(fieldname)
-            if isinstance(value, str) and value in self.raw_stages and self._has_variants(value) and value not in names:
-                names.append(value)
-        return names
-
-    def _has_variants(self, base: str) -> bool:
-        return any(v[0] is not None for v in self._expanded_variants(base))
-
-    def _variant_name(self, origin: dict) -> str | None:
-        order = list(self.raw_stages)
-        keys = [origin[b] for b in sorted(origin, key=order.index)]
-        return "-".join(keys) or None
-
-    def _expanded_variants(self, base: str) -> list[tuple[str | None, dict, tuple, dict]]:
-        """(variant name, params overlay, YAML path of the overlay, origin) for each variant."""
-        cache = self.__dict__.setdefault("_expanded_cache", {})
-        if base in cache:
-            return cache[base]
-        cache[base] = [(None, {}, (), {})]  # guards against reference cycles; check_graph reports them
-        from ascendpipe.stages.registry import get_kind
-
-        raw = self.raw_stages[base]
-        kind = get_kind(raw["kind"])
-        combos: list[dict] = [{}]
-        for ref in self._referenced(raw, kind):
-            grown = []
-            for combo in combos:
-                for _, _, _, origin in self._expanded_variants(ref):
-                    if all(combo.get(k, v) == v for k, v in origin.items()):
-                        merged = {**combo, **origin}
-                        if merged not in grown:
-                            grown.append(merged)
-            combos = grown
-        result = []
-        for combo in combos:
-            for key, overlay, where in self.variants[base]:
-                origin = {**combo, base: key} if key is not None else dict(combo)
-                result.append((self._variant_name(origin), overlay, where, origin))
-        cache[base] = result
-        return result
-
     def _expand(self, base: str, raw: dict, kind) -> list[Stage]:
         stages = []
-        for variant, overlay, where, origin in self._expanded_variants(base):
+        for variant, overlay, where, origin in self.expansion.variants(base):
             name = f"{base}@{variant}" if variant else base
             stages.append(self._one(base, name, variant, raw, kind, dict(overlay), where, origin))
         return stages
@@ -310,13 +240,13 @@ class _Resolver:
 
     def _stage_ref(self, value: str, origin: dict) -> str | None:
         if value in self.raw_stages:
-            for variant, _, _, theirs in self._expanded_variants(value):
+            for variant, _, _, theirs in self.expansion.variants(value):
                 if all(origin.get(k) == v for k, v in theirs.items()):
                     return f"{value}@{variant}" if variant else value
             return value
         base, at, variant = value.partition("@")
         if at and base in self.raw_stages:
-            names = [v[0] for v in self._expanded_variants(base)]
+            names = [v[0] for v in self.expansion.variants(base)]
             if variant not in names:
                 raise UserError(f"stage '{base}' has no variant '{variant}'; it has: {', '.join(map(str, names))}")
             return value

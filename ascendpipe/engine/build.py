@@ -164,17 +164,11 @@ def _all_fresh(executor, order) -> bool:
 
 
 def _record_noop(executor, order) -> None:
-    recs = []
-    for seq, name in enumerate(order, 1):
-        stage = executor.pipeline.stages[name]
-        comps = executor._noop[name]
-        old = executor.state[name]
-        recs.append(
-            {
-                "seq": seq, "name": name, "kind": stage.kind, "state": "fresh", "key": executor.keys[name], "params": stage.params,
-                "deps": comps["deps"], "outputs": old["outs"], "tools": comps["tools"], "metrics": old["metrics"],
-            }
-        )
+    from ascendpipe.engine.stage_record import StageRecord
+
+    recs = [StageRecord.fresh(seq, executor.pipeline.stages[name], executor.keys[name], executor._noop[name],
+                              executor.state[name]).row()
+            for seq, name in enumerate(order, 1)]
     executor.db.record_fresh(executor.run_id, recs)
 
 

@@ -2,8 +2,8 @@
 (``-j N``) and, with ``--keep-going``, continues past a failure while skipping its dependents.
 
 We hand doit one task per stage with ``task_dep`` edges and no file_dep: staleness is decided by our
-executor when the task runs (doit would neither see a changed command nor hash targets, see
-``../shared/design-notes.md``). doit is configured in code only (``config_filenames=()`` so a user's
+executor when the task runs (doit's own up-to-date check would neither see a changed command nor
+hash targets). doit is configured in code only (``config_filenames=()`` so a user's
 ``pyproject.toml`` or ``doit.cfg`` is not read), with the sqlite3 backend in ``.ascendpipe/``.
 """
 

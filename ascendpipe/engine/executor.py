@@ -288,25 +288,10 @@ class StageExecutor:
             return self._seq
 
     def _record(self, stage, state, key, comps, outputs, metrics, remedy, info, reasons, duration, log, *, state_update, cache):
-        rec = {
-            "seq": self._next_seq(),
-            "name": stage.name,
-            "kind": stage.kind,
-            "state": state,
-            "key": key,
-            "components": comps,
-            "params": stage.params,
-            "deps": comps.get("deps"),
-            "outputs": outputs,
-            "tools": comps.get("tools"),
-            "metrics": metrics,
-            "remedy_blobs": remedy if remedy and "content" in remedy[0] else [],
-            "remedy": remedy,
-            "info": info,
-            "reasons": reasons,
-            "duration": round(duration, 4),
-            "log": log,
-        }
+        from ascendpipe.engine.stage_record import StageRecord
+
+        rec = StageRecord(self._next_seq(), stage, state, key=key, components=comps, outputs=outputs, metrics=metrics,
+                          remedy=remedy, info=info, reasons=reasons, duration=duration, log=log).row()
         if state == "fresh":
             self.db.record_fresh(self.run_id, [rec])
             return
@@ -316,17 +301,9 @@ class StageExecutor:
                 self.state[stage.name] = {"key": key, "components": comps, "outs": outputs, "metrics": metrics, "run_id": self.run_id}
 
     def _record_failure(self, stage, outcome: Outcome) -> None:
-        rec = {
-            "seq": self._next_seq(),
-            "name": stage.name,
-            "kind": stage.kind,
-            "state": outcome.state,
-            "params": stage.params,
-            "duration": round(outcome.duration, 4),
-            "log": outcome.log,
-            "error": outcome.error,
-            "reasons": outcome.reasons,
-        }
+        from ascendpipe.engine.stage_record import StageRecord
+
+        rec = StageRecord.failure(self._next_seq(), stage, outcome).row()
         self.db.record_fresh(self.run_id, [rec])
 
     def record_skipped(self, name: str, because: str) -> None:

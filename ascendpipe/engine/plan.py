@@ -13,25 +13,39 @@ import json
 import os
 
 from ascendpipe.config.model import Pipeline, find_workspace
-from ascendpipe.errors import UserError
+from ascendpipe.errors import Location, UserError
 
 PLAN_FORMAT = 1
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def code_stamp() -> str:
-    """Changes whenever ascendpipe's resolution code or a stage kind changes (dev installs too)."""
+# Every module that shapes a resolved pipeline: the loader and resolver, the graph checks, the stage
+# kinds (params schemas, input fields) and what their schemas import (precision's enums), the backend
+# table (the schema's backend enum), this cache. tests/engine/test_plan_fingerprint.py checks from the
+# import graph that nothing they import is missing here. Folders end in '/'.
+FINGERPRINTED = ("config/", "graph/", "stages/", "engine/", "precision/", "backends/registry.py", "errors.py",
+                 "contract.py", "versions.py", "fsutil.py")
+
+
+def code_stamp(package: str = _PACKAGE) -> str:
+    """Changes whenever a module that shapes a resolved pipeline changes (dev installs too)."""
     parts = []
-    for sub in ("config", "graph", "stages", "engine"):
-        folder = os.path.join(_PACKAGE, sub)
-        try:
-            names = sorted(os.listdir(folder))
-        except OSError:
-            continue
-        for name in names:
-            if name.endswith(".py"):
-                st = os.stat(os.path.join(folder, name))
-                parts.append(f"{sub}/{name}:{st.st_mtime_ns}:{st.st_size}")
+    for item in FINGERPRINTED:
+        path = os.path.join(package, item)
+        if item.endswith("/"):
+            try:
+                names = sorted(os.listdir(path))
+            except OSError:
+                continue
+            files = [(item + name, os.path.join(path, name)) for name in names if name.endswith(".py")]
+        else:
+            files = [(item, path)]
+        for rel, full in files:
+            try:
+                st = os.stat(full)
+            except OSError:
+                continue
+            parts.append(f"{rel}:{st.st_mtime_ns}:{st.st_size}")
     return hashlib.sha256("|".join(parts).encode()).hexdigest()
 
 
@@ -39,13 +53,23 @@ def fingerprint(text: bytes, overrides, backend) -> str:
     h = hashlib.sha256()
     h.update(f"plan{PLAN_FORMAT}\0".encode())
     h.update(text)
-    h.update(json.dumps([list(overrides or []), backend]).encode())
+    from ascendpipe.backends.registry import BACKENDS
+
+    # backends registered at run time (a plugin, a test double) change the schema's backend enum
+    h.update(json.dumps([list(overrides or []), backend, BACKENDS]).encode())
     h.update(code_stamp().encode())
     return h.hexdigest()
 
 
-def resolve(path: str, overrides=(), backend: str | None = None, environ: dict | None = None, use_cache: bool = True) -> Pipeline:
+def resolve(path: str, overrides=(), backend: str | None = None, environ: dict | None = None, use_cache: bool = True,
+            overrides_file: bool = True) -> Pipeline:
+    """The resolved pipeline. The pipeline's overrides file (``reid.yaml`` -> ``reid.overrides``,
+    written by ``ascendpipe checkout``) applies before ``overrides`` unless ``overrides_file`` is False."""
+    from ascendpipe.config.overrides import read_overrides_file
+
     environ = dict(os.environ) if environ is None else environ
+    file_lines = read_overrides_file(path) if overrides_file else []
+    overrides = file_lines + list(overrides or [])
     try:
         text = open(path, "rb").read()
     except FileNotFoundError:
@@ -69,7 +93,14 @@ def resolve(path: str, overrides=(), backend: str | None = None, environ: dict |
                 return pipeline
     from ascendpipe.config.pipeline import load_pipeline
 
-    pipeline = load_pipeline(path, overrides, backend, environ)
+    try:
+        pipeline = load_pipeline(path, overrides, backend, environ)
+    except UserError as err:
+        if err.location.file == "--set" and any(err.message.startswith(f"--set {line}:") for line in file_lines):
+            from ascendpipe.config.overrides import overrides_file as file_of
+
+            raise UserError(f"{err.message}; fix or delete this file", Location(file=file_of(path)), hint=err.hint) from None
+        raise
     if use_cache:
         payload = {
             "format": PLAN_FORMAT,

@@ -99,7 +99,8 @@ class BuildLock:
                         self.fd = None
                         raise UserError(f"gave up waiting for the workspace lock held by {holder}") from None
                     time.sleep(0.1)
-        info = {"pid": os.getpid(), "argv": sys.argv, "since": time.strftime("%Y-%m-%d %H:%M:%S")}
+        # the command as a user types it (python -m ascendpipe puts __main__.py's path in argv[0])
+        info = {"pid": os.getpid(), "argv": ["ascendpipe", *sys.argv[1:]], "since": time.strftime("%Y-%m-%d %H:%M:%S")}
         os.ftruncate(self.fd, 0)
         os.pwrite(self.fd, json.dumps(info).encode(), 0)
         return self

@@ -159,10 +159,11 @@ def _set_prefix(raw_stages: dict, stage) -> str:
 
 
 def resolve_target(pipeline, raw_stages: dict, *, stage: str, metric: str, golden_stage: str | None,
-                   compare_stage: str | None) -> PipelineTarget:
-    """Resolve ``--stage``, ``--metric STAGE.NAME``, ``--golden-stage`` and ``--compare-stage``."""
+                   compare_stage: str | None, kind: str = "convert") -> PipelineTarget:
+    """Resolve ``--stage``, ``--metric STAGE.NAME``, ``--golden-stage`` and ``--compare-stage``.
+    ``kind``: what ``--stage`` must be (``convert``, or ``quantize`` for ``fix --quantize``)."""
     stages = pipeline.stages
-    convert = _pick_stage(stages, stage, "convert", "--stage")
+    convert = _pick_stage(stages, stage, kind, "--stage")
     metric_base, dot, metric_name = metric.partition(".")
     if not dot or not metric_name:
         raise UserError(f"--metric expects STAGE.METRIC (e.g. eval.mAP), got '{metric}'", Location(field="--metric"))
@@ -170,7 +171,7 @@ def resolve_target(pipeline, raw_stages: dict, *, stage: str, metric: str, golde
                   and convert in _closure(stages, n)]
     if not downstream:
         raise UserError(f"no stage '{metric_base}' depends on '{convert}'; --metric names the eval stage downstream "
-                        "of the converted model", Location(field="--metric"))
+                        f"of the {'quantized' if kind == 'quantize' else 'converted'} model", Location(field="--metric"))
     metric_stage = downstream[0]
     if golden_stage is None:
         golden_stage = stages[metric_stage].upstream.get("golden")

@@ -105,3 +105,75 @@ def fix_pipeline(pipeline: str | Path, *, stage: str = "convert", metric: str, t
     target_text = (f"{target.metric_stage}.{target.metric} >= {target.golden_stage}.{target.metric} - {tolerance}"
                    + (f" = {golden - tolerance:.6g}" if golden is not None else ""))
     return FixReport(outcome, keep, fusion, data, written, target.metric, target.set_prefix, target_text)
+
+
+@dataclass
+class QuantizeFixReport:
+    outcome: Outcome
+    skip_layers: list[str]
+    summary: dict
+    written: dict[str, Path]
+    metric_name: str
+    stage_prefix: str
+    target_text: str
+
+    def text(self) -> str:
+        from ascendpipe.fix.quantize import terminal_text
+
+        return terminal_text(self.outcome, self.metric_name, self.skip_layers, self.stage_prefix, self.target_text,
+                             self.written)
+
+
+def fix_quantize(pipeline: str | Path, *, stage: str = "quantize", metric: str | None = None,
+                 tolerance: float | None = None, golden_stage: str | None = None, compare_stage: str | None = None,
+                 overrides=(), backend: str | None = None, max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+                 output: str | Path | None = None) -> QuantizeFixReport:
+    """Accuracy-based automatic quantization: the fewest layers of the quantize stage kept in float so
+    that ``metric`` stays within ``tolerance`` of the golden; each attempt an engine build. ``metric``
+    and ``tolerance`` default to the stage's ``auto`` param."""
+    import json
+
+    import yaml
+
+    import ascendpipe
+    from ascendpipe.fix.evaluators import _pick_stage, resolve_target
+    from ascendpipe.fix.quantize import QuantizePipelineEvaluator, auto_target, quantize_search
+
+    _check_attempts(max_attempts)
+    resolved = ascendpipe.load(str(pipeline), set=list(overrides), backend=backend)
+    name = _pick_stage(resolved.stages, stage, "quantize", "--stage")
+    auto = auto_target(resolved, name)
+    metric = metric or auto.get("metric")
+    if not metric:
+        raise UserError(f"give --metric STAGE.METRIC (e.g. eval_int8.top1), or params.auto.metric on stage '{name}'",
+                        Location(stage=name, field="--metric"))
+    tolerance = float(tolerance if tolerance is not None else auto.get("tolerance", 0.01))
+    if tolerance < 0:
+        raise UserError(f"--tolerance must be >= 0, got {tolerance}", Location(field="--tolerance"))
+    raw = yaml.safe_load(Path(pipeline).read_text()) or {}
+    target = resolve_target(resolved, raw.get("stages") or {}, stage=name, metric=metric, golden_stage=golden_stage,
+                            compare_stage=compare_stage, kind="quantize")
+    workspace = Path(resolved.workspace)
+    build_dir = workspace / resolved.build_dir
+    base_skip = list(resolved.stages[name].params.get("skip_layers") or [])
+    evaluator = QuantizePipelineEvaluator(str(pipeline), target, tolerance=tolerance, overrides=overrides,
+                                          backend=backend, build_dir=build_dir, base_skip=base_skip)
+    outcome = quantize_search(evaluator, max_attempts=max_attempts)
+    evaluator.restore_workspace()
+    skip = evaluator.skip_layers(outcome.remedy)
+    golden = evaluator.golden_metric
+    data = {"skip_layers": skip, "metric": outcome.final.metric if outcome.final else None,
+            "attempts": len(outcome.attempts), "passed": outcome.passed, "minimal": outcome.minimal,
+            "message": outcome.message, "mode": "quantize", "stage": name, "metric_stage": target.metric_stage,
+            "metric_name": target.metric, "golden_stage": target.golden_stage, "golden_metric": golden,
+            "tolerance": tolerance, "runs": evaluator.runs,
+            "set": evaluator.set_lines(outcome.remedy) if outcome.passed else [],
+            "table": report.attempt_rows(outcome)}
+    out_dir = Path(output) if output else build_dir / "fix" / name
+    out_dir.mkdir(parents=True, exist_ok=True)
+    from ascendpipe.fsutil import write_text_atomic
+
+    written = {"summary": write_text_atomic(out_dir / report.SUMMARY_FILE, json.dumps(data, indent=2, default=str) + "\n")}
+    target_text = (f"{target.metric_stage}.{target.metric} >= {target.golden_stage}.{target.metric} - {tolerance}"
+                   + (f" = {golden - tolerance:.6g}" if golden is not None else ""))
+    return QuantizeFixReport(outcome, skip, data, written, target.metric, target.set_prefix, target_text)

@@ -101,6 +101,8 @@ def advised(failure: dict | None) -> list[Candidate]:
         if item.get("kind") == "keep_dtype":
             # 'added': the new entries; 'ops' may also repeat what the stage already keeps
             found += [Candidate(KEEP, op) for op in item.get("added", item.get("ops")) or []]
+        elif item.get("kind") == "skip_layers":  # a quantized layer kept in float (fix --quantize)
+            found += [Candidate(KEEP, layer) for layer in item.get("added", item.get("layers")) or []]
         elif item.get("kind") == "fusion_switch":
             found += [Candidate(FUSION, rule) for rule in item.get("rules") or []]
     return list(dict.fromkeys(found))

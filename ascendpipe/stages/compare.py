@@ -5,7 +5,8 @@ dir of either backend, an .onnx, or a dump dir),
 ``inputs`` (optional .npy/.npz; without it a seeded random input, said in the log and result.json),
 ``golden_inputs`` (optional: the training-preprocessed float input for the golden, when the target
 takes other data: with AIPP the first row checks the device's preprocessing against it).
-Outputs: result.csv, result.json, report.html and the first failure's remedy file, if any.
+Outputs: result.csv, result.json, report.html and the first failure's remedy file, if any. Every
+batch of ``inputs`` is compared; each op's row shows its worst batch.
 A target that is a device model the backend runs (an ascend convert dir, model.om) is dumped through
 the backend (``Backend.dump_model``: ais_bench + acl.json + msaccucmp) and compared through the OM
 JSON's op mapping; the backend may add its own compare beside ours (``Backend.compare_extras``: on
@@ -22,7 +23,7 @@ _THRESHOLD_PROPS = {name: {"type": "number"} for name in ("cosine", "relative_eu
 
 class CompareKind(StageKind):
     name = "compare"
-    version = "2"
+    version = "3"  # 3: msit's metric definitions, the robust decision, every batch
     summary = "per-op accuracy vs the fp32 golden (msit metrics), first failure and advice"
     input_fields = ("golden", "target", "inputs", "golden_inputs")
     required_inputs = ("golden", "target")

@@ -19,6 +19,7 @@ KINDS: dict[str, str] = {
     "eval": "ascendpipe.stages.eval:EvalKind",
     "profile": "ascendpipe.stages.profile:ProfileKind",
     "tune": "ascendpipe.stages.tune:TuneKind",
+    "quantize": "ascendpipe.stages.quantize:QuantizeKind",
 }
 
 _loaded: dict[str, StageKind] = {}

@@ -1,4 +1,4 @@
-"""``tune``: a measured search over the session settings the backend can change (AOE's role, issue #7)."""
+"""``tune``: a measured search over the session settings the backend can change (AOE's role)."""
 
 from __future__ import annotations
 

@@ -111,6 +111,26 @@ class Database:
             for r in rows
         }
 
+    def set_stage_state(self, pipeline: str, name: str, *, key: str, components: dict, outs: dict, metrics: dict, run_id: int) -> None:
+        """Make a stage's built state the one of an earlier run (``checkout``, after its outputs are back)."""
+        self._tx(lambda c: c.execute(
+            "INSERT OR REPLACE INTO stage_state VALUES(?,?,?,?,?,?,?)",
+            (pipeline, name, key, _j(components), _j(outs), _j(metrics), run_id),
+        ))
+
+    # -- identity ------------------------------------------------------------------------------
+    def workspace_id(self) -> str:
+        """A random id made once per workspace database: exports name the workspace by it."""
+        import uuid
+
+        with self._lock:
+            row = self.conn.execute("SELECT value FROM meta WHERE key='workspace_id'").fetchone()
+        if row:
+            return row[0]
+        self._tx(lambda c: c.execute("INSERT OR IGNORE INTO meta VALUES('workspace_id', ?)", (uuid.uuid4().hex,)))
+        with self._lock:
+            return self.conn.execute("SELECT value FROM meta WHERE key='workspace_id'").fetchone()[0]
+
     # -- run cache -----------------------------------------------------------------------------
     def cache_get(self, key: str) -> dict | None:
         with self._lock:

@@ -95,8 +95,8 @@ def test_echo_tool_version_keys_its_stages(echo):
         status = ascendpipe.status(str(echo / "pipeline.yaml"))
     finally:
         ECHO_VERSION["echo-tool"] = "1.0"
-    text = json.dumps(status)
-    assert "echo-tool" in text and "2.0" in text
+    assert status["stages"]["convert"] == {"state": "stale", "reasons": ["tool echo-tool 1.0 -> 2.0"]}
+    assert status["stages"]["infer"]["reasons"] == ["tool echo-tool 1.0 -> 2.0", "upstream 'convert' is stale"]
 
 
 def test_echo_backend_in_schema_and_dry_run(echo):

@@ -33,10 +33,11 @@ def small_result(tmp_path):
 
 def test_csv_has_msits_columns_in_msits_order(small_result):
     text = writers.csv_text(small_result)
-    assert text.splitlines()[0] == MSIT_HEADER
+    assert text.splitlines()[0] == MSIT_HEADER + ",WorstBatch"  # msit's columns, then ours
     rows = list(csv.reader(io.StringIO(text)))[1:]
     add = next(r for r in rows if r[2] == "add")
-    assert add[-1] == "YES" and add[-2] == "YES"  # IsPrecisionError, IsOutputNode (last compared tensor)
+    assert add[-2] == "YES" and add[-3] == "YES"  # IsPrecisionError, IsOutputNode (last compared tensor)
+    assert add[-1] == "0"  # one batch: batch 0 is the worst
     assert float(add[18]) == pytest.approx(0.5)  # RootMeanSquareError: one error of 1 in 4
     assert next(r for r in rows if r[2] == "cast")[5] == "*"  # target-only: GroundTruth "*", IsNpuOps YES
     assert next(r for r in rows if r[2] == "cast")[22] == "YES"
@@ -79,13 +80,14 @@ def _save_inputs(feeds, path):
     return path
 
 
-@pytest.mark.parametrize("name, first_op, kind, keep", [
+@pytest.mark.parametrize("name, first_op, kind, keep, overflow_ops", [
     # square -> sum -> sqrt (square -> var) is one TbeReduceElemwiseFusionPass kernel, named after its reduce
-    ("l2norm", "sum", "overflow", ["square", "sum", "sqrt"]),
-    ("addn", "sum", "overflow", ["sum"]),
-    ("epsilon", "var", "precision_loss", ["square", "var", "add_eps"]),
+    # one overflowing row each: l2norm's and epsilon's fused kernel, addn's sum
+    ("l2norm", "sum", "overflow", ["square", "sum", "sqrt"], 1),
+    ("addn", "sum", "overflow", ["sum"], 1),
+    ("epsilon", "var", "precision_loss", ["square", "var", "add_eps"], 1),
 ])
-def test_emulation_models_first_failure_is_the_overflowing_op(tmp_path, name, first_op, kind, keep):
+def test_emulation_models_first_failure_is_the_overflowing_op(tmp_path, name, first_op, kind, keep, overflow_ops):
     model = getattr(mz, f"{name}_model")(tmp_path / f"{name}.onnx")
     inputs = _save_inputs(getattr(mz, f"{name}_inputs")(), tmp_path / "in.npz")
     result, note = run_compare(model, _convert(model, tmp_path / "conv"), input_path=inputs, work_dir=tmp_path / "w",
@@ -93,7 +95,7 @@ def test_emulation_models_first_failure_is_the_overflowing_op(tmp_path, name, fi
     first = result["first_failure"]
     assert (first["op_name"], first["kind"]) == (first_op, kind)
     assert first["advice"][0]["ops"] == keep
-    assert result["summary"]["overflow_ops"] >= 1 or name == "epsilon"
+    assert result["summary"]["overflow_ops"] == overflow_ops
 
 
 def test_fused_conv_bn_relu_maps_to_its_originals_and_passes(tmp_path):

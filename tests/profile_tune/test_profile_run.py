@@ -12,7 +12,7 @@ from ascendpipe.profiling import timeline
 from ascendpipe.stages.base import StageContext
 from ascendpipe.stages.profile import ProfileKind
 
-from .models import conv_chain
+from tests.modelzoo import conv_chain
 
 NODES = ["conv1", "relu1", "conv2", "relu2", "gap", "flatten", "fc"]
 

@@ -11,7 +11,7 @@ from ascendpipe.profiling import aoe_result, search
 from ascendpipe.stages.base import StageContext
 from ascendpipe.stages.tune import TuneKind
 
-from .models import constant_heavy
+from tests.modelzoo import constant_heavy
 
 
 def test_search_never_accepts_an_inaccurate_setting_and_follows_aoe_order():

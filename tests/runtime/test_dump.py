@@ -6,7 +6,7 @@ import pytest
 from ascendpipe.backends.onnxruntime.dump import dump_model, plan_chunks, tensor_stats
 from ascendpipe.errors import UserError
 
-from .models import conv2d_reference, conv_model, emulated_model, linear_model, linear_reference
+from tests.modelzoo import conv2d_reference, conv_model, emulated_model, linear_model, linear_reference
 
 
 def _index(path):

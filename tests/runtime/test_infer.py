@@ -10,7 +10,7 @@ from ascendpipe.backends.onnxruntime.session import input_specs, make_session
 from ascendpipe.errors import UserError
 from ascendpipe.inputs import load_inputs
 
-from .models import linear_model, linear_reference
+from tests.modelzoo import linear_model, linear_reference
 
 
 def test_latency_stats_against_hand_computed_values():

@@ -6,7 +6,7 @@ import pytest
 from ascendpipe.backends.onnxruntime.session import input_specs, make_session
 from ascendpipe.errors import UserError
 
-from .models import linear_model
+from tests.modelzoo import linear_model
 
 
 def test_input_specs_keep_static_and_named_dims(tmp_path):

@@ -12,7 +12,7 @@ from ascendpipe.stages.base import StageContext, Upstream
 from ascendpipe.stages.dump import DumpKind
 from ascendpipe.stages.infer import InferKind
 
-from .models import emulated_model, linear_model, linear_reference, two_input_model
+from tests.modelzoo import emulated_model, linear_model, linear_reference, two_input_model
 
 
 def _ctx(tmp_path, kind, params, inputs, upstream=None, name="s"):

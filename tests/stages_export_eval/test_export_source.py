@@ -1,3 +1,4 @@
+import importlib.util
 import json
 import sys
 
@@ -7,6 +8,15 @@ import pytest
 from ascendpipe.errors import UserError
 from ascendpipe.stages.export import ExportKind, cosine_and_max_error
 from ascendpipe.stages.source import SourceKind
+
+def _importable(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ImportError:
+        return False
+
+
+needs_torch = pytest.mark.skipif(not _importable("torch"), reason="exporting needs torch: pip install -e '.[torch]'")
 
 NET = '''
 import torch
@@ -34,6 +44,7 @@ def export_params(**extra):
     return params
 
 
+@needs_torch
 def test_export_takes_the_inference_branch_and_records_the_check(tmp_path, make_ctx):
     import onnxruntime as ort
     import torch
@@ -61,6 +72,7 @@ def test_export_takes_the_inference_branch_and_records_the_check(tmp_path, make_
     assert 0 <= result.metrics["export_max_abs_error"] < 1e-5
 
 
+@needs_torch
 def test_checkpoint_that_does_not_fit_is_a_user_error(tmp_path, make_ctx):
     import torch
 

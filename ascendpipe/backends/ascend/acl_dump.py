@@ -1,6 +1,6 @@
 """Per-op NPU dumps: the acl.json, the dump tree, msaccucmp conversion, and our dump layout.
 
-Formats: /work/shared/reference/ascend-tools.md section 4; the target layout is "Dump directory"
+Formats: CANN's acl.json dump configuration and msaccucmp documentation; the target layout is "Dump directory"
 in docs/contracts.md (index.json + tensors/), so the compare code reads NPU dumps unchanged.
 """
 

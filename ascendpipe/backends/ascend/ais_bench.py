@@ -1,6 +1,6 @@
 """ais_bench (``python3 -m ais_bench``): argv, output finder, and the summary JSON.
 
-Formats: /work/shared/reference/ascend-tools.md section 5 (ais_bench). The summary is turned into
+Formats: the ais_bench README (Ascend tools). The summary is turned into
 the emulator's summary shape (``latency_ms: {min,max,mean,median,p99}``, ``throughput``) with the
 raw fields kept beside it.
 """

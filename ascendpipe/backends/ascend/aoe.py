@@ -1,6 +1,6 @@
 """AOE: tuning argv, knowledge bank location, tuned OM finder, and the result JSON in every version.
 
-Formats: /work/shared/reference/ascend-tools.md section 2. Pure except the two finders.
+Formats: CANN's AOE documentation. Pure except the two finders.
 """
 
 from __future__ import annotations

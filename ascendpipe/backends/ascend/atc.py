@@ -1,7 +1,7 @@
 """ATC: the conversion argv (validated against the documented grammar) and the ``--mode=1`` JSON.
 
-Pure: no I/O except ``load_om_json``. Option names and values follow
-/work/shared/reference/ascend-tools.md section 1.
+Pure: no I/O except ``load_om_json``. Option names and values follow CANN's ATC documentation
+(docs/ascend.md lists what is verified only against documentation).
 """
 
 from __future__ import annotations

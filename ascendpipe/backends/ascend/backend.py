@@ -5,7 +5,7 @@ from __future__ import annotations
 from ascendpipe.backends.base import Backend
 from ascendpipe.versions import package_version
 
-_KINDS = ("convert", "tune", "infer", "dump", "profile")
+_KINDS = ("convert", "tune", "infer", "dump", "profile", "quantize")
 
 
 class AscendBackend(Backend):
@@ -19,12 +19,19 @@ class AscendBackend(Backend):
 
         if kind == "convert":  # the ONNX is read for the op mapping and input specs
             return {"onnx": package_version("onnx"), **tool_versions(kind)}
+        if kind == "quantize":  # amct_onnx (a wheel beside CANN); the ONNX is read for layers and inputs
+            return {"onnx": package_version("onnx"), "amct_onnx": package_version("amct_onnx"),
+                    **tool_versions(kind)}
         if kind == "compare":  # the golden runs on the host; the OM is dumped with the CANN tools
             return {"numpy": package_version("numpy"), "onnxruntime": package_version("onnxruntime"),
                     **tool_versions(kind)}
         return tool_versions(kind)
 
     def commands(self, kind, ctx) -> list[list[str]]:
+        if kind == "quantize":
+            from ascendpipe.backends.ascend import amct
+
+            return amct.commands(ctx)
         from ascendpipe.backends.ascend.dry_run import commands
 
         return commands(kind, ctx)
@@ -32,6 +39,10 @@ class AscendBackend(Backend):
     def run(self, kind, ctx):
         if kind not in _KINDS:
             raise self.unsupported(kind, ctx)
+        if kind == "quantize":
+            from ascendpipe.backends.ascend import amct
+
+            return amct.quantize(ctx)
         from ascendpipe.backends.ascend import stages
 
         return getattr(stages, kind)(ctx)

@@ -1,6 +1,6 @@
 """msit debug compare: argv, and its ``result_*.csv`` read into ascendpipe's compare row shape.
 
-CSV quirks handled (/work/shared/reference/ascend-tools.md section 5): duplicated header names
+CSV quirks handled (from msit's compare documentation and sample output): duplicated header names
 (renamed as pandas does: the second ``DataType`` is ``DataType.1``), ``NaN`` cells, the optional
 ``OpSequence`` / ``Address`` / ``OverFlow`` columns, ``StandardDeviation`` holding ``mean;std``
 pairs, and a comma-joined ``GroundTruth`` for fused ops (``*`` for NPU-only ops).

@@ -1,6 +1,6 @@
 """msprof: collect argv (both forms), the PROF_* tree, and the op_summary / op_statistic CSVs.
 
-Formats: /work/shared/reference/ascend-tools.md section 3. Rows keep msprof's own column names
+Formats: CANN's profiling documentation (msprof collection and export). Rows keep msprof's own column names
 (the emulator's profile uses the same names), with the version variants folded into one spelling:
 ``Block Dim`` -> ``Block Num``, ``Mix Block Dim`` -> ``Mix Block Num``, ``total_cycles`` ->
 ``aic_total_cycles``; ``N/A`` and empty cells become None; numeric columns become floats.

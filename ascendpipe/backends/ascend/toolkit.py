@@ -1,7 +1,7 @@
 """Finding the CANN toolkit and its tools, and reading their versions.
 
 Pure given an environment mapping: nothing here runs a tool (a no-op build reads versions for every
-stage key, so this must stay at a few file stats). Lookup order, per issue #6: the toolkit home from
+stage key, so this must stay at a few file stats). Lookup order: the toolkit home from
 ``ASCEND_TOOLKIT_HOME`` then ``ASCEND_HOME_PATH``, then ``PATH``.
 """
 

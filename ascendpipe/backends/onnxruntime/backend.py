@@ -13,6 +13,7 @@ _TOOLS = {
     "profile": ("onnxruntime",),
     "tune": ("onnxruntime",),
     "compare": ("numpy", "onnxruntime"),
+    "quantize": ("onnxruntime", "onnx"),
 }
 
 # kind -> "module:function(ctx) -> StageResult", imported when the kind runs
@@ -22,6 +23,7 @@ _RUNS = {
     "dump": "ascendpipe.backends.onnxruntime.stages:dump",
     "profile": "ascendpipe.backends.onnxruntime.stages:profile",
     "tune": "ascendpipe.backends.onnxruntime.stages:tune",
+    "quantize": "ascendpipe.backends.onnxruntime.quantize:quantize",
 }
 
 

@@ -19,6 +19,7 @@ from typing import Sequence, TextIO
 import numpy as np
 
 from ascendpipe.errors import UserError
+from ascendpipe.fsutil import atomic_path
 from ascendpipe.inputs import check_array, write_json_atomic
 from ascendpipe.profiling.stats import latency_stats, throughput
 
@@ -116,8 +117,8 @@ class _OutputWriter:
         self.batched = first.ndim >= 1 and first.shape[0] == batch_rows
         shape = (total_rows, *first.shape[1:]) if self.batched else (n_batches, *first.shape)
         self.item_shape = first.shape[1:] if self.batched else first.shape
-        self.tmp = path.with_name(f".{path.name}.tmp")
-        self.array = np.lib.format.open_memmap(self.tmp, mode="w+", dtype=first.dtype, shape=shape)
+        self._atomic = atomic_path(path)  # the one temp-file-and-rename (ascendpipe.fsutil)
+        self.array = np.lib.format.open_memmap(self._atomic.__enter__(), mode="w+", dtype=first.dtype, shape=shape)
         self.shape, self.dtype = list(shape), str(first.dtype)
         self.row = 0
 
@@ -136,7 +137,7 @@ class _OutputWriter:
     def close(self) -> None:
         self.array.flush()
         del self.array
-        os.replace(self.tmp, self.path)
+        self._atomic.__exit__(None, None, None)
 
 
 # --- running ------------------------------------------------------------------------------------

@@ -1,0 +1,37 @@
+"""ascendpipe export"""
+
+from __future__ import annotations
+
+from ascendpipe.cli.common import print_json
+
+HELP = "export recorded runs to another tracker (mlflow)"
+DESCRIPTION = (
+    "Export runs as MLflow runs: params and metrics per stage, remedy files and reports as artifacts, "
+    "stage keys as tags. Idempotent: a run already exported from this workspace is skipped. "
+    "Needs the mlflow extra: pip install 'ascendpipe[mlflow]'."
+)
+
+
+def add_arguments(p) -> None:
+    p.add_argument("target", choices=["mlflow"], help="where to export (mlflow)")
+    p.add_argument("runs", nargs="*", metavar="RUN", help="run ids, 'latest' or 'latest~N'; default: every run")
+    p.add_argument("--tracking-uri", help="MLflow tracking URI (file:///path, sqlite:///mlflow.db, http://host:5000); "
+                                          "default: $MLFLOW_TRACKING_URI, else MLflow's default")
+    p.add_argument("--experiment", help="MLflow experiment name (default: ascendpipe/WORKSPACE/PIPELINE)")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("-C", "--workspace", default=None)
+
+
+def main(args) -> int:
+    from ascendpipe.api import export_mlflow
+
+    result = export_mlflow(args.runs, tracking_uri=args.tracking_uri, experiment=args.experiment, workspace=args.workspace)
+    if args.json:
+        print_json(result)
+        return 0
+    for note in result["notes"]:
+        print(f"note: {note}")
+    experiments = ", ".join(result["experiments"]) or "-"
+    print(f"mlflow {result['tracking_uri'] or '(default)'} experiment(s) {experiments}: {len(result['created'])} run(s) exported, "
+          f"{len(result['skipped'])} already there" + (f", {len(result['redone'])} redone (an earlier export was cut short)" if result["redone"] else ""))
+    return 0

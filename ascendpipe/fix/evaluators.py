@@ -218,22 +218,27 @@ class PipelineEvaluator:
     def restore_workspace(self) -> None:
         """Leave the workspace as the pipeline file (not the last attempt) describes it: every
         setting was built before, so this only restores outputs from the cache."""
+        self._build([])
+
+    def _build(self, set_lines: list[str]) -> dict:
+        """Build the metric, golden and compare stages with these overrides; the run record."""
         import ascendpipe
 
         t = self.target
         targets = [t.metric_stage, t.golden_stage] + ([t.compare] if t.compare else [])
-        ascendpipe.build(self.path, targets, set=list(self.overrides), backend=self.backend, quiet=True)
+        return ascendpipe.build(self.path, targets, set=self.overrides + list(set_lines), backend=self.backend,
+                                quiet=True)
+
+    def _attempt(self, remedy) -> tuple[dict, float]:
+        """Build one attempt and record it: (run record, its metric); sets ``golden_metric``."""
+        run = self._build(self.set_lines(remedy))
+        self.runs.append(run.get("id"))
+        self.golden_metric = self._metric(run, self.target.golden_stage)
+        return run, self._metric(run, self.target.metric_stage)
 
     def evaluate(self, remedy: frozenset) -> Result:
-        import ascendpipe
-
         t = self.target
-        targets = [t.metric_stage, t.golden_stage] + ([t.compare] if t.compare else [])
-        run = ascendpipe.build(self.path, targets, set=self.overrides + self.set_lines(remedy), backend=self.backend,
-                               quiet=True)
-        self.runs.append(run.get("id"))
-        metric = self._metric(run, t.metric_stage)
-        self.golden_metric = self._metric(run, t.golden_stage)
+        run, metric = self._attempt(remedy)
         rows, failure, cosine, ops = [], None, None, []
         if t.compare:
             result = json.loads((self.build_dir / t.compare / "result.json").read_text())

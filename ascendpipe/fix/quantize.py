@@ -59,15 +59,8 @@ class QuantizePipelineEvaluator(PipelineEvaluator):
         return [f"{self.target.set_prefix}.skip_layers={json.dumps(self.skip_layers(remedy))}"]
 
     def evaluate(self, remedy: frozenset) -> Result:
-        import ascendpipe
-
         t = self.target
-        targets = [t.metric_stage, t.golden_stage] + ([t.compare] if t.compare else [])
-        run = ascendpipe.build(self.path, targets, set=self.overrides + self.set_lines(remedy), backend=self.backend,
-                               quiet=True)
-        self.runs.append(run.get("id"))
-        metric = self._metric(run, t.metric_stage)
-        self.golden_metric = self._metric(run, t.golden_stage)
+        run, metric = self._attempt(remedy)
         record_path = self.build_dir / t.convert / "quantize.json"
         record = json.loads(record_path.read_text()) if record_path.is_file() else {}
         if not self.layers:

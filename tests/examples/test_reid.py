@@ -43,7 +43,7 @@ def _json(path: Path) -> dict:
 def reid(tmp_path_factory):
     """Every build of the story, in order; yields the workspace, the records and the outputs read back."""
     import ascendpipe
-    from tests.ascend.conftest import DOUBLES, _point_at_doubles
+    from tests.backends.ascend.conftest import DOUBLES, _point_at_doubles
 
     ws = tmp_path_factory.mktemp("reid")
     shutil.copytree(REPO / "pipelines", ws / "pipelines")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.ascend.conftest import DOUBLES, _point_at_doubles
+from tests.backends.ascend.conftest import DOUBLES, _point_at_doubles
 from tests.quantize.models import SENSITIVE, make_workspace
 
 DEVICE_STAGES = """\

@@ -151,7 +151,7 @@ def test_standalone_command_and_its_errors(tmp_path, capsys):
 
 def test_a_fixed_batch_model_calibrates_in_its_own_batch(tmp_path, capsys):
     from ascendpipe.cli.main import main
-    from tests.ascend.conftest import build_tiny_model
+    from tests.backends.ascend.conftest import build_tiny_model
 
     model = build_tiny_model(tmp_path / "tiny.onnx", batch=2)  # x[2,3,8,8]
     np.save(tmp_path / "calib.npy", np.random.default_rng(0).standard_normal((6, 3, 8, 8)).astype(np.float32))

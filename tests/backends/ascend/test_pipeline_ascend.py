@@ -27,7 +27,7 @@ stages:
 
 def test_pipeline_on_ascend_backend(cann_env, tmp_path, monkeypatch):
     import ascendpipe
-    from tests.ascend.conftest import build_tiny_model
+    from tests.backends.ascend.conftest import build_tiny_model
 
     monkeypatch.chdir(tmp_path)
     build_tiny_model(tmp_path / "tiny.onnx")

@@ -9,7 +9,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from ascendpipe.errors import UserError
-from tests.emulate.conftest import r16, run
+from tests.backends.onnxruntime.conftest import r16, run
 from tests.modelzoo import conv_bn_relu_inputs, conv_bn_relu_model
 
 

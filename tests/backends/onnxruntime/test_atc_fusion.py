@@ -10,7 +10,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from ascendpipe.errors import UserError
 from ascendpipe.precision import atc_passes
-from tests.emulate.conftest import cosine, run
+from tests.backends.onnxruntime.conftest import cosine, run
 from tests.modelzoo import l2norm_inputs, l2norm_model
 
 
@@ -197,7 +197,7 @@ def _conv_bn_model(path):
 
 
 def test_conv_bn_folds_in_fp32_then_reads_the_folded_weights_in_fp16(tmp_path, convert):
-    from tests.emulate.conftest import r16
+    from tests.backends.onnxruntime.conftest import r16
 
     model = _conv_bn_model(tmp_path / "m.onnx")
     result = convert(model)

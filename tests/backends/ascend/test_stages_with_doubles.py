@@ -1,4 +1,4 @@
-"""The ascend stage functions end to end against the CANN test doubles (tests/ascend/doubles)."""
+"""The ascend stage functions end to end against the CANN test doubles (tests/backends/ascend/doubles)."""
 
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ def _reference(model: Path, feeds: dict, names=None) -> dict:
 
 @pytest.fixture(scope="module")
 def module_model(tmp_path_factory) -> Path:
-    from tests.ascend.conftest import build_tiny_model
+    from tests.backends.ascend.conftest import build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("model") / "tiny.onnx")
 
@@ -48,7 +48,7 @@ def module_model(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def converted(cann_env, module_model, tmp_path_factory):
     """One conversion shared by the tests that only read it (each double run costs about a second)."""
-    from tests.ascend.conftest import _context_factory
+    from tests.backends.ascend.conftest import _context_factory
 
     factory = _context_factory(tmp_path_factory.mktemp("convert"))
     make_ctx = next(factory)

@@ -1,7 +1,7 @@
 """compare on the ascend backend with an OM target (a convert dir), and msit debug compare beside it.
 
 The OM is dumped through the CANN doubles (ais_bench + acl.json + msaccucmp); msit is the double in
-tests/ascend/doubles/msit_bin (on PATH only where a test puts it there, as a pip-installed msit is).
+tests/backends/ascend/doubles/msit_bin (on PATH only where a test puts it there, as a pip-installed msit is).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import pytest
 
 from ascendpipe.backends.ascend import msit
 from ascendpipe.errors import UserError
-from tests.ascend.conftest import DOUBLES
+from tests.backends.ascend.conftest import DOUBLES
 
 SOC = "Ascend310P3"
 MSIT_BIN = DOUBLES / "msit_bin"
@@ -27,7 +27,7 @@ TINY_OPS = {"conv1", "conv2", "add1", "gap", "flat", "fc"}  # the OM's ops (conv
 def om_dir(cann_env, tmp_path_factory):
     """The tiny model (static batch 2) converted by the atc double, and a 4-row input."""
     from ascendpipe.backends.ascend import stages
-    from tests.ascend.conftest import _context_factory, build_tiny_model
+    from tests.backends.ascend.conftest import _context_factory, build_tiny_model
 
     root = tmp_path_factory.mktemp("om")
     model = build_tiny_model(root / "tiny.onnx")

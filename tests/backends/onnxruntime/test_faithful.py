@@ -6,7 +6,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from tests.emulate.conftest import cosine, r16, run
+from tests.backends.onnxruntime.conftest import cosine, r16, run
 from tests.modelzoo import (addn_inputs, addn_model, conv_bn_relu_inputs, conv_bn_relu_model, epsilon_inputs,
                             epsilon_model, l2norm_inputs, l2norm_model)
 
@@ -21,7 +21,7 @@ def test_l2norm_collapses_under_force_fp16(tmp_path, convert):
 
 def test_keep_dtype_on_the_norm_chain_restores_it(tmp_path, convert):
     # square -> sum -> sqrt is one TbeReduceElemwiseFusionPass kernel whose intermediates stay fp16:
-    # keep_dtype restores the chain only with that pass off (tests/emulate/test_atc_fusion.py)
+    # keep_dtype restores the chain only with that pass off (tests/backends/onnxruntime/test_atc_fusion.py)
     model, feeds = l2norm_model(tmp_path / "m.onnx"), l2norm_inputs()
     golden = run(model, feeds)[0]
     emulated = run(convert(model, keep_dtype=["square", "sum", "sqrt"],

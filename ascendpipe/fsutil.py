@@ -67,3 +67,23 @@ def copy_atomic(src, dst):
     with atomic_path(dst) as tmp:
         shutil.copyfile(src, tmp)
     return dst
+
+
+def workspace_relative(value, root):
+    """``value`` (a str, or lists/dicts of them) with paths under ``root`` made relative to it,
+    wherever they stand in a string (``--model=/ws/m.onnx`` -> ``--model=m.onnx``).
+
+    Outputs that name their inputs (a convert's equivalent atc line, the remedy files it read) must
+    not carry the workspace's absolute path: two clones, or a Ray worker's scratch folder, would
+    write different bytes for the same build, and every stage downstream would get another key.
+    """
+    prefix = str(root).rstrip(os.sep) + os.sep
+    if isinstance(value, str):
+        return value.replace(prefix, "")
+    if isinstance(value, list):
+        return [workspace_relative(v, root) for v in value]
+    if isinstance(value, tuple):
+        return tuple(workspace_relative(v, root) for v in value)
+    if isinstance(value, dict):
+        return {k: workspace_relative(v, root) for k, v in value.items()}
+    return value

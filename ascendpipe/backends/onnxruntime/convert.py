@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ascendpipe.errors import Location, UserError
-from ascendpipe.fsutil import atomic_path, write_json_atomic, write_text_atomic
+from ascendpipe.fsutil import atomic_path, workspace_relative, write_json_atomic, write_text_atomic
 from ascendpipe.precision import lists as oplists
 from ascendpipe.precision import remedy
 from ascendpipe.precision.policy import Decision, Lists, NodeInfo, plan
@@ -334,7 +334,10 @@ def _kernel_fp16(groups, infos: list[NodeInfo], policy: str, op_lists: Lists, gr
     return force
 
 
-def convert_model(model_path: Path, out_dir: Path, settings: ConvertSettings) -> ConvertResult:
+def convert_model(model_path: Path, out_dir: Path, settings: ConvertSettings, *,
+                  workspace: Path | None = None) -> ConvertResult:
+    """Write the emulated device model and its records to ``out_dir``. Paths under ``workspace``
+    are recorded relative to it, so the outputs do not depend on where the workspace lives."""
     import onnx
 
     from ascendpipe.backends.onnxruntime import fusion
@@ -400,7 +403,9 @@ def convert_model(model_path: Path, out_dir: Path, settings: ConvertSettings) ->
         remedy_paths[name] = write_text_atomic(out_dir / REMEDY_NAMES[name], text)
     argv = settings.atc_argv(str(model_path), "model")
     runtime = _tune_runtime(settings, out_dir)
-    _write_json(out_dir / "convert.json", {**settings.record(), "atc_argv": argv, "fusion": fusion_info,
-                                           "runtime": runtime})
+    record = {**settings.record(), "atc_argv": argv, "fusion": fusion_info, "runtime": runtime}
+    if workspace is not None:
+        argv, record = workspace_relative(argv, workspace), workspace_relative(record, workspace)
+    _write_json(out_dir / "convert.json", record)
     counts = {d: sum(1 for x in decisions.values() if x.dtype == d) for d in ("float16", "float32", "other")}
     return ConvertResult(out_dir / MODEL_FILE, out_dir, counts, remedy_paths, argv, fusion_info, decisions)

@@ -14,7 +14,7 @@ def convert(ctx: StageContext) -> StageResult:
     try:
         settings = resolve(ctx.params, ctx.path, where)
         model = find_model_file(ctx.inputs["model"], what="input model")
-        result = convert_model(model, ctx.out_dir, settings)
+        result = convert_model(model, ctx.out_dir, settings, workspace=ctx.workspace)
     except UserError as err:
         raise err.with_location(stage=ctx.name) from None
     metrics = {"ops_fp16": result.counts["float16"], "ops_fp32": result.counts["float32"],

@@ -175,7 +175,10 @@ class Database:
         def tx(c):
             for blob in rec.get("remedy_blobs", []):
                 c.execute("INSERT OR IGNORE INTO blobs VALUES(?,?)", (blob["hash"], blob["content"]))
-            remedy = [{k: v for k, v in b.items() if k != "content"} for b in rec.get("remedy_blobs", [])]
+            blobs = rec.get("remedy_blobs") or []
+            # a restored stage brings its remedy files' name/path/hash from the run-cache (contents are
+            # in the blob table since it ran)
+            remedy = [{k: v for k, v in b.items() if k != "content"} for b in blobs] if blobs else rec.get("remedy") or []
             c.execute(
                 "INSERT OR REPLACE INTO stage_runs VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (
@@ -202,12 +205,21 @@ class Database:
         """Bulk-record stages that were fresh (the whole of a no-op build): one transaction."""
 
         def tx(c):
+            # a fresh stage's remedy files and info are those of the build that made its outputs: the
+            # run-cache entry of its key (one indexed read per chunk of keys, in this transaction)
+            wanted = [r["key"] for r in recs if r["state"] == "fresh" and r.get("key") and not r.get("remedy") and not r.get("info")]
+            made: dict[str, tuple[str, str]] = {}
+            for start in range(0, len(wanted), 500):
+                chunk = wanted[start:start + 500]
+                rows = c.execute(f"SELECT key, remedy, info FROM run_cache WHERE key IN ({','.join('?' * len(chunk))})", chunk)
+                made.update((k, (remedy, info)) for k, remedy, info in rows)
             c.executemany(
                 "INSERT OR REPLACE INTO stage_runs VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 [
                     (
                         run_id, r.get("seq", 0), r["name"], r["kind"], r["state"], r.get("key"), _j(r.get("params")), _j(r.get("deps")),
-                        _j(r.get("outputs")), _j(r.get("tools")), _j(r.get("metrics")), _j(r.get("remedy", [])), _j(r.get("info")),
+                        _j(r.get("outputs")), _j(r.get("tools")), _j(r.get("metrics")),
+                        *(made.get(r.get("key")) or (_j(r.get("remedy", [])), _j(r.get("info")))),
                         _j(r.get("reasons")), r.get("duration"), r.get("log"), r.get("error"),
                     )
                     for r in recs

@@ -117,3 +117,31 @@ def test_schema_file_is_current():
 
     on_disk = json.loads((ROOT / "schemas" / "pipeline.schema.json").read_text())
     assert on_disk == json.loads(json.dumps(pipeline_schema())), "regenerate: python -m ascendpipe.config.schema > schemas/pipeline.schema.json"
+
+
+def test_fresh_and_restored_stages_keep_their_remedy_files_and_info(ws):
+    """A run record names the remedy files and info of every stage's outputs, whether the stage ran,
+    was restored from the run-cache or was fresh (a no-op build records them too)."""
+    from tests.modelzoo import l2norm_model
+
+    l2norm_model(ws.root / "models" / "l2.onnx")
+    ws.pipeline("stages:\n  convert:\n    kind: convert\n    model: models/l2.onnx\n"
+                "    params: {precision_mode: force_fp16, keep_dtype: [sum, sqrt]}\n")
+    ran = ws.build()["stages"]["convert"]
+    assert ran["state"] == "ran"
+    assert sorted(f["name"] for f in ran["remedy_files"]) == ["keep_dtype"]
+    assert ran["info"]["atc_argv"][0] == "atc"
+
+    fresh = ws.build()["stages"]["convert"]  # the no-op fast path
+    assert fresh["state"] == "fresh"
+    assert fresh["remedy_files"] == ran["remedy_files"] and fresh["info"] == ran["info"]
+
+    other = ws.build(set=["stages.convert.params.keep_dtype=[sum]"])["stages"]["convert"]
+    assert other["state"] == "ran" and other["remedy_files"][0]["hash"] != ran["remedy_files"][0]["hash"]
+    restored_run = ws.build()
+    restored = restored_run["stages"]["convert"]
+    assert restored["state"] == "restored"
+    assert restored["remedy_files"] == ran["remedy_files"] and restored["info"] == ran["info"]
+    # the content comes back with the record, as for a stage that ran
+    shown = ascendpipe.show(restored_run["id"], str(ws.root))["stages"]["convert"]["remedy_files"]
+    assert shown[0]["content"].split() == ["sum", "sqrt"]

@@ -32,7 +32,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests import modelzoo  # noqa: E402
-from tests.fix import models as fixmodels  # noqa: E402
+from tests import modelzoo as fixmodels  # noqa: E402
 from tests.modelzoo import _const, _save  # noqa: E402
 
 MIN_COSINE = 0.99

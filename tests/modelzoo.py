@@ -4,6 +4,8 @@
   returns it; a matching ``*_inputs(seed=0)`` returns feeds that trigger the failure it models.
 - runtime models (linear, conv, emulated, two_input) with their numpy references.
 - timing models for profile and tune (conv_chain, constant_heavy).
+- fix: a BN whose folded weights overflow fp16 only when fused (folded_bn).
+- quantize: a small CNN with one layer made sensitive to int8 on purpose (build_sensitive_model).
 Weights are seeded.
 """
 
@@ -322,3 +324,85 @@ def constant_heavy(path: Path, *, n_const: int = 6, size: int = 192, batch: int 
                               [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, size])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, size])], inits)
     return _save(graph, path)
+
+
+# --- fix: fp16 failures that only fusion causes ----------------------------------------------
+
+def folded_bn_model(path: Path | str, channels: int = 4) -> Path:
+    """Conv -> BatchNormalization whose folded weights overflow fp16 only when the two are fused.
+
+    BN's scale gamma / sqrt(var) is 1e7 and the conv weights 0.01: folded, the weights are 1e5 >
+    65504 (inf in fp16), unfused every tensor fits. Input ``image`` [1, 3, 8, 8] (values ~1e-3, see
+    ``folded_bn_inputs``); output ``bn_out``. Nodes: ``conv``, ``bn``.
+    """
+    from onnx import TensorProto, helper
+
+    f32 = np.float32
+    inits = [
+        _const("conv.w", np.full((channels, 3, 3, 3), 0.01, f32)),
+        _const("bn.scale", np.full(channels, 1e5, f32)),
+        _const("bn.bias", np.zeros(channels, f32)),
+        _const("bn.mean", np.zeros(channels, f32)),
+        _const("bn.var", np.full(channels, 1e-4, f32)),
+    ]
+    nodes = [
+        helper.make_node("Conv", ["image", "conv.w"], ["conv_out"], name="conv", pads=[1, 1, 1, 1]),
+        helper.make_node("BatchNormalization", ["conv_out", "bn.scale", "bn.bias", "bn.mean", "bn.var"], ["bn_out"],
+                         name="bn", epsilon=1e-12),
+    ]
+    graph = helper.make_graph(nodes, "folded_bn", [helper.make_tensor_value_info("image", TensorProto.FLOAT, [1, 3, 8, 8])],
+                              [helper.make_tensor_value_info("bn_out", TensorProto.FLOAT, [1, channels, 8, 8])],
+                              initializer=inits)
+    return _save(graph, path)
+
+
+def folded_bn_inputs(seed: int = 0) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return {"image": rng.uniform(0.5e-3, 1.5e-3, size=(1, 3, 8, 8)).astype(np.float32)}
+
+
+# --- quantize: one layer sensitive to int8 -----------------------------------------------------
+
+SENSITIVE = "conv2"
+LAYERS = ["conv1", "conv2", "conv3", "fc"]
+
+
+def build_sensitive_model(path: Path, *, sensitive: bool = True, seed: int = 0) -> Path:
+    """x[N,3,8,8] -> conv1 -> relu -> conv2 -> relu -> conv3 -> relu -> gap -> flat -> fc -> logits[N,5].
+
+    conv1's last output channel is dead (zero weights, negative bias: ReLU makes it 0 everywhere). With
+    ``sensitive``, each of conv2's filters gets one weight 1000x its largest on that dead channel: the
+    fp32 output is unchanged (it multiplies zeros), but int8 weight scales (per channel, symmetric) are
+    set by that outlier and every real weight of conv2 rounds to 0. Only conv2 needs to stay in float.
+    """
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(seed)
+    w1 = rng.standard_normal((8, 3, 3, 3)).astype(np.float32) * 0.4
+    b1 = rng.standard_normal(8).astype(np.float32) * 0.1
+    w1[7], b1[7] = 0.0, -1.0
+    w2 = rng.standard_normal((8, 8, 3, 3)).astype(np.float32) * 0.2
+    if sensitive:
+        w2[:, 7, 1, 1] = 1000.0 * np.abs(w2).reshape(8, -1).max(axis=1)
+    w3 = rng.standard_normal((8, 8, 3, 3)).astype(np.float32) * 0.2
+    wf = rng.standard_normal((5, 8)).astype(np.float32)
+    bf = rng.standard_normal(5).astype(np.float32) * 0.1
+    inits = [numpy_helper.from_array(a, n) for a, n in ((w1, "w1"), (b1, "b1"), (w2, "w2"), (w3, "w3"), (wf, "wf"), (bf, "bf"))]
+    nodes = [
+        helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c1"], ["r1"], name="relu1"),
+        helper.make_node("Conv", ["r1", "w2"], ["c2"], name="conv2", pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c2"], ["r2"], name="relu2"),
+        helper.make_node("Conv", ["r2", "w3"], ["c3"], name="conv3", pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c3"], ["r3"], name="relu3"),
+        helper.make_node("GlobalAveragePool", ["r3"], ["g"], name="gap"),
+        helper.make_node("Flatten", ["g"], ["f"], name="flat"),
+        helper.make_node("Gemm", ["f", "wf", "bf"], ["logits"], name="fc", transB=1),
+    ]
+    graph = helper.make_graph(nodes, "sensitive", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 8, 8])],
+                              [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", 5])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    onnx.save(model, str(path))
+    return path

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from tests import modelzoo
-from tests.fix import models as fixmodels
+from tests import modelzoo as fixmodels
 
 
 def _run(model_path, feeds):

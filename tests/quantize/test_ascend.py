@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.backends.ascend.conftest import DOUBLES, _point_at_doubles
-from tests.quantize.models import SENSITIVE, make_workspace
+from tests.quantize.workspace import SENSITIVE, make_workspace
 
 DEVICE_STAGES = """\
   convert_int8: {kind: convert, model: build/quantize/deploy/model.onnx, params: {soc_version: Ascend310P3}}

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.quantize.models import LAYERS, SENSITIVE, make_workspace
+from tests.quantize.workspace import LAYERS, SENSITIVE, make_workspace
 
 REPO = Path(__file__).resolve().parents[2]
 

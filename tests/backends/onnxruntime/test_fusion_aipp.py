@@ -10,7 +10,7 @@ from onnx import TensorProto, helper
 
 from ascendpipe.errors import UserError
 from tests.backends.onnxruntime.conftest import r16, run
-from tests.modelzoo import conv_bn_relu_inputs, conv_bn_relu_model
+from tests.modelzoo import conv_bn_relu_inputs, conv_bn_relu_model, l2norm_model
 
 
 def test_fused_map_and_fused_node_is_one_fp16_cube_op(tmp_path, convert):
@@ -139,3 +139,12 @@ def test_aipp_config_error_names_file_and_line(tmp_path, convert):
     with pytest.raises(UserError) as err:
         convert(_neg_model(tmp_path / "m.onnx"), insert_op_conf=str(tmp_path / "aipp.cfg"))
     assert "aipp.cfg:3" in str(err.value) and "int32" in str(err.value)
+
+
+def test_a_misspelt_pass_name_gets_the_close_one_suggested(tmp_path, convert):
+    with pytest.raises(UserError, match=r"'TbeReduceElemwsieFusionPass' .*did you mean 'TbeReduceElemwiseFusionPass'\?"):
+        convert(l2norm_model(tmp_path / "m.onnx"), fusion_switch={"TbeReduceElemwsieFusionPass": "off"})
+    # a name from another tool's vocabulary (onnxruntime's) matches nothing closely: no guess
+    with pytest.raises(UserError) as err:
+        convert(l2norm_model(tmp_path / "m2.onnx"), fusion_switch={"MatMulScaleFusion": "off"})
+    assert "did you mean" not in str(err.value)

@@ -227,18 +227,23 @@ def dry_run(pipeline, graph, order, options, stream) -> dict:
             continue
         verb = "restore" if d.get("restorable") else "run"
         stream.write(f"  would {verb:<8} {name}: {'; '.join(d['reasons'])}\n")
-        for argv in _commands(pipeline, pipeline.stages[name]):
+        argvs, problem = _commands(pipeline, pipeline.stages[name])
+        for argv in argvs:
             import shlex
 
             stream.write(f"      $ {shlex.join(argv)}\n")
+        if problem:  # the build would stop here too: say so now rather than show no command
+            stream.write(f"      ! {problem}\n")
+            d["problem"] = problem
     stream.write(f"{len(would)} of {len(order)} stages would run\n")
     return {"dry_run": True, "would_run": would, "stages": decisions}
 
 
-def _commands(pipeline, stage) -> list[list[str]]:
-    """External command lines a stage would run (for --dry-run; mostly the ascend backend)."""
+def _commands(pipeline, stage) -> tuple[list[list[str]], str | None]:
+    """External command lines a stage would run (for --dry-run; mostly the ascend backend), and the
+    user error that keeps them from being built (e.g. atc without a soc_version), if any."""
     if stage.kind == "run":
-        return [["/bin/sh", "-c", stage.cmd]]
+        return [["/bin/sh", "-c", stage.cmd]], None
     from pathlib import Path
 
     from ascendpipe.stages.base import StageContext
@@ -252,6 +257,6 @@ def _commands(pipeline, stage) -> list[list[str]]:
         log=open(os.devnull, "w"), thresholds=dict(pipeline.thresholds),
     )
     try:
-        return kind.commands(ctx) or []
-    except UserError:
-        return []
+        return kind.commands(ctx) or [], None
+    except UserError as err:
+        return [], str(err)

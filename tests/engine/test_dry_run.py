@@ -1,0 +1,27 @@
+"""--dry-run shows each stage's command lines, or says why it cannot build them."""
+
+from __future__ import annotations
+
+from ascendpipe.cli.main import main
+from tests.modelzoo import l2norm_model
+
+
+def _dry_run(ws, capsys, *extra) -> list[str]:
+    code = main(["build", str(ws.root / "pipeline.yaml"), "--dry-run", *extra])
+    assert code == 1  # something would run
+    return capsys.readouterr().out.splitlines()
+
+
+def test_a_stage_whose_command_cannot_be_built_says_why(ws, capsys):
+    l2norm_model(ws.root / "models" / "l2.onnx")
+    ws.pipeline("backend: ascend\nstages:\n  convert: {kind: convert, model: models/l2.onnx}\n")
+    lines = _dry_run(ws, capsys)
+    problems = [line.strip() for line in lines if line.strip().startswith("! ")]
+    assert problems == ["! stage 'convert': soc_version is required on the ascend backend (e.g. soc_version: Ascend310P3)"]
+    assert not [line for line in lines if line.strip().startswith("$ ")]
+
+    lines = _dry_run(ws, capsys, "--set", "stages.convert.params.soc_version=Ascend310P3")
+    commands = [line.strip()[2:].split() for line in lines if line.strip().startswith("$ ")]
+    assert [argv[0].rsplit("/", 1)[-1] for argv in commands] == ["atc", "atc"]  # the OM, then its JSON
+    assert "--soc_version=Ascend310P3" in commands[0] and "--framework=5" in commands[0]
+    assert not [line for line in lines if line.strip().startswith("! ")]

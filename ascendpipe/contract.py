@@ -22,6 +22,18 @@ if TYPE_CHECKING:
 
 # ---- file names and format ids that cross areas --------------------------------------------------
 
+# A stage's folder under the build root: ``convert@fp16`` -> ``convert__fp16``. The CANN tools
+# accept only [A-Za-z0-9./_-] in a path (ATC's CheckInputPathValid, ais_bench's and msit's
+# PATH_WHITE_LIST_REGEX, msaccucmp's safe_path_string), so ``@`` never reaches a folder name. Base
+# stage names may not contain ``__`` (config/pipeline.py), which keeps the mapping collision-free.
+VARIANT_FOLDER_SEPARATOR = "__"
+
+
+def stage_folder(stage_name: str) -> str:
+    """The folder (and log file stem) of a stage under the build root; docs/contracts.md."""
+    return stage_name.replace("@", VARIANT_FOLDER_SEPARATOR)
+
+
 METRICS_FILE = "metrics.json"  # a built-in stage's metrics, also read by downstream stages
 
 # a converted-model folder (either backend's convert or tune stage)

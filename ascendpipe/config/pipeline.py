@@ -14,6 +14,7 @@ from ascendpipe.config.matrix import Expansion
 from ascendpipe.config.model import DEFAULT_BUILD_DIR, Pipeline, Stage, find_workspace
 from ascendpipe.config.template import AllowedEnv, RecordingParams, render_tree
 from ascendpipe.config.yamlmarks import Marks, decode, load_yaml
+from ascendpipe.contract import stage_folder
 from ascendpipe.errors import Location, UserError
 
 __all__ = ["load_pipeline", "Pipeline", "Stage", "find_workspace", "DEFAULT_BUILD_DIR"]
@@ -114,7 +115,7 @@ class _Resolver:
         merged = {**self.top_params, **own, **overlay}
         accessed: set = set()
         env_used: dict = {}
-        out_dir = f"{self.build_dir}/{name}"
+        out_dir = f"{self.build_dir}/{stage_folder(name)}"
         context = {
             "params": RecordingParams(merged, accessed),
             "env": AllowedEnv(self.env_names, self.environ, env_used),
@@ -216,7 +217,7 @@ class _Resolver:
             target = self._stage_ref(value, choice)
             if target is not None:
                 stage.upstream[fieldname] = target
-                stage.inputs[fieldname] = f"{self.build_dir}/{target}"
+                stage.inputs[fieldname] = f"{self.build_dir}/{stage_folder(target)}"
             else:
                 rel = self._rel(value, where, stage.name)
                 stage.inputs[fieldname] = rel
@@ -226,7 +227,7 @@ class _Resolver:
             if isinstance(value, str) and value:
                 where = ("stages", stage.base, "params", pname)
                 stage.deps.append(self._rel(value, where, stage.name))
-        stage.outs = [f"{self.build_dir}/{stage.name}"]
+        stage.outs = [f"{self.build_dir}/{stage_folder(stage.name)}"]
 
     def _resources(self, raw, stage_path: tuple, name: str) -> dict:
         from ascendpipe.config.resources import normalize

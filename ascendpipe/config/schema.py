@@ -100,7 +100,7 @@ def pipeline_schema() -> dict:
             "stages": {
                 "type": "object",
                 "minProperties": 1,
-                "propertyNames": {"pattern": "^[A-Za-z_][A-Za-z0-9_.-]*$"},
+                "propertyNames": {"pattern": "^(?!.*__)[A-Za-z_][A-Za-z0-9_.-]*$"},  # `__` is the variant separator in folder names (contract.stage_folder)
                 "additionalProperties": stage,
             },
         },

@@ -13,6 +13,7 @@ import os
 import threading
 import time
 
+from ascendpipe.contract import stage_folder
 from ascendpipe.errors import Location, StageFailed, UserError
 from ascendpipe.graph import key as keymod
 from ascendpipe.store.hashing import hash_bytes
@@ -123,7 +124,7 @@ class StageExecutor:
 
     # -- doing ---------------------------------------------------------------------------------
     def log_path(self, stage) -> str:
-        return os.path.join(self.pipeline.build_dir, f"{stage.name}.log")
+        return os.path.join(self.pipeline.build_dir, f"{stage_folder(stage.name)}.log")
 
     def execute(self, name: str) -> Outcome:
         stage = self.pipeline.stages[name]

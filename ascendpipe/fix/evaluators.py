@@ -16,6 +16,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from ascendpipe.contract import stage_folder
 from ascendpipe.errors import Location, UserError
 from ascendpipe.fix.search import FUSION, KEEP, Result
 
@@ -241,9 +242,9 @@ class PipelineEvaluator:
         run, metric = self._attempt(remedy)
         rows, failure, cosine, ops = [], None, None, []
         if t.compare:
-            result = json.loads((self.build_dir / t.compare / "result.json").read_text())
+            result = json.loads((self.build_dir / stage_folder(t.compare) / "result.json").read_text())
             rows, failure, cosine = result.get("rows") or [], result.get("first_failure"), _output_cosine(result)
-        plan_path = self.build_dir / t.convert / "precision_plan.json"
+        plan_path = self.build_dir / stage_folder(t.convert) / "precision_plan.json"
         if plan_path.is_file():  # blind fallback order: the converted model's nodes
             ops = list(json.loads(plan_path.read_text()).get("nodes") or [])
         passed = metric >= self.golden_metric - self.tolerance

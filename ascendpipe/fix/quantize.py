@@ -21,6 +21,7 @@ import json
 import shutil
 from pathlib import Path
 
+from ascendpipe.contract import stage_folder
 from ascendpipe.errors import Location, UserError
 from ascendpipe.fix.evaluators import PipelineEvaluator, _output_cosine
 from ascendpipe.fix.search import KEEP, Candidate, Outcome, Result, search
@@ -61,13 +62,13 @@ class QuantizePipelineEvaluator(PipelineEvaluator):
     def evaluate(self, remedy: frozenset) -> Result:
         t = self.target
         run, metric = self._attempt(remedy)
-        record_path = self.build_dir / t.convert / "quantize.json"
+        record_path = self.build_dir / stage_folder(t.convert) / "quantize.json"
         record = json.loads(record_path.read_text()) if record_path.is_file() else {}
         if not self.layers:
             self.layers = list(record.get("layers") or [])
         compared = None
-        if t.compare and (self.build_dir / t.compare / "result.json").is_file():
-            compared = json.loads((self.build_dir / t.compare / "result.json").read_text())
+        if t.compare and (self.build_dir / stage_folder(t.compare) / "result.json").is_file():
+            compared = json.loads((self.build_dir / stage_folder(t.compare) / "result.json").read_text())
         failure, cosine = _evidence(compared)
         passed = metric >= self.golden_metric - self.tolerance
         note = f"run {run.get('id')}" + (f"; loses most: {failure['op_name']}" if failure and not passed else "")

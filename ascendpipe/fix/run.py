@@ -14,6 +14,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from ascendpipe.contract import stage_folder
 from ascendpipe.errors import Location, UserError
 from ascendpipe.fix import report
 from ascendpipe.fix.search import Outcome, search
@@ -100,7 +101,7 @@ def fix_pipeline(pipeline: str | Path, *, stage: str = "convert", metric: str, t
                           metric_stage=target.metric_stage, metric_name=target.metric, golden_stage=target.golden_stage,
                           golden_metric=golden, tolerance=tolerance, runs=evaluator.runs,
                           set=evaluator.set_lines(outcome.remedy) if outcome.passed else [])
-    out_dir = Path(output) if output else build_dir / "fix" / target.convert
+    out_dir = Path(output) if output else build_dir / "fix" / stage_folder(target.convert)
     written = report.write_remedy_files(out_dir, keep, fusion, data)
     target_text = (f"{target.metric_stage}.{target.metric} >= {target.golden_stage}.{target.metric} - {tolerance}"
                    + (f" = {golden - tolerance:.6g}" if golden is not None else ""))
@@ -169,7 +170,7 @@ def fix_quantize(pipeline: str | Path, *, stage: str = "quantize", metric: str |
             "tolerance": tolerance, "runs": evaluator.runs,
             "set": evaluator.set_lines(outcome.remedy) if outcome.passed else [],
             "table": report.attempt_rows(outcome)}
-    out_dir = Path(output) if output else build_dir / "fix" / name
+    out_dir = Path(output) if output else build_dir / "fix" / stage_folder(name)
     out_dir.mkdir(parents=True, exist_ok=True)
     from ascendpipe.fsutil import write_text_atomic
 

@@ -54,16 +54,16 @@ def reid(tmp_path_factory):
         mp.chdir(ws)
         mp.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
         seen["ort"] = ascendpipe.build(pipeline, jobs=2, set=EPOCHS, quiet=True)
-        seen["ort_outputs"] = {v: _json(ws / f"build/eval@{v}/metrics.json") for v in VARIANTS}
+        seen["ort_outputs"] = {v: _json(ws / f"build/eval__{v}/metrics.json") for v in VARIANTS}
         seen["golden"] = _json(ws / "build/eval_golden/metrics.json")
-        seen["compare_fp16"] = _json(ws / "build/compare@fp16/result.json")
-        seen["compare_fp32"] = _json(ws / "build/compare@fp32/result.json")
-        seen["compare_fp16_keep"] = _json(ws / "build/compare@fp16_keep/result.json")
+        seen["compare_fp16"] = _json(ws / "build/compare__fp16/result.json")
+        seen["compare_fp32"] = _json(ws / "build/compare__fp32/result.json")
+        seen["compare_fp16_keep"] = _json(ws / "build/compare__fp16_keep/result.json")
         seen["noop"] = ascendpipe.build(pipeline, jobs=2, set=EPOCHS, quiet=True)
         seen["changed"] = ascendpipe.build(pipeline, jobs=2, set=EPOCHS + [CHANGED], quiet=True)
-        seen["changed_mAP"] = _json(ws / "build/eval@fp16_keep/metrics.json")["mAP"]
+        seen["changed_mAP"] = _json(ws / "build/eval__fp16_keep/metrics.json")["mAP"]
         seen["reverted"] = ascendpipe.build(pipeline, jobs=2, set=EPOCHS, quiet=True)
-        seen["reverted_mAP"] = _json(ws / "build/eval@fp16_keep/metrics.json")["mAP"]
+        seen["reverted_mAP"] = _json(ws / "build/eval__fp16_keep/metrics.json")["mAP"]
         _point_at_doubles(mp)
         mp.setenv("PATH", f"{DOUBLES / 'msit_bin'}{os.pathsep}{os.environ['PATH']}")
         seen["ascend"] = ascendpipe.build(pipeline, jobs=2, set=EPOCHS + ASCEND, backend="ascend", quiet=True)
@@ -109,13 +109,13 @@ def test_ascend_backend_runs_every_stage_and_compares_through_the_om_json(reid):
     assert {n for n, s in states.items() if s == "fresh"} >= {"data", "train", "export"}
     for v in VARIANTS:
         assert states[f"compare@{v}"] == "ran"
-        assert (ws / f"build/convert@{v}/model.om").is_file()
-        result = _json(ws / f"build/compare@{v}/result.json")
+        assert (ws / f"build/convert__{v}/model.om").is_file()
+        result = _json(ws / f"build/compare__{v}/result.json")
         fused = [r for r in result["rows"] if r["fused"] and r["side"] == "both"]
         # the atc double fuses each Conv with its Relu; the OM JSON maps it back to both ONNX nodes
         assert len(fused) == 3 and all(len(r["golden_ops"]) == 2 and r["golden_ops"][1].endswith("/Relu") for r in fused)
         assert all(r["golden_tensor"] == r["golden_ops"][1] + "_output_0" for r in fused)
-        agreement = _json(ws / f"build/compare@{v}/msit_result.json")["agreement"]
+        agreement = _json(ws / f"build/compare__{v}/msit_result.json")["agreement"]
         assert agreement["paired_rows"] == result["summary"]["compared_tensors"] == agreement["agree"]
 
 

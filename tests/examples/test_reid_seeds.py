@@ -65,13 +65,13 @@ def story(request, tmp_path_factory):
         mp.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
         ascendpipe.build(pipeline, TARGETS, jobs=2, set=base, quiet=True)
         seen["golden"] = _json(ws / "build/eval_golden/metrics.json")["mAP"]
-        seen["mAP"] = {v: _json(ws / f"build/eval@{v}/metrics.json")["mAP"] for v in VARIANTS}
-        seen["compare"] = {v: _json(ws / f"build/compare@{v}/result.json") for v in VARIANTS}
+        seen["mAP"] = {v: _json(ws / f"build/eval__{v}/metrics.json")["mAP"] for v in VARIANTS}
+        seen["compare"] = {v: _json(ws / f"build/compare__{v}/result.json") for v in VARIANTS}
         first = seen["compare"]["fp16"]["first_failure"]
         seen["advice_sets"] = _advice_sets(first) if first else []
         if seen["advice_sets"]:
             ascendpipe.build(pipeline, ["eval@fp16"], jobs=2, set=base + seen["advice_sets"], quiet=True)
-            seen["advised_mAP"] = _json(ws / "build/eval@fp16/metrics.json")["mAP"]
+            seen["advised_mAP"] = _json(ws / "build/eval__fp16/metrics.json")["mAP"]
     print(f"seed {seed}: golden mAP {seen['golden']:.4f}, fp16 {seen['mAP']['fp16']:.4f}, first failure "
           f"{first and first['op_name']}, after the advice {seen.get('advised_mAP')}")
     return seen

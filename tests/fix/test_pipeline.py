@@ -82,7 +82,7 @@ def test_pipeline_fix_finds_a_minimal_set_and_reruns_from_cache(workspace):
     for run_id in again.summary["runs"]:
         states = {n: s["state"] for n, s in ascendpipe.show(run_id)["stages"].items()}
         assert states["convert@fp16"] != "ran" and states["infer@fp16"] != "ran" and states["eval@fp16"] != "ran"
-    written = workspace / "build" / "fix" / "convert@fp16" / "keep_dtype.cfg"
+    written = workspace / "build" / "fix" / "convert__fp16" / "keep_dtype.cfg"
     assert written.read_text().split() == report.keep_dtype
     # the printed YAML lines, merged into the pipeline, apply the remedy
     from ascendpipe.fix.report import yaml_lines

@@ -25,8 +25,8 @@ stages:
       op_select_implmode: [high_performance, high_precision, high_precision_for_all, high_performance_for_all]
   summary:
     kind: run
-    cmd: python3 step.py COUNTER data/summary.txt build/convert@force_fp16-high_precision/convert.json
-    deps: [step.py, build/convert@force_fp16-high_precision]
+    cmd: python3 step.py COUNTER data/summary.txt build/convert__force_fp16-high_precision/convert.json
+    deps: [step.py, build/convert__force_fp16-high_precision]
     outs: [data/summary.txt]
 """
 

@@ -82,8 +82,8 @@ class StandaloneQuantizeEvaluator:
     def __init__(self, model: Path, calibration: list[dict], eval_feeds: dict, labels, *, tolerance: float,
                  work_dir: Path, probe: dict | None = None, params: dict | None = None, output: str | None = None):
         import numpy as np
-        import onnxruntime as ort
 
+        from ascendpipe.backends.onnxruntime.session import make_session
         from ascendpipe.compare.runner import graph_info
         from ascendpipe.compare.sources import dump
         from ascendpipe.quantize.artifacts import quantizable_layers
@@ -97,8 +97,7 @@ class StandaloneQuantizeEvaluator:
         self.graph = graph_info(self.model)
         self.layers = [n for n, _ in quantizable_layers(self.model, QUANTIZABLE_TYPES)]
         self.golden_dump = dump(self.model, self.probe, self.work_dir / "golden_dump", fusions=False)
-        session = ort.InferenceSession(str(self.model), providers=["CPUExecutionProvider"])
-        self.golden_metric = self._top1(session)
+        self.golden_metric = self._top1(make_session(self.model))
         self.count = 0
 
     def _top1(self, session) -> float:
@@ -108,9 +107,8 @@ class StandaloneQuantizeEvaluator:
         return float(np.mean(np.argmax(outputs[0], axis=1) == self.labels))
 
     def evaluate(self, remedy: frozenset) -> Result:
-        import onnxruntime as ort
-
         from ascendpipe.backends.onnxruntime.quantize import quantize_model
+        from ascendpipe.backends.onnxruntime.session import make_session
         from ascendpipe.compare.advisor import quantization_losses, skip_layers_advice
         from ascendpipe.compare.runner import compare_dumps
         from ascendpipe.compare.sources import dump
@@ -127,7 +125,7 @@ class StandaloneQuantizeEvaluator:
             path = attempt / "model.onnx"
             quantize_model(self.model, self.calibration, path, settings)
             mapping = annotate_for_dump(path, self.model)
-            metric = self._top1(ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]))
+            metric = self._top1(make_session(path))
             target = dump(path, self.probe, attempt / "dump", fusions=True)
             compared = compare_dumps(self.golden_dump, target, graph=self.graph)
         finally:

@@ -83,6 +83,12 @@ def session_options(runtime: dict[str, Any] | None, *, fusions: bool, profile_pr
         opts.graph_optimization_level = getattr(ort.GraphOptimizationLevel, level)
     if not fusions:
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    # A QDQ (int8) model runs as fake-quant: dequantized values through fp32 kernels. Left to itself,
+    # onnxruntime fuses QDQ groups into its x86 int8 kernels, whose u8s8 pair sums saturate int16 on
+    # CPUs without VNNI (AVX2): the classify int8 model lost 15 points of Top-1 there and none on a
+    # VNNI CPU. The device's cube accumulates int8 products in int32 without saturation, which the
+    # fp32 path reproduces on every CPU (onnxruntime's "session.disable_quant_qdq" session option).
+    opts.add_session_config_entry("session.disable_quant_qdq", "1")
     for key in ("intra_op_num_threads", "inter_op_num_threads"):
         if key in runtime:
             value = runtime[key]

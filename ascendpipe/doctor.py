@@ -170,20 +170,3 @@ def disk_free(path: Path) -> int | None:
         return shutil.disk_usage(path).free
     except OSError:
         return None
-
-
-def host_probes(env: dict | None = None) -> Probes:
-    import os
-
-    from ascendpipe.versions import package_version
-
-    def version(dist: str) -> str | None:
-        found = package_version(dist)
-        return None if not found or found in ("absent", "not installed", "none") else found
-
-    env = dict(os.environ if env is None else env)
-    probes = Probes(package_version=version, free_bytes=disk_free)
-    from ascendpipe.backends.ascend import doctor as ascend
-
-    ascend.attach(probes, env)
-    return probes

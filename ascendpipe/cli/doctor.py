@@ -25,6 +25,24 @@ def _wanted_socs(pipeline) -> dict[str, str]:
             if s.kind in ("convert", "tune", "quantize") and s.params.get("soc_version")}
 
 
+def host_probes(env: dict | None = None):
+    """The probes of this machine: package versions, disk, and the ascend toolkit/board probes."""
+    import os
+
+    from ascendpipe import doctor
+    from ascendpipe.backends.ascend import doctor as ascend
+    from ascendpipe.versions import package_version
+
+    def version(dist: str) -> str | None:
+        found = package_version(dist)
+        return None if not found or found == "not installed" else found
+
+    env = dict(os.environ if env is None else env)
+    probes = doctor.Probes(package_version=version, free_bytes=doctor.disk_free)
+    ascend.attach(probes, env)
+    return probes
+
+
 def main(args) -> int:
     from ascendpipe import doctor
     from ascendpipe.backends.registry import names
@@ -40,7 +58,7 @@ def main(args) -> int:
     backend = backend or "onnxruntime"
     if backend not in names():
         raise UserError(f"unknown backend '{backend}'; known: {', '.join(names())}", Location(field="--backend"))
-    checks = doctor.run_checks(backend, workspace.resolve(), doctor.host_probes(), wanted)
+    checks = doctor.run_checks(backend, workspace.resolve(), host_probes(), wanted)
     if args.json:
         sys.stdout.write(json.dumps({"backend": backend, "workspace": str(workspace.resolve()),
                                      "ok": all(c.ok for c in checks),

@@ -107,3 +107,37 @@ def test_long_dump_names_are_read_through_both_mapping_csv_files(tmp_path):
     # without the device's mapping.csv the hashed dump is not an op: it is left out, not misnamed
     bare = json.loads(acl_dump.build_index(converted, tmp_path / "bare", naming, model="m.om", feeds={}).read_text())
     assert [t["op_name"] for t in bare["tensors"]] == ["add_1"]
+
+
+def test_a_long_op_name_goes_through_the_device_dump_and_msaccucmp_to_its_tensor(tmp_path, monkeypatch):
+    """End to end on the CANN doubles: the dump file of an op with a 250-character name is hashed by the
+    device (mapping.csv in the dump folder); the index still names its op and ONNX tensor."""
+    import onnx
+
+    from ascendpipe.backends.ascend import stages
+    from tests.backends.ascend.conftest import _context_factory, _point_at_doubles, build_tiny_model
+
+    _point_at_doubles(monkeypatch)
+    model_path = build_tiny_model(tmp_path / "tiny.onnx")
+    model = onnx.load(str(model_path))
+    long_name = "backbone/" + "stage_block/" * 20 + "conv2"
+    next(n for n in model.graph.node if n.name == "conv2").name = long_name
+    onnx.save(model, str(model_path))
+    factory = _context_factory(tmp_path / "ws")
+    make_ctx = next(factory)
+    cctx = make_ctx("convert", "convert", {"soc_version": "Ascend310P3"}, inputs={"model": model_path})
+    stages.convert(cctx)
+    fused = json.loads((cctx.out_dir / "fused_map.json").read_text())
+    assert fused["tensors"]["conv1:output:0"] == "r1"  # Conv+Relu: output_desc names relu1's output 0
+    np.save(tmp_path / "x.npy", np.random.default_rng(0).standard_normal((2, 3, 8, 8)).astype(np.float32))
+    dctx = make_ctx("dump", "dump", {"keep_raw": True}, inputs={"model": cctx.out_dir, "inputs": tmp_path / "x.npy"})
+    stages.dump(dctx)
+    leaf = next((dctx.out_dir / "npu_dump").glob("*/*/*/*/*"))
+    hashed = acl_dump.read_mapping_csv(leaf)
+    assert len(hashed) == 1 and all(k.isdigit() and acl_dump.sanitize(long_name) in v for k, v in hashed.items())
+    # msaccucmp names its npy after the (short) hashed file: only the device's mapping.csv is needed here
+    assert not acl_dump.read_mapping_csv(dctx.out_dir / "converted")
+    index = json.loads((dctx.out_dir / "index.json").read_text())
+    entry = next(t for t in index["tensors"] if t["op_name"] == long_name)
+    assert entry["name"] == "c2" and entry["op_type"] == "Conv2D"
+    next(factory, None)

@@ -34,6 +34,7 @@ COMMANDS = {
     "report": "ascendpipe.cli.report",
     "checkout": "ascendpipe.cli.checkout",
     "export": "ascendpipe.cli.export",
+    "doctor": "ascendpipe.cli.doctor",
 }
 
 

@@ -10,7 +10,8 @@ Branches, checked in this order for the failing row:
    error ... may be caused by Ascend internal optimization").
    When the overflowing op is a UB-fused kernel that keeps its intermediates in fp16 (the ATC pass
    catalogue says which), a second item switches that pass off: keep_dtype alone cannot reach them.
-3. a fused op failing while everything before it passes -> switch that ATC fusion pass off.
+3. a fused op failing while everything before it passes -> switch that ATC fusion pass off; a pass the
+   device cannot switch off (the catalogue's ``switchable``) is never proposed: keep_dtype on its ops instead.
 4. loss without overflow -> ``keep_dtype`` the op, or the milder ``precision_mode: allow_fp32_to_fp16``.
 
 Each advice item is ready to paste: the remedy file (name and content), the ``--set`` line and the
@@ -63,11 +64,17 @@ def describe_failure(
         rule = (fusion_rules or {}).get(row["op_name"])
         kind, advice = "precision_loss", _loss_advice(rows, position, plan_nodes, stage, existing_keep, known)
         advice.insert(1, _fusion_advice(row, _fp16_kernel_passes(rule), True, stage, settings.get("fusion_switch"),
-                                        overflow=True))
+                                        overflow=True, fixed=[r for r in rule.split("+") if not _switchable(r)]))
     elif row.get("fused"):
         rule = (fusion_rules or {}).get(row["op_name"])
         rules = rule.split("+") if rule else guess_rules(row["op_type"], _original_types(rows, row))
-        kind, advice = "fusion", [_fusion_advice(row, rules, rule is not None, stage, settings.get("fusion_switch"))]
+        fixed = [r for r in rules if not _switchable(r)]
+        rules = [r for r in rules if _switchable(r)]
+        if rules or not fixed:
+            kind, advice = "fusion", [_fusion_advice(row, rules, rule is not None, stage, settings.get("fusion_switch"),
+                                                     fixed=fixed)]
+        else:  # the device cannot switch the pass off: keep the fused op's ops in fp32 instead
+            kind, advice = "fusion", [_unswitchable_advice(row, fixed, stage, existing_keep)]
     else:
         kind, advice = "precision_loss", _loss_advice(rows, position, plan_nodes, stage, existing_keep, known)
     return {
@@ -190,12 +197,29 @@ def guess_rules(fused_type: str, original_types: list[str]) -> list[str]:
     return atc_passes.guess(list(original_types) or [fused_type])
 
 
+def _switchable(name: str) -> bool:
+    from ascendpipe.precision import atc_passes
+
+    return atc_passes.switchable(name)
+
+
 def _fp16_kernel_passes(rule: str | None) -> list[str]:
-    """The passes in ``rule`` ('A+B') whose fused kernel keeps its intermediates in fp16."""
+    """The passes in ``rule`` ('A+B') whose fused kernel keeps its intermediates in fp16 and that ATC lets
+    the user switch off (advice never names a switch the device ignores)."""
     from ascendpipe.precision import atc_passes
 
     names = (rule or "").split("+")
-    return [n for n in names if n in atc_passes.BY_NAME and atc_passes.BY_NAME[n].effect == atc_passes.UB_FP16]
+    return [n for n in names if n in atc_passes.BY_NAME and atc_passes.BY_NAME[n].effect == atc_passes.UB_FP16
+            and atc_passes.switchable(n)]
+
+
+def _unswitchable_advice(row, passes: list[str], stage: str, existing_keep: list[str]) -> dict:
+    named = ", ".join(f"'{p}'" for p in passes)
+    ops = _ops_of(row)
+    message = (f"fused op '{row['op_name']}' (from {', '.join(ops)}) fails while its inputs pass; it is made by "
+               f"{named}, which ATC cannot switch off (the CANN reference: 'this fusion pattern cannot be "
+               "disabled'): keep its ops in fp32 instead")
+    return _keep_dtype_item(_unique(list(existing_keep or []) + ops), stage, message, added=ops)
 
 
 def _original_types(rows: list[dict], row: dict) -> list[str]:
@@ -205,7 +229,10 @@ def _original_types(rows: list[dict], row: dict) -> list[str]:
     return [by_op[op] for op in row.get("golden_ops") or [] if op in by_op]
 
 
-def _fusion_advice(row, rules: list[str], known: bool, stage: str, existing: dict | None, overflow: bool = False) -> dict:
+def _fusion_advice(row, rules: list[str], known: bool, stage: str, existing: dict | None, overflow: bool = False,
+                   fixed: list[str] | None = None) -> dict:
+    from ascendpipe.precision.remedy import format_fusion_switch
+
     originals = ", ".join(row.get("golden_ops") or [])
     rules = rules or [f"{row['op_type']}FusionPass"]
     named = ", ".join(f"'{r}'" for r in rules)
@@ -215,13 +242,16 @@ def _fusion_advice(row, rules: list[str], known: bool, stage: str, existing: dic
                    f"intermediates in fp16 even for ops in keep_dtype: switch {named} off as well")
     if not known:
         message += " (rule inferred from the fused op types)"
+    if fixed:
+        message += f" ({', '.join(repr(f) for f in fixed)} cannot be switched off on the device)"
     # a pasted fusion_switch replaces the stage's (or variant's) whole mapping: carry the rules already set
     switches = {**{str(k): str(v) for k, v in (existing or {}).items()}, **{r: "off" for r in rules}}
     return {
         "kind": "fusion_switch",
         "message": message,
         "rules": rules,
-        "file": {"name": "fusion_switch.cfg", "content": "".join(f"{r}:{v}\n" for r, v in switches.items())},
+        # ATC's JSON form, each pass in its section: the same file convert, fix and atc read
+        "file": {"name": "fusion_switch.cfg", "content": format_fusion_switch(switches)},
         "set": paste.set_line(stage, ["fusion_switch"], switches),
         "yaml": paste.yaml_lines(stage, {"fusion_switch": switches}),
     }

@@ -10,6 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 ORIGINAL_NAMES_ATTR = "_datadump_original_op_names"
+# per output (the op's output_desc[k].attr): the original op and which of its outputs this one is
+ORIGIN_NAME_ATTR = "_datadump_origin_name"
+ORIGIN_INDEX_ATTR = "_datadump_origin_output_index"
 
 
 @dataclass
@@ -48,14 +51,17 @@ def pair_tensors(
     *,
     tensor_map: dict[str, str] | None = None,
     op_map: dict[str, list[str]] | None = None,
+    origins: dict[tuple[str, int], tuple[str, int] | None] | None = None,
 ) -> list[Pair]:
     """Pair every tensor. ``tensor_map``: target tensor -> original tensor (fused_map.json "tensors").
     ``op_map``: target op -> original ops (fused_map.json "fused", or ``om_original_op_names``).
+    ``origins``: (OM op, output k) -> (original op, output index) from the OM JSON (``om_output_origins``).
 
-    A target tensor pairs with the golden tensor of the same (mapped) name; failing that, a fused
-    op's k-th output pairs with the k-th output of the last of its original ops in golden order
-    (the op whose output the fusion produces)."""
-    tensor_map, op_map = tensor_map or {}, op_map or {}
+    A target tensor pairs with the golden tensor of the same (mapped) name; failing that, an OM op's
+    output pairs as msaccucmp pairs it, through its origin (none when the OM gives it none); an op
+    the OM JSON does not describe (an emulated fused op) pairs its k-th output with the k-th output of
+    the last of its original ops in golden order (the op whose output the fusion produces)."""
+    tensor_map, op_map, origins = tensor_map or {}, op_map or {}, origins or {}
     golden = [e for e in golden if not _is_input(e)]
     target = [e for e in target if not _is_input(e)]
     by_name = {e["name"]: e for e in golden}
@@ -70,13 +76,22 @@ def pair_tensors(
         originals = list(op_map.get(op) or [op])
         fused = len(originals) > 1
         match = by_name.get(tensor_map.get(entry["name"], entry["name"]))
-        if match is None or match["name"] in used:
+        note = "no golden tensor for this target op"
+        origin, described = origin_of(origins, op, position)
+        if (match is None or match["name"] in used) and described:
+            outputs = by_op.get(origin[0], []) if origin else []
+            match = outputs[origin[1]] if origin and origin[1] < len(outputs) else None
+            if match is not None and match["name"] in used:
+                match = None
+            if origin is None:
+                note = "the OM JSON gives this output no origin (_datadump_origin_name)"
+        elif match is None or match["name"] in used:
             match = _by_original_op(originals, by_op, position, used)
         if match is not None:
             used.add(match["name"])
             pairs.append(Pair(match, entry, originals, fused))
         else:
-            pairs.append(Pair(None, entry, originals, fused, note="no golden tensor for this target op"))
+            pairs.append(Pair(None, entry, originals, fused, note=note))
     for entry in golden:
         if entry["name"] not in used:
             op = entry.get("op_name", entry["name"])
@@ -131,6 +146,72 @@ def om_original_op_names(om_json: dict) -> dict[str, list[str]]:
                 names = [n for n in _attr_values(attr) if n]
         result[op["name"]] = names or [op["name"]]
     return result
+
+
+def _attr_list(items) -> list[dict]:
+    return [a for a in items or [] if isinstance(a, dict)]
+
+
+def _attr_scalar(items, key: str, kind: str):
+    for attr in _attr_list(items):
+        if attr.get("key") == key:
+            value = attr.get("value") or {}
+            return value.get(kind) if isinstance(value, dict) else None
+    return None
+
+
+def om_output_origins(om_json: dict) -> dict[tuple[str, int], tuple[str, int] | None]:
+    """(OM op, output k) -> (original op, its output index), as msaccucmp maps a dump to the golden.
+
+    The rules of mindstudio-probe 26.2's ``msaccucmp/vector_cmp/fusion_manager/fusion_rule_parser.py``:
+    each ``output_desc[k].attr`` names the original op (``_datadump_origin_name``, :459) and its output
+    (``_datadump_origin_output_index``, :460; k when absent, :461-462); an op without
+    ``_datadump_original_op_names`` is its own origin (``_make_output_desc``, :302-309, called at :529-530);
+    an op alone in renaming one original op takes that name (``_adjust_rename_node`` :417, ``_is_rename_node`` :489). An
+    output whose origin stays empty has no golden tensor (``fusion_op.py`` ``get_origin_tensor``, :138-142):
+    None."""
+    ops = [op for op in _om_ops(om_json) if isinstance(op, dict) and op.get("name")]
+    originals: dict[str, list[str] | None] = {}
+    for op in ops:
+        found = None
+        for attr in _attr_list(op.get("attr")):
+            if attr.get("key") == ORIGINAL_NAMES_ATTR:
+                found = [str(n) for n in _attr_values(attr)] or [""]
+        originals[op["name"]] = found
+    group_size: dict[str, int] = {}  # ops sharing one "fusion op name" (msaccucmp make_fusion_op_name)
+    for op in ops:
+        names = originals[op["name"]]
+        key = names[0] if names and len(names) == 1 and names[0] else op["name"]
+        group_size[key] = group_size.get(key, 0) + 1
+    result: dict[tuple[str, int], tuple[str, int] | None] = {}
+    for op in ops:
+        name, names = op["name"], originals[op["name"]]
+        descs = [d for d in op.get("output_desc") or [] if isinstance(d, dict)]
+        fallback = ""
+        if names is None:
+            fallback = name
+        elif len(names) == 1 and names[0] and group_size.get(names[0]) == 1:
+            fallback = names[0]  # a renamed op
+        if not descs:  # no output_desc: every output k is the origin's output k (key ANY_OUTPUT)
+            result[(name, ANY_OUTPUT)] = (fallback, ANY_OUTPUT) if fallback else None
+        for k, desc in enumerate(descs):
+            origin = str(_attr_scalar(desc.get("attr"), ORIGIN_NAME_ATTR, "s") or "") or fallback
+            index = _attr_scalar(desc.get("attr"), ORIGIN_INDEX_ATTR, "i")
+            result[(name, k)] = (origin, int(index) if index is not None else k) if origin else None
+    return result
+
+
+ANY_OUTPUT = -1
+
+
+def origin_of(origins: dict, op: str, k: int) -> tuple[tuple[str, int] | None, bool]:
+    """(origin of output k of ``op`` or None, whether the OM JSON describes that output at all)."""
+    if (op, k) in origins:
+        return origins[(op, k)], True
+    if (op, ANY_OUTPUT) in origins:
+        origin = origins[(op, ANY_OUTPUT)]
+        return ((origin[0], k) if origin else None), True
+    return None, False
 
 
 def om_fusion_passes(om_json: dict) -> dict[str, str]:

@@ -139,11 +139,11 @@ def _metric_fields(m: dict | None) -> dict:
 
 
 def batch_rows(golden_dir: Path, target_dir: Path, *, limits: dict, tensor_map: dict, op_map: dict,
-               outputs: set, pre_rows: list[dict] | None = None) -> list[dict]:
+               outputs: set, pre_rows: list[dict] | None = None, origins: dict | None = None) -> list[dict]:
     """The rows of one batch, in graph order: ``pre_rows`` (complete rows, e.g. the AIPP check) first."""
     golden_index, target_index = load_index(golden_dir, "golden dump"), load_index(target_dir, "target dump")
     pairs = order.order_pairs(mapping.pair_tensors(golden_index["tensors"], target_index["tensors"],
-                                                   tensor_map=tensor_map, op_map=op_map))
+                                                   tensor_map=tensor_map, op_map=op_map, origins=origins))
     pre = [dict(r, index=i, pre=True) for i, r in enumerate(pre_rows or [])]
     rows = pre + [_row(len(pre) + i, p, golden_dir, target_dir, limits, outputs) for i, p in enumerate(pairs)]
     if not outputs and rows:  # no graph: the last compared tensor stands for the output
@@ -220,13 +220,16 @@ def compare_dumps(
     pre_by_batch = list(pre_rows or []) + [[]] * (len(golden_dirs) - len(pre_rows or []))
     limits = limits or thr.resolve()
     tensor_map, op_map, rules = mapping.fused_map_parts(fused_map)
+    origins = None
     if om_json:
         op_map = {**mapping.om_original_op_names(om_json), **op_map}
         rules = {**mapping.om_fusion_passes(om_json), **rules}
+        origins = mapping.om_output_origins(om_json)  # msaccucmp's per-output mapping
     if graph is None:
         graph = graph_info(load_index(golden_dirs[0], "golden dump").get("model"))
     outputs = set(graph.get("outputs") or [])
-    per_batch = [batch_rows(g, t, limits=limits, tensor_map=tensor_map, op_map=op_map, outputs=outputs, pre_rows=pre)
+    per_batch = [batch_rows(g, t, limits=limits, tensor_map=tensor_map, op_map=op_map, outputs=outputs, pre_rows=pre,
+                            origins=origins)
                  for g, t, pre in zip(golden_dirs, target_dirs, pre_by_batch)]
     rows = worst_rows(per_batch)
     for r in rows:  # the ATC fusion pass that made a fused op (fused_map.json "rules", the OM's pass_name)

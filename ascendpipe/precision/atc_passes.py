@@ -16,6 +16,11 @@ Passes that are not here are not fused (their ops keep every rounding point): e.
 MatMul with a following scalar Mul (TbeFullyconnectionElemwiseDequantFusionPass: "MatMul +
 ElemWise1 cannot be AddN or Mul"), so unscaled attention scores are rounded, and overflow, as on
 the device.
+
+Besides the pattern, each entry carries what its page says about switching and shapes: a pass the
+reference marks "cannot be disabled" (``switchable=False``) stays on under ``ALL: off`` and an
+explicit ``off`` is refused (atc ignores it: "other fusion rules cannot be switched off"); a pass
+documented for static (or dynamic) shapes only (``shapes``) does not fire on the other kind of model.
 """
 
 from __future__ import annotations
@@ -24,9 +29,14 @@ import re
 from dataclasses import dataclass, field
 
 REF = "https://www.hiascend.com/document/detail/en/CANNCommunityEdition/900/maintenref/graphubfusionref/"
+REF_ZH = "https://www.hiascend.com/document/detail/zh/canncommercial/900/maintenref/graphubfusionref/"
+# the --fusion_switch_file page: "the rules that can be switched off are listed in the graph/UB fusion
+# reference; due to the system mechanism, other fusion rules cannot be switched off"
+SWITCH_PAGE = "https://www.hiascend.com/document/detail/zh/canncommercial/900/devaids/atctool/atlasatcparam_16_0053.html"
 GRAPH, UB = "GraphFusion", "UBFusion"
 FOLD, UB_FP16 = "fold", "ub_fp16"
 ALL_SOCS = ("*",)
+STATIC, DYNAMIC, ANY_SHAPE = "static", "dynamic", "any"
 
 # op-type families the patterns use (ONNX op types)
 CONV = frozenset({"Conv"})
@@ -62,18 +72,27 @@ class AtcPass:
     chain: tuple[Step, ...] = field(default=(), repr=False)
     anchor: int = 0  # which step's (first) node names the fused op
     note: str = ""
+    switchable: bool = True  # False: the page says "cannot be disabled"
+    shapes: str = ANY_SHAPE  # STATIC / DYNAMIC: the page limits the pass to static (dynamic) shape models
 
+
+# SoC families of a page's "Availability": 310 = Atlas 200/300/500 inference product (listed on the pages
+# of CANN 8.x and older), 310P = Atlas inference product, 310B = Atlas 200I/500 A2, training = Atlas
+# training product, A2 / A3 = Atlas A2 / A3 training and inference products.
+_REDUCE_CHAIN = (Step(ELEMWISE, 0, 1, extra="any"), Step(REDUCE, extra="const"), Step(ELEMWISE, 0, 5, extra="const"))
 
 CATALOGUE: tuple[AtcPass, ...] = (
     AtcPass("ConvBatchnormFusionPass", GRAPH, "Conv + BatchNormalization (constant scale/bias/mean/var) -> Conv",
-            FOLD, REF + "atlasrr_30_0021.html",
+            FOLD, REF + "atlasrr_30_0021.html", socs=("310", "310P", "310B", "training"),
             chain=(Step(CONV), Step(frozenset({"BatchNormalization"}))),
             note="BN folded into the conv's weights and bias in fp32 at compile time; the folded weights are "
-                 "then read in fp16"),
-    AtcPass("AABiasaddConvFusion", GRAPH, "Conv + Add(constant per-channel bias) -> Conv with bias", FOLD,
-            "https://www.hiascend.com/document/detail/en/canncommercial/850/graph/graphdevg/atlasag_25_0078.html",
-            chain=(Step(CONV), Step(frozenset({"Add"}), extra="bias")),
-            note="the bias is added in the cube's fp32 accumulator: one rounding after the bias, none between"),
+                 "then read in fp16. Availability lists no Atlas A2/A3 product (310 from the CANN 8.2 page)"),
+    AtcPass("AABiasaddConvFusion", GRAPH, "Conv without bias + Add(constant per-channel bias) -> Conv with bias",
+            FOLD, REF + "atlasrr_30_0152.html", socs=("310", "310P", "310B", "training", "A2"),
+            chain=(Step(CONV), Step(frozenset({"Add"}), extra="bias")), switchable=False, shapes=STATIC,
+            note="the bias is added in the cube's fp32 accumulator: one rounding after the bias, none between. "
+                 "The page: not when the conv already has a bias; dynamic scenarios not supported; 'this fusion "
+                 "pattern cannot be disabled'"),
     AtcPass("MatMulBiasAddFusionPass", GRAPH, "MatMul (2-D output) + Add(constant 1-D bias) -> MatMul with bias",
             FOLD, REF + "atlasrr_30_0028.html", socs=("A2", "A3"),
             chain=(Step(MATMUL), Step(frozenset({"Add"}), extra="bias")),
@@ -87,33 +106,65 @@ CATALOGUE: tuple[AtcPass, ...] = (
             note="the Gelu kernel's internal precision is not documented: we keep every rounding point of the "
                  "unfused chain (conservative); only the name changes"),
     AtcPass("TbeConv3dElemwisePass", UB, "Conv3D + Relu, Conv3D + Elemwise(second input) [+ Relu]", UB_FP16,
-            REF + "atlasrr_30_0179.html", socs=("310P", "training"),
+            REF + "atlasrr_30_0179.html", socs=("310P", "training"), shapes=STATIC,
             chain=(Step(CONV), Step(frozenset({"Add", "Mul", "Sub", "Relu"}), 1, 2, extra="any")),
             note="the conv writes fp16 into the UB: the same rounding points as unfused"),
-    AtcPass("AutomaticUbFusion", UB, "Conv2D + Relu, Conv2D + Add(second input) [+ Relu]", UB_FP16,
-            "https://www.hiascend.com/document/detail/zh/CANNCommunityEdition/81RC1beta1/maintenref/graphubfusionref/"
-            "atlasrr_30_0149.html",
-            chain=(Step(CONV), Step(frozenset({"Add", "Relu"}), 1, 2, extra="any")),
-            note="ATC's automatic UB fusion; the reference has no dedicated 2-D conv + elementwise page we "
-                 "could find (TbeConv3dElemwisePass describes the same patterns for Conv3D). The conv writes "
+    AtcPass("TbeConvDoubleInFusionPass", UB, "Conv2D + Elemwise + Elemwise -> one Conv2D fused op", UB_FP16,
+            REF_ZH + "atlasrr_30_0198.html", socs=("310", "310P", "310B", "training"),
+            chain=(Step(CONV), Step(ELEMWISE, extra="any"), Step(ELEMWISE, extra="any")),
+            note="the page: Conv2D + Elemwise + Elemwise fused into one Conv2D op (Conv + Add + Relu); "
+                 "Elemwise2 takes one input from Elemwise1; NCHW/NHWC/HWCN. Availability: Atlas inference, "
+                 "200I/500 A2, training (Atlas 200/300/500 on the CANN 8.0 page), not A2/A3. The conv writes "
                  "fp16 into the UB: the same rounding points as unfused"),
     AtcPass("TbeReduceElemwiseFusionPass", UB,
             "[one Elemwise] + one CommReduce + 0..5 single-input Elemwise (static shapes)", UB_FP16,
-            REF + "atlasrr_30_0207.html",
-            chain=(Step(ELEMWISE, 0, 1, extra="any"), Step(REDUCE, extra="const"), Step(ELEMWISE, 0, 5, extra="const")),
-            anchor=1,
+            REF + "atlasrr_30_0207.html", chain=_REDUCE_CHAIN, anchor=1, shapes=STATIC,
             note="the fused reduce + elementwise kernel keeps its intermediates (the reduce's result) in fp16 "
                  "when the mode puts the kernel in fp16, even if keep_dtype names the reduce (our assumption, "
                  "the conservative side: it shows the overflow; switching the pass off gives an fp32 "
-                 "intermediate)"),
+                 "intermediate). The page: 'only static scenarios are supported'"),
+    AtcPass("TbeDynamicElemwiseReduceFusionPass", UB,
+            "[one Elemwise] + one CommReduce + 0..5 single-input Elemwise (dynamic shapes)", UB_FP16,
+            REF_ZH + "atlasrr_30_0213.html", chain=_REDUCE_CHAIN, anchor=1, shapes=DYNAMIC,
+            note="TbeReduceElemwiseFusionPass's twin for dynamic shape models ('only dynamic scenarios are "
+                 "supported'), the same modes; the same assumption about its fp16 intermediates"),
 )
 
+
+@dataclass(frozen=True)
+class NamedPass:
+    """A documented pass we accept in fusion switches but do not fuse in the emulation."""
+
+    name: str
+    kind: str  # GraphFusion | UBFusion
+    page: str
+    why: str
+
+
 # documented passes we know by name but do not model: fusion_switch accepts them, nothing is fused
-NOT_MODELLED = {
-    "SoftmaxFusionPass": "decomposed softmax chains: not modelled (ONNX exports Softmax as one op)",
-    "LayerNormFusionPass": "decomposed LayerNorm chains: not modelled (opset 17 exports LayerNormalization)",
-    "TbeFullyconnectionElemwiseDequantFusionPass": "quantized FullyConnection + elementwise: no quantization here",
-}
+NOT_MODELLED_PASSES: tuple[NamedPass, ...] = (
+    NamedPass("AutomaticUbFusion", UB, REF + "atlasrr_30_0206.html",
+              "fuses the connected Elemwise ops left over by every other UB fusion (at most 29, lowest priority, "
+              "no AddN of more than 6 inputs; the CANN 8.0 page: static shapes only). Not modelled: it would "
+              "only hide those chains' intermediates from the dump, and which op names the fused kernel is "
+              "not documented"),
+    NamedPass("TbeConvFixPipeFusionPass", UB, REF_ZH + "atlasrr_30_0230.html",
+              "Conv2D + the Fixpipe node of FixPipeFusionPass + optional Elemwise and quant ops (Atlas 200I/500 "
+              "A2, A2, A3); which Elemwise ops it takes is not documented: not modelled"),
+    NamedPass("TbeFullyconnectionElemwiseDequantFusionPass", UB,
+              "https://www.hiascend.com/document/detail/en/canncommercial/800/graph/graphubfusionref/"
+              "atlasrr_30_0125.html",
+              "quantized FullyConnection + elementwise: no quantization here"),
+    NamedPass("SoftmaxFusionPass", GRAPH,
+              "https://www.hiascend.com/doc_center/source/zh/canncommercial/601/modeldev/tfmigr1/"
+              "tfmigr_tfadapi_0030.html",
+              "decomposed softmax chains: not modelled (ONNX exports Softmax as one op); named in the "
+              "fusion_switch_file example"),
+    NamedPass("LayerNormFusionPass", GRAPH, "",
+              "decomposed LayerNorm chains: not modelled (opset 17 exports LayerNormalization); no reference "
+              "page found, accepted by name"),
+)
+NOT_MODELLED = {p.name: p.why for p in NOT_MODELLED_PASSES}
 
 BY_NAME = {p.name: p for p in CATALOGUE}
 
@@ -122,10 +173,26 @@ def known_names() -> list[str]:
     return sorted([*BY_NAME, *NOT_MODELLED])
 
 
+_NAMED = {p.name: p for p in NOT_MODELLED_PASSES}
+
+
 def section_of(name: str) -> str:
     """The fusion switch file's section for a pass (unknown names: GraphFusion)."""
-    entry = BY_NAME.get(name)
+    entry = BY_NAME.get(name) or _NAMED.get(name)
     return entry.kind if entry else GRAPH
+
+
+def switchable(name: str) -> bool:
+    """Whether ATC lets this pass be switched off (unknown names: atc judges; we say yes)."""
+    entry = BY_NAME.get(name)
+    return entry.switchable if entry else True
+
+
+def unswitchable_message(name: str) -> str:
+    entry = BY_NAME[name]
+    return (f"ATC fusion pass '{name}' cannot be switched off (the CANN reference, {entry.page}: 'this fusion "
+            "pattern cannot be disabled'; atc keeps it on whatever the fusion switch says): remove it from "
+            "fusion_switch, and keep its ops in fp32 with keep_dtype instead")
 
 
 # --- SoCs ---------------------------------------------------------------------------------------
@@ -144,9 +211,17 @@ def soc_family(soc_version: str | None) -> str | None:
     return None
 
 
-def applies_to(entry: AtcPass, soc_version: str | None) -> bool:
-    """A pass limited to some SoCs applies only when the SoC is known to be one of them."""
-    return entry.socs == ALL_SOCS or soc_family(soc_version) in entry.socs
+def applies_to(entry: AtcPass, soc_version: str | None, dynamic: bool = False) -> bool:
+    """Whether the pass fires for this SoC and this kind of model (``dynamic``: a dynamic-shape one).
+
+    A pass limited to some SoCs applies when the SoC is one of them; with no (or an unknown) SoC, the
+    passes documented for the Atlas 200/300/500 inference products (Ascend310, the Atlas 200 DK)
+    apply: the family the forum cases come from."""
+    if entry.shapes != ANY_SHAPE and (entry.shapes == DYNAMIC) != bool(dynamic):
+        return False
+    if entry.socs == ALL_SOCS:
+        return True
+    return (soc_family(soc_version) or "310") in entry.socs
 
 
 # aclrtFloatOverflowMode / set_device_sat_mode: Atlas inference (310P), Atlas 200I/500 A2 (310B) and
@@ -200,13 +275,13 @@ def _extra_ok(node: Node, chain_input: str, rule: str, consts: dict) -> bool:
 
 def match(nodes: list[Node], consts: dict[str, tuple[int, ...]], graph_outputs: set[str],
           switches: dict[str, str], soc_version: str | None = None,
-          ranks: dict[str, int] | None = None, effect: str | None = None) -> list[Group]:
+          ranks: dict[str, int] | None = None, effect: str | None = None, dynamic: bool = False) -> list[Group]:
     """Fused groups, in catalogue order then graph order; a node joins at most one group.
 
     ``consts``: initializer name -> shape. ``ranks``: tensor -> rank where known (MatMul's 2-D
     output rule, Conv2D vs Conv3D). A pass switched off (or ``ALL: off`` without it on) is skipped.
     ``effect``: only passes with this numeric effect (graph folds run first, on the folded graph the
-    UB fusions).
+    UB fusions). ``dynamic``: the model is compiled with dynamic shapes (static-only passes skip it).
     """
     ranks = ranks or {}
     consumers: dict[str, list[Node]] = {}
@@ -216,7 +291,7 @@ def match(nodes: list[Node], consts: dict[str, tuple[int, ...]], graph_outputs: 
     taken: set[str] = set()
     groups: list[Group] = []
     for entry in CATALOGUE:
-        if not enabled(entry.name, switches) or not applies_to(entry, soc_version):
+        if not enabled(entry.name, switches) or not applies_to(entry, soc_version, dynamic):
             continue
         if effect is not None and entry.effect != effect:
             continue
@@ -253,11 +328,13 @@ def _match_chain(entry, start, consumers, consts, graph_outputs, taken, ranks) -
 
 
 def _start_ok(entry: AtcPass, start: Node, ranks: dict, consts: dict) -> bool:
-    if entry.name in ("TbeConv3dElemwisePass", "AutomaticUbFusion"):
+    if entry.name in ("TbeConv3dElemwisePass", "TbeConvDoubleInFusionPass"):
         rank = ranks.get(start.inputs[0]) if start.inputs else None
         if rank is None:
-            return entry.name == "AutomaticUbFusion"
+            return entry.name == "TbeConvDoubleInFusionPass"
         return (rank == 5) == (entry.name == "TbeConv3dElemwisePass")
+    if entry.name == "AABiasaddConvFusion":  # "if the Conv operator already has Bias, fusion is not supported"
+        return len(start.inputs) < 3 or not start.inputs[2]
     if entry.name == "MatMulBiasAddFusionPass":
         return ranks.get(start.outputs[0]) == 2
     if entry.name == "ConvBatchnormFusionPass":
@@ -299,7 +376,10 @@ def _walk(chain, step_index, start, consumers, consts, graph_outputs, taken) -> 
 
 
 def enabled(name: str, switches: dict[str, str]) -> bool:
-    """A per-pass entry wins over ALL, as on ATC."""
+    """A per-pass entry wins over ALL, as on ATC; a pass that cannot be disabled stays on ("ALL: off only
+    turns off the rules that can be switched off")."""
+    if not switchable(name):
+        return True
     if name in switches:
         return switches[name] == "on"
     return switches.get("ALL", "on") == "on"
@@ -311,8 +391,12 @@ def guess(original_types: list[str]) -> list[str]:
     names = []
     for entry in CATALOGUE:
         need = [s.types for s in entry.chain if s.lo > 0]
+        if len(original_types) < sum(s.lo for s in entry.chain):  # fewer ops than the pattern's required ones
+            continue
         if all(types & t for t in need) and len(types & set().union(*(s.types for s in entry.chain))) >= 2:
             names.append(entry.name)
-    if "AutomaticUbFusion" in names and "TbeConv3dElemwisePass" in names:  # rank unknown: the 2-D one
+    if "TbeConv3dElemwisePass" in names:  # the conv's rank is unknown here: assume the common 2-D conv
         names.remove("TbeConv3dElemwisePass")
+    if "TbeDynamicElemwiseReduceFusionPass" in names:  # shapes unknown: the static twin, the common case
+        names.remove("TbeDynamicElemwiseReduceFusionPass")
     return names

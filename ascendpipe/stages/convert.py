@@ -10,7 +10,7 @@ _STR_LIST = {"type": "array", "items": {"type": "string"}}
 
 class ConvertKind(StageKind):
     name = "convert"
-    version = "2"  # 2: ATC's passes from the catalogue instead of onnxruntime's optimizers, overflow_mode
+    version = "3"  # 3: the fusion catalogue checked against its pages (SoCs, shapes, unswitchable passes); 2: ATC's passes from the catalogue instead of onnxruntime's optimizers, overflow_mode
     summary = "convert an ONNX model for the device (ATC flags; fp16 emulation on onnxruntime)"
     input_fields = ("model",)
     required_inputs = ("model",)

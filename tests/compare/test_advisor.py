@@ -1,3 +1,5 @@
+import json
+
 from ascendpipe.compare import advisor
 
 
@@ -61,7 +63,9 @@ def test_fused_op_failing_with_passing_inputs_switches_its_rule_off():
     item = first["advice"][0]
     assert first["kind"] == "fusion" and item["kind"] == "fusion_switch"
     assert item["rules"] == ["ConvBatchnormFusionPass"]  # the ATC name, from the catalogue's patterns
-    assert item["file"]["content"] == "ConvBatchnormFusionPass:off\n"
+    # ATC's JSON form, the pass in its catalogue section: the file fix and convert write too
+    assert json.loads(item["file"]["content"]) == {"Switch": {"GraphFusion": {"ConvBatchnormFusionPass": "off"},
+                                                              "UBFusion": {}}}
     assert item["set"] == "--set 'stages.convert.params.fusion_switch={ConvBatchnormFusionPass: \"off\"}'"
     named = advisor.describe_failure(rows, 2, fusion_rules={"F": "ConvBatchnormFusionPass"})
     assert named["advice"][0]["rules"] == ["ConvBatchnormFusionPass"]
@@ -111,5 +115,24 @@ def test_fusion_advice_carries_the_rules_already_switched_for_the_variant():
     first = advisor.describe_failure(rows, 2, stage="convert@fp16", target_settings={"fusion_switch": {"GeluFusionPass": "off"}})
     item = first["advice"][0]
     assert item["rules"] == ["ConvBatchnormFusionPass"]
-    assert item["file"]["content"] == "GeluFusionPass:off\nConvBatchnormFusionPass:off\n"
+    assert json.loads(item["file"]["content"])["Switch"]["GraphFusion"] == {"GeluFusionPass": "off",
+                                                                           "ConvBatchnormFusionPass": "off"}
     assert item["set"] == "--set 'stages.convert.matrix.fp16.fusion_switch={GeluFusionPass: \"off\", ConvBatchnormFusionPass: \"off\"}'"
+
+
+def test_a_pass_the_device_cannot_switch_off_is_never_advised_keep_dtype_instead():
+    rows = [_row(0, "conv", "Conv"), _row(1, "bias", "Add"),
+            _row(2, "F", "Conv", failed=True, fused=True, ops=["conv", "bias"], out=True)]
+    rows[0]["side"] = rows[1]["side"] = "golden_only"
+    for rules in ({"F": "AABiasaddConvFusion"}, None):  # named by the OM / fused map, or guessed from the op types
+        first = advisor.describe_failure(rows, 2, fusion_rules=rules, stage="convert@fp16",
+                                         target_settings={"keep_dtype": ["/head"]})
+        assert [a["kind"] for a in first["advice"]] == ["keep_dtype"]
+        item = first["advice"][0]
+        assert item["ops"] == ["/head", "conv", "bias"] and item["added"] == ["conv", "bias"]
+        assert "AABiasaddConvFusion" in item["message"] and "cannot switch off" in item["message"]
+    # a fold of a switchable and an unswitchable pass: only the switchable one is proposed
+    mixed = advisor.describe_failure(rows, 2, fusion_rules={"F": "AABiasaddConvFusion+TbeConvDoubleInFusionPass"})
+    item = next(a for a in mixed["advice"] if a["kind"] == "fusion_switch")
+    assert item["rules"] == ["TbeConvDoubleInFusionPass"] and "'AABiasaddConvFusion' cannot be switched off" in item["message"]
+    assert json.loads(item["file"]["content"])["Switch"] == {"GraphFusion": {}, "UBFusion": {"TbeConvDoubleInFusionPass": "off"}}

@@ -17,7 +17,13 @@ from ascendpipe.fsutil import write_json_atomic
 DUMP_MODES = ("input", "output", "all")
 DUMP_DATA = ("tensor", "stats")
 _TS_DIR = re.compile(r"^\d{14}$")
-_CONVERTED = re.compile(r"^(?P<orig>.+)\.(?P<io>input|output)\.(?P<index>\d+)\.(?P<shape>[\dx]*)\.npy$")
+# msaccucmp convert names: '<dump file>.output.<i>.npy' (mindstudio-probe 26.2,
+# msaccucmp/dump_parse/dump_data_parser.py:179) or '<dump file>.output.<i>.<shape>.npy' (CANN docs)
+_CONVERTED = re.compile(r"^(?P<orig>.+)\.(?P<io>input|output)\.(?P<index>\d+)(?:\.(?P<shape>[\dx]*))?\.npy$")
+# A file name of 255+ characters is replaced by a hash and listed in mapping.csv ('hash,original name'
+# rows): the device's dump files (digits; msaccucmp dump_parse/dump.py:184 looks them up) and msaccucmp's
+# converted files (uuid3 hex + suffix; cmp_utils/file_utils.py:176-188); mapping.py:30-38 reads the rows.
+MAPPING_CSV = "mapping.csv"
 _NAME_CHARS = re.compile(r"[./\\ ]")
 
 
@@ -64,6 +70,18 @@ def parse_dump_name(name: str) -> DumpFile | None:
     return None
 
 
+def read_mapping_csv(folder: Path | None) -> dict[str, str]:
+    """hash name -> original file name from ``folder/mapping.csv`` ({} when there is none); rows that are
+    not two fields are skipped, as msaccucmp skips them."""
+    import csv
+
+    path = Path(folder) / MAPPING_CSV if folder else None
+    if path is None or not path.is_file():
+        return {}
+    with open(path, newline="", encoding="utf-8") as fh:
+        return {row[0]: row[1] for row in csv.reader(fh) if len(row) == 2}
+
+
 def find_dump_dirs(dump_path: Path) -> list[Path]:
     """``{dump_path}/{YYYYMMDDhhmmss}/{device}/{model}/{model_id}/{data_index}/``, newest run, by index."""
     runs = sorted(p for p in dump_path.iterdir() if p.is_dir() and _TS_DIR.match(p.name)) if dump_path.is_dir() else []
@@ -74,9 +92,11 @@ def find_dump_dirs(dump_path: Path) -> list[Path]:
 
 
 def dump_files(leaf: Path) -> list[DumpFile]:
+    """The dump files of one leaf folder; hashed long names are read through its mapping.csv."""
+    names = read_mapping_csv(leaf)
     files = []
     for path in leaf.iterdir():
-        parsed = parse_dump_name(path.name) if path.is_file() else None
+        parsed = parse_dump_name(names.get(path.name, path.name)) if path.is_file() else None
         if parsed:
             parsed.path = path
             files.append(parsed)
@@ -119,16 +139,22 @@ class OpNaming:
 
 
 def build_index(converted_dir: Path, out_dir: Path, naming: OpNaming, *, model: str,
-                feeds: dict[str, Any]) -> Path:
-    """Our dump layout from msaccucmp's converted npy files (outputs only, in execution order)."""
+                feeds: dict[str, Any], dump_dir: Path | None = None) -> Path:
+    """Our dump layout from msaccucmp's converted npy files (outputs only, in execution order).
+
+    ``dump_dir``: the device's dump folder the files were converted from: its mapping.csv names the
+    dump files the device wrote under a hash (the converted names start with that hash)."""
     import numpy as np
 
     tensors_dir = out_dir / "tensors"
     tensors_dir.mkdir(parents=True, exist_ok=True)
+    converted_names, dump_names = read_mapping_csv(converted_dir), read_mapping_csv(dump_dir)
     rows: list[tuple[int, str, int, Path, dict]] = []
     for path in converted_dir.iterdir():
-        info = parse_converted_name(path.name)
-        dump = parse_dump_name(info["original"]) if info else None
+        if path.name == MAPPING_CSV:
+            continue
+        info = parse_converted_name(converted_names.get(path.name, path.name))
+        dump = parse_dump_name(dump_names.get(info["original"], info["original"])) if info else None
         if dump and info["io"] == "output":
             rows.append((dump.timestamp, dump.op_name, info["index"], path, {"op_type": dump.op_type}))
     entries = []

@@ -109,7 +109,8 @@ def dump_with_ais(ctx, tk: Toolkit, om: Path, feeds: dict, input_names: list[str
         op_name, _, index = key.rpartition(":output:")
         named[(op_name, int(index))] = tensor
     naming = acl_dump.OpNaming.from_om(info.op_types(), named)
-    index_path = acl_dump.build_index(out / "converted", out, naming, model=str(om), feeds=dict(feeds))
+    index_path = acl_dump.build_index(out / "converted", out, naming, model=str(om), feeds=dict(feeds),
+                                      dump_dir=leaves[0])
     for name in (f"{MODEL_STEM}.json", FUSED_MAP, "precision_plan.json"):
         if (om.parent / name).is_file() and om.parent.resolve() != out.resolve():
             shutil.copyfile(om.parent / name, out / name)

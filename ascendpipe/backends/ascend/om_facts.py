@@ -26,22 +26,36 @@ def onnx_facts(model: Path) -> dict[str, Any]:
     return {"inputs": inputs, "outputs": [o.name for o in m.graph.output], "node_io": nodes}
 
 
-def fused_map_from_om(info: atc.OmInfo, node_io: dict[str, tuple[list[str], list[str]]]) -> dict[str, Any]:
-    """fused_map.json from the OM JSON: fused op -> originals; its outputs -> the last original's outputs.
+def fused_map_from_om(info: atc.OmInfo, node_io: dict[str, tuple[list[str], list[str]]],
+                      origins: dict[tuple[str, int], tuple[str, int] | None] | None = None) -> dict[str, Any]:
+    """fused_map.json from the OM JSON: fused op -> originals; each output -> its original tensor.
 
-    The last original is the one whose outputs no other original of the same fused op reads
-    (Conv+Relu -> Relu); when that is not unique, the last one listed.
+    ``origins``: (OM op, output k) -> (original op, output index), msaccucmp's mapping from the OM JSON's
+    ``output_desc`` attrs (``compare.mapping.om_output_origins``). Without them (an OM JSON that has no
+    output_desc), an op standing for one original op takes its outputs, as msaccucmp's default origin
+    does; a fused op's outputs then have none (msaccucmp compares nothing for them either).
     """
+    from ascendpipe.compare.mapping import ANY_OUTPUT, origin_of
+
     fused, tensors = {}, {}
     for op in info.ops:
         originals = [n for n in op.original_names if n]
         if len(originals) > 1:
             fused[op.name] = originals
-        read = {t for n in originals for t in node_io.get(n, ([], []))[0]}
-        ends = [n for n in originals if n in node_io and not set(node_io[n][1]) & read]
-        last = ends[0] if len(ends) == 1 else (originals[-1] if originals else op.name)
-        for i, tensor in enumerate(node_io.get(last, ([], []))[1]):
-            tensors[f"{op.name}:output:{i}"] = tensor
+        if origins is None:  # msaccucmp's default without output_desc: one original op's outputs, in order
+            single = originals[0] if len(originals) == 1 else None
+            origins_here = {(op.name, ANY_OUTPUT): (single, ANY_OUTPUT) if single else None}
+        else:
+            origins_here = origins
+        described = sorted(k for (name, k) in origins_here if name == op.name and k != ANY_OUTPUT)
+        if not described:
+            any_origin = origin_of(origins_here, op.name, 0)[0]
+            described = list(range(len(node_io.get(any_origin[0], ([], []))[1]))) if any_origin else []
+        for k in described:
+            origin = origin_of(origins_here, op.name, k)[0]
+            outputs = node_io.get(origin[0], ([], []))[1] if origin else []
+            if origin and origin[1] < len(outputs) and outputs[origin[1]]:
+                tensors[f"{op.name}:output:{k}"] = outputs[origin[1]]
     return {"format": "ascendpipe-fused-map/1", "fused": fused, "tensors": tensors,
             "rules": {op.name: op.pass_names[0] for op in info.ops if op.pass_names}}
 
@@ -49,9 +63,14 @@ def fused_map_from_om(info: atc.OmInfo, node_io: dict[str, tuple[list[str], list
 def write_om_facts(ctx, out: Path, plan: Plan, extra: dict[str, Any]) -> tuple[atc.OmInfo, dict, dict]:
     """fused_map.json and convert.json from the OM JSON and the ONNX: what makes ``out`` a converted
     model dir (docs/contracts.md) that infer, dump and compare read, whether atc or aoe wrote the OM."""
+    import json
+
+    from ascendpipe.compare.mapping import om_output_origins
+
     info = atc.load_om_json(out / f"{MODEL_STEM}.json")
+    origins = om_output_origins(json.loads((out / f"{MODEL_STEM}.json").read_text()))
     facts = onnx_facts(plan.data["atc"].model)
-    fused_map = fused_map_from_om(info, facts.pop("node_io"))
+    fused_map = fused_map_from_om(info, facts.pop("node_io"), origins)
     write_json_atomic(out / FUSED_MAP, fused_map)
     record = {"backend": "ascend", "settings": settings_record(plan.data["settings"]), **extra,
               "atc_cmdline": info.atc_cmdline, "om_name": info.name, "soc_version": info.attrs.get("soc_version"),

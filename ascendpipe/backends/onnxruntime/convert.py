@@ -354,7 +354,8 @@ def convert_model(model_path: Path, out_dir: Path, settings: ConvertSettings, *,
     _name_nodes(original.graph)
     _name_nodes(model.graph)
     graph = model.graph
-    fusion_plan = fusion.apply(model, settings.fusion_switch, settings.soc_version)
+    dynamic = fusion.dynamic_shape(original, settings.input_shape, getattr(settings, "input_shape_range", None))
+    fusion_plan = fusion.apply(model, settings.fusion_switch, settings.soc_version, dynamic)
     mapping = fusion.fused_map(fusion_plan, list(original.graph.node), list(graph.node))
     orig_types = {n.name: n.op_type for n in original.graph.node}
     floats = _float_tensors(model)

@@ -37,6 +37,30 @@ def check_rules(switches: dict[str, str], where: Location | None = None) -> None
             f"known passes: ALL, {', '.join(atc_passes.known_names())}",
             where or Location(field="fusion_switch"),
         )
+    fixed = sorted(rule for rule, value in switches.items() if value == "off" and not atc_passes.switchable(rule))
+    if fixed:  # atc would silently keep it on: the emulation says so instead of pretending to switch it off
+        raise UserError(atc_passes.unswitchable_message(fixed[0]), where or Location(field="fusion_switch"))
+
+
+def dynamic_shape(model, input_shape: dict | None = None, input_shape_range: object = None) -> bool:
+    """Whether ATC compiles ``model`` with dynamic shapes: ``input_shape`` (or the graph's own dims where
+    it names no input) holds -1 or a range, or ``input_shape_range`` is given. A symbolic ONNX dim
+    with no ``input_shape`` entry counts as static: atc requires ``--input_shape`` for it, and the
+    pipeline gives one from what it feeds. Gears (dynamic_batch_size...) compile static shapes."""
+    if input_shape_range:
+        return True
+    input_shape = input_shape or {}
+    inits = {i.name for i in model.graph.initializer}
+    for vi in model.graph.input:
+        if vi.name in inits:
+            continue
+        dims = input_shape.get(vi.name)
+        if dims is None:
+            dims = [d.dim_value if d.HasField("dim_value") else None for d in vi.type.tensor_type.shape.dim]
+            dims = [d for d in dims if d is not None]  # symbolic: see above
+        if any(not isinstance(d, int) or isinstance(d, bool) or d < 0 for d in dims):
+            return True
+    return False
 
 
 @dataclass
@@ -46,10 +70,11 @@ class FusionPlan:
     originals: dict[str, list[str]] = field(default_factory=dict)  # node -> original nodes folded into it
     ub_groups: list = field(default_factory=list)  # atc_passes.Group of UB fusions (nodes kept)
     applied: dict[str, int] = field(default_factory=dict)  # pass -> times applied
+    dynamic: bool = False  # compiled as a dynamic-shape model (static-only passes skipped)
 
     def record(self, switches: dict[str, str], soc_version: str | None) -> dict:
         return {"passes": dict(sorted(self.applied.items())), "switches": dict(switches), "soc_version": soc_version,
-                "catalogue": [p.name for p in atc_passes.CATALOGUE]}
+                "catalogue": [p.name for p in atc_passes.CATALOGUE], "dynamic_shape": self.dynamic}
 
 
 def _ranks(model) -> dict[str, int]:
@@ -91,15 +116,17 @@ def _nodes(graph) -> list:
     return [atc_passes.Node(n.name, n.op_type, tuple(n.input), tuple(n.output)) for n in graph.node]
 
 
-def apply(model, switches: dict[str, str], soc_version: str | None = None) -> FusionPlan:
-    """Apply the catalogued ATC passes to ``model`` (an onnx ModelProto, changed in place)."""
+def apply(model, switches: dict[str, str], soc_version: str | None = None, dynamic: bool = False) -> FusionPlan:
+    """Apply the catalogued ATC passes to ``model`` (an onnx ModelProto, changed in place); ``dynamic``:
+    ATC compiles it with dynamic shapes (see ``dynamic_shape``)."""
     check_rules(switches)
     graph = model.graph
-    plan = FusionPlan()
+    plan = FusionPlan(dynamic=dynamic)
     consts = _consts(graph)
     outputs = {o.name for o in graph.output}
     ranks = _ranks(model)
-    folds = atc_passes.match(_nodes(graph), consts, outputs, switches, soc_version, ranks, effect=atc_passes.FOLD)
+    folds = atc_passes.match(_nodes(graph), consts, outputs, switches, soc_version, ranks, effect=atc_passes.FOLD,
+                             dynamic=dynamic)
     for group in folds:
         _fold(graph, group)
         anchor = group.name
@@ -113,7 +140,8 @@ def apply(model, switches: dict[str, str], soc_version: str | None = None) -> Fu
         del graph.initializer[:]
         graph.initializer.extend(keep)
     consts = _consts(graph)
-    ubs = atc_passes.match(_nodes(graph), consts, outputs, switches, soc_version, ranks, effect=atc_passes.UB_FP16)
+    ubs = atc_passes.match(_nodes(graph), consts, outputs, switches, soc_version, ranks, effect=atc_passes.UB_FP16,
+                           dynamic=dynamic)
     for group in ubs:
         plan.applied[group.pass_name] = plan.applied.get(group.pass_name, 0) + 1
         originals = sorted({o for m in group.members for o in plan.originals.get(m, [m])})

@@ -233,3 +233,96 @@ def test_matmul_bias_fuses_only_on_the_socs_the_reference_lists(tmp_path, conver
     assert {"mm", "bias"} <= set(other.plan)  # not listed for Atlas inference products: the rounding stays
     feeds = {"x": np.random.default_rng(3).standard_normal((2, 8)).astype(np.float32)}
     np.testing.assert_allclose(run(a2.model_path, feeds)[0], run(model, feeds)[0], rtol=2e-2, atol=2e-2)
+
+
+# --- the catalogue as its pages document it (graphubfusionref page ids in atc_passes.CATALOGUE) ------
+
+def _conv_model(path, *, bias_add=False, conv_bias=False, tail=()):
+    """x -> Conv [-> Add(per-channel const)] then the ``tail`` op types (Add reads a second input)."""
+    rng = np.random.default_rng(4)
+    inits = [numpy_helper.from_array(rng.standard_normal((4, 2, 3, 3)).astype(np.float32), "w")]
+    conv_inputs = ["x", "w"]
+    if conv_bias:
+        inits.append(numpy_helper.from_array(rng.standard_normal(4).astype(np.float32), "cb"))
+        conv_inputs.append("cb")
+    nodes = [helper.make_node("Conv", conv_inputs, ["c"], name="conv", pads=[1, 1, 1, 1])]
+    last = "c"
+    if bias_add:
+        inits.append(numpy_helper.from_array(rng.standard_normal((1, 4, 1, 1)).astype(np.float32), "b"))
+        nodes.append(helper.make_node("Add", ["c", "b"], ["cb_out"], name="bias"))
+        last = "cb_out"
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 5, 5])]
+    for i, op in enumerate(tail):
+        ins = [last, "skip"] if op == "Add" else [last]
+        nodes.append(helper.make_node(op, ins, [f"t{i}"], name=f"{op.lower()}{i}"))
+        last = f"t{i}"
+    if "Add" in tail:
+        inputs.append(helper.make_tensor_value_info("skip", TensorProto.FLOAT, [1, 4, 5, 5]))
+    graph = helper.make_graph(nodes, "conv", inputs, [helper.make_tensor_value_info(last, TensorProto.FLOAT, [1, 4, 5, 5])],
+                              initializer=inits)
+    return _save(graph, path)
+
+
+def test_aabiasaddconv_cannot_be_switched_off_as_on_the_device(tmp_path, convert):
+    model = _conv_model(tmp_path / "m.onnx", bias_add=True)
+    with pytest.raises(UserError) as err:
+        convert(model, fusion_switch={"AABiasaddConvFusion": "off"})
+    message = str(err.value)
+    assert "cannot be switched off" in message and "keep_dtype" in message and "atlasrr_30_0152" in message
+    assert "\n" not in message
+    # ALL: off "only turns off the rules that can be switched off": the bias still folds
+    everything_off = convert(model, fusion_switch={"ALL": "off"})
+    assert everything_off.fusion["passes"] == {"AABiasaddConvFusion": 1} and "bias" not in everything_off.plan
+    # "if the Conv operator already has Bias, fusion is not supported"
+    with_bias = convert(_conv_model(tmp_path / "b.onnx", bias_add=True, conv_bias=True))
+    assert with_bias.fusion["passes"] == {} and "bias" in with_bias.plan
+    # A3 is not in its availability list
+    assert convert(model, soc_version="Ascend910_9391").fusion["passes"] == {}
+
+
+def test_conv_batchnorm_is_not_folded_on_atlas_a2_a3(tmp_path, convert):
+    model = _conv_bn_model(tmp_path / "m.onnx")
+    assert convert(model, soc_version="Ascend310P3").fusion["passes"] == {"ConvBatchnormFusionPass": 1}
+    for soc in ("Ascend910B2", "Ascend910_9391"):
+        result = convert(model, soc_version=soc)
+        assert result.fusion["passes"] == {} and "bn" in result.plan
+
+
+def test_conv_with_two_elementwise_ops_is_tbeconvdoublein_and_conv_relu_is_not_fused(tmp_path, convert):
+    double = convert(_conv_model(tmp_path / "d.onnx", tail=("Add", "Relu")), soc_version="Ascend310P3")
+    fused = json.loads((double.out_dir / "fused_map.json").read_text())
+    assert fused["fused"] == {"conv": ["add0", "conv", "relu1"]}
+    assert fused["rules"] == {"conv": "TbeConvDoubleInFusionPass"}
+    assert convert(_conv_model(tmp_path / "d.onnx", tail=("Add", "Relu")), soc_version="Ascend910B2").fusion["passes"] == {}
+    single = convert(_conv_model(tmp_path / "s.onnx", tail=("Relu",)), soc_version="Ascend310P3")
+    assert single.fusion["passes"] == {}  # AutomaticUbFusion fuses leftover elementwise ops, not a conv
+
+
+def test_reduce_elemwise_fuses_static_shapes_only_its_dynamic_twin_the_rest(tmp_path, convert):
+    from ascendpipe.backends.onnxruntime import fusion
+
+    model = l2norm_model(tmp_path / "m.onnx")
+    static = convert(model, input_shape="features:2,256")
+    assert static.fusion["passes"] == {"TbeReduceElemwiseFusionPass": 1} and static.fusion["dynamic_shape"] is False
+    dynamic = convert(model, input_shape="features:-1,256")
+    assert dynamic.fusion["dynamic_shape"] is True
+    assert dynamic.fusion["passes"] == {"TbeDynamicElemwiseReduceFusionPass": 1}
+    rules = json.loads((dynamic.out_dir / "fused_map.json").read_text())["rules"]
+    assert rules == {"sum": "TbeDynamicElemwiseReduceFusionPass"}
+    # the symbolic batch axis without input_shape: atc requires one, the pipeline gives a static one
+    assert fusion.dynamic_shape(onnx.load(str(model))) is False
+    assert fusion.dynamic_shape(onnx.load(str(model)), input_shape_range="features:[1~8],256") is True
+
+
+def test_not_modelled_passes_sit_in_their_own_section_with_a_page():
+    from ascendpipe.precision.remedy import format_fusion_switch
+
+    assert atc_passes.section_of("TbeFullyconnectionElemwiseDequantFusionPass") == "UBFusion"
+    assert atc_passes.section_of("AutomaticUbFusion") == "UBFusion"
+    assert atc_passes.section_of("SoftmaxFusionPass") == "GraphFusion"
+    assert json.loads(format_fusion_switch({"AutomaticUbFusion": "off"}))["Switch"]["UBFusion"] == {"AutomaticUbFusion": "off"}
+    assert "AutomaticUbFusion" not in atc_passes.BY_NAME and "AutomaticUbFusion" in atc_passes.known_names()
+    assert [p.name for p in atc_passes.CATALOGUE if not p.switchable] == ["AABiasaddConvFusion"]
+    assert {p.name: p.shapes for p in atc_passes.CATALOGUE if p.shapes != "any"} == {
+        "AABiasaddConvFusion": "static", "TbeConv3dElemwisePass": "static",
+        "TbeReduceElemwiseFusionPass": "static", "TbeDynamicElemwiseReduceFusionPass": "dynamic"}

@@ -156,10 +156,10 @@ def om_ops(model) -> list[dict]:
             relu = users[0]
             fused_away.add(relu.name)
             ops.append({"name": n.name, "type": "Conv2D", "originals": [n.name, relu.name],
-                        "outputs": list(relu.output), "pass": "ConvReluFusionPass"})
+                        "outputs": list(relu.output), "origin": relu.name, "pass": "ConvReluFusionPass"})
         else:
             ops.append({"name": n.name, "type": IR_TYPES.get(n.op_type, n.op_type), "originals": [n.name],
-                        "outputs": list(n.output), "pass": None})
+                        "outputs": list(n.output), "origin": n.name, "pass": None})
     return ops
 
 
@@ -174,7 +174,12 @@ def om_json(model, name: str) -> dict:
         attr = [{"key": "_datadump_original_op_names", "value": {"list": {"s": op["originals"]}}}]
         if op["pass"]:
             attr.append({"key": "pass_name", "value": {"list": {"s": [op["pass"]]}}})
-        ops.append({"name": op["name"], "type": op["type"], "attr": attr})
+        # each output names the original op and output it stands for, as atc writes it and msaccucmp reads it
+        # (mindstudio-probe msaccucmp/vector_cmp/fusion_manager/fusion_rule_parser.py:459-460)
+        descs = [{"dtype": "DT_FLOAT", "attr": [{"key": "_datadump_origin_name", "value": _s(op["origin"])},
+                                                {"key": "_datadump_origin_output_index", "value": {"i": i}}]}
+                 for i, _ in enumerate(op["outputs"])]
+        ops.append({"name": op["name"], "type": op["type"], "attr": attr, "output_desc": descs})
     return {"name": name, "version": 1,
             "attr": [{"key": "atc_cmdline", "value": _s(meta.get(META_CMDLINE, ""))},
                      {"key": "soc_version", "value": _s(meta.get(META_SOC, ""))},

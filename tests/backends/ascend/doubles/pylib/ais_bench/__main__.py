@@ -9,6 +9,7 @@ onnxruntime, and writes ``{output}/{ts or output_dirname}/{first input name}_{k}
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import sys
@@ -97,6 +98,12 @@ def dump_run(cfg, model, outputs: dict, feeds: dict, om_stem: str, run_dir: Path
             arrays.update({f"output_{i}": produced[t] for i, t in enumerate(op["outputs"]) if t in produced})
         safe = lambda s: s.replace(".", "_").replace("/", "_").replace("\\", "_").replace(" ", "_")
         name = f"{safe(op['type'])}.{safe(op['name'])}.{task + 1}.0.{d.timestamp_us() + task}"
+        if len(name) >= 255:  # too long for a file name: a digits-only hash plus a 'hash,name' row in mapping.csv
+            # (what msaccucmp expects: dump_parse/dump.py:184, mapping.py:30-38 in mindstudio-probe 26.2)
+            hashed = str(int(hashlib.sha256(name.encode()).hexdigest()[:15], 16))
+            with open(leaf / "mapping.csv", "a", encoding="utf-8") as fh:
+                fh.write(f"{hashed},{name}\n")
+            name = hashed
         with open(leaf / name, "wb") as fh:
             np.savez(fh, **arrays)
 

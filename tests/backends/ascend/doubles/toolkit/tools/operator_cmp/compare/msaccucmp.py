@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """TEST DOUBLE of CANN's msaccucmp.py (not the real tool): only `convert`, for the dump double's files."""
 import sys
+import uuid
 from pathlib import Path
 
 import numpy as np
@@ -37,12 +38,20 @@ def main(argv):
     if not out.is_dir():
         d.fail(TOOL, f"-out {out} is not a directory")
     for src in sources:
+        if src.name == "mapping.csv":
+            continue
         with np.load(src) as data:
             for key in data.files:
                 io, _, index = key.partition("_")
                 array = data[key]
                 shape = "x".join(str(s) for s in array.shape)
-                np.save(out / f"{src.name}.{io}.{index}.{shape}.npy", array)
+                name = f"{src.name}.{io}.{index}.{shape}.npy"
+                if len(name) >= 255:  # msaccucmp's handle_too_long_file_name (cmp_utils/file_utils.py:176-188)
+                    hashed = uuid.uuid3(uuid.NAMESPACE_DNS, name).hex + ".npy"
+                    with open(out / "mapping.csv", "a", encoding="utf-8") as fh:
+                        fh.write(f"{hashed},{name}\n")
+                    name = hashed
+                np.save(out / name, array)
     print(f"[INFO] The command was completed and took {len(sources)} files.")
     return 0
 

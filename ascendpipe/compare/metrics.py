@@ -1,10 +1,14 @@
-"""Per-tensor accuracy metrics, with msit's definitions. Pure numpy, float64, chunked, NaN/inf-safe.
+"""Per-tensor metrics our pass/fail decision reads. Pure numpy, float64, chunked, NaN/inf-safe.
+
+result.csv's msit columns are not these: they are msaccucmp's cells (``compare/msaccucmp.py``). These
+follow msit's LLM-compare helpers, in float64 and chunked, and feed the decision (``thresholds``) and
+the row keys ``exact_cosine``, ``significant_mean_rel_error`` and ``decision``.
 
 ``g`` is the golden (fp32 reference) tensor, ``t`` the target; both are flattened, as msit does
 (``tensor.reshape(-1).float()``). Every sum is accumulated in float64 over chunks, so a tensor is never
 copied whole into float64.
 
-The values are msit's, so result.csv reads the same as msit's (package ``msit`` 8.2.0, module
+The formulas are msit's LLM-compare ones (package ``msit`` 8.2.0, module
 ``components.utils.cmp_algorithm``, the functions of ``CMP_ALG_MAP`` that msit's compare commands
 call through ``compare_tensor`` in ``msit_llm.compare.cmp_utils`` and ``MIETorchCompare.compare`` in
 ``msquickcmp.mie_torch.mietorch_comp``). EPS = float32 machine epsilon (msit's ``FLOAT_EPSILON``).

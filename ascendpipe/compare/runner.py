@@ -75,6 +75,11 @@ def model_output_indices(model_path: Path | str | None) -> dict[str, int]:
     return output_indices(onnx.load(str(model_path), load_external_data=False).graph)
 
 
+def is_float_dtype(dtype: str | None) -> bool:
+    """A dtype fp16 could stand for (float16/32/64, bfloat16); integers, bools and unknown ones are not."""
+    return str(dtype or "").startswith(("float", "bfloat"))
+
+
 def _overflow(target_entry: dict, m: dict | None, golden_max: float | None, target_max: float | None) -> str | None:
     """'target': the target holds inf/NaN (where golden is finite) or reaches 65504 in fp16;
     'fp16_range': the golden exceeds fp16's range though the target did not overflow."""
@@ -133,6 +138,9 @@ def _row(pos: int, pair: mapping.Pair, golden_dir: Path, target_dir: Path, limit
         target_max = max(abs(float(t.get("min", 0.0) or 0.0)), abs(float(t.get("max", 0.0) or 0.0)))
     row["msaccucmp"] = cells
     row["compare_fail_reason"] = ",".join(messages)
+    row["float_tensor"] = is_float_dtype((g or t).get("dtype"))
+    if not row["float_tensor"]:  # an int32 accumulator beyond 65504 is not an fp16 overflow: fp16 never holds it
+        golden_max = target_max = None
     overflow = _overflow(t, m, golden_max, target_max)
     reasons = thr.violations(m, limits) if m else []
     if overflow == "target":

@@ -49,6 +49,7 @@ def describe_failure(
     known = convert_params if convert_params is not None else _convert_params()
     settings = target_settings or {}
     existing_keep = [str(k) for k in settings.get("keep_dtype") or []]
+    mode = settings.get("precision_mode") or (precision_plan or {}).get("precision_mode")
     if row.get("advice_ready") is not None:  # a preprocessing row (AIPP) brings its own advice
         kind, advice = row.get("failure_kind", "preprocessing"), list(row["advice_ready"])
     elif row["overflow"] == "target":
@@ -62,7 +63,7 @@ def describe_failure(
         # a UB-fused kernel rounds like its unfused ops: the loss is its members' fp16, and keep_dtype
         # reaches its intermediates only with the pass off
         rule = (fusion_rules or {}).get(row["op_name"])
-        kind, advice = "precision_loss", _loss_advice(rows, position, plan_nodes, stage, existing_keep, known)
+        kind, advice = "precision_loss", _loss_advice(rows, position, plan_nodes, stage, existing_keep, known, mode)
         advice.insert(1, _fusion_advice(row, _fp16_kernel_passes(rule), True, stage, settings.get("fusion_switch"),
                                         overflow=True, fixed=[r for r in rule.split("+") if not _switchable(r)]))
     elif row.get("fused"):
@@ -76,7 +77,7 @@ def describe_failure(
         else:  # the device cannot switch the pass off: keep the fused op's ops in fp32 instead
             kind, advice = "fusion", [_unswitchable_advice(row, fixed, stage, existing_keep)]
     else:
-        kind, advice = "precision_loss", _loss_advice(rows, position, plan_nodes, stage, existing_keep, known)
+        kind, advice = "precision_loss", _loss_advice(rows, position, plan_nodes, stage, existing_keep, known, mode)
     return {
         "index": row["index"],
         "op_name": row["op_name"],
@@ -158,9 +159,23 @@ def overflow_chain(rows: list[dict], position: int, producers: dict[str, list[st
     return up, ops, down
 
 
+def non_float_ops(rows: list[dict], plan_nodes: dict) -> set[str]:
+    """Ops whose outputs are integers or bools (every row of theirs, or the precision plan's "other"):
+    fp16 never holds them, so keep_dtype has nothing to keep."""
+    floats: dict[str, bool] = {}
+    for r in rows:
+        if "float_tensor" in r:
+            for op in _ops_of(r) if not r.get("fused") else [r["op_name"]]:
+                floats[op] = floats.get(op, False) or bool(r["float_tensor"])
+    ops = {op for op, is_float in floats.items() if not is_float}
+    return ops | {op for op, node in plan_nodes.items() if node.get("dtype") == "other"}
+
+
 def _overflow_advice(rows, position, producers, plan_nodes, stage, existing_keep) -> list[dict]:
     row = rows[position]
     upstream, keep, later = overflow_chain(rows, position, producers)
+    skip = non_float_ops(rows, plan_nodes)
+    upstream, keep, later = ([op for op in ops if op not in skip] for ops in (upstream, keep, later))
     names = _unique(upstream + keep + later)
     if plan_nodes:  # an op the plan already keeps in fp32 (and not by keep_dtype, which is listed) needs no entry
         names = [n for n in names if plan_nodes.get(n, {}).get("dtype") != "float32"] or names
@@ -262,9 +277,15 @@ def _underflows(row: dict) -> bool:
     return peak is not None and 0.0 < peak < FP16_MIN_NORMAL
 
 
-def _loss_advice(rows, position, plan_nodes, stage, existing_keep, known) -> list[dict]:
+def _loss_advice(rows, position, plan_nodes, stage, existing_keep, known, mode=None) -> list[dict]:
     row = rows[position]
     ops = _ops_of(row)
+    if row.get("float_tensor") is False or (plan_nodes and all(plan_nodes.get(op, {}).get("dtype") == "other" for op in ops)):
+        # an integer or bool output: no precision mode or keep_dtype changes how it is computed
+        return [{"kind": "implementation",
+                 "message": (f"op '{row['op_name']}' outputs {row.get('dtype') or 'a non-float type'}, which fp16 "
+                             "does not touch: its difference comes from its inputs (look at the float ops feeding it) "
+                             "or its implementation on the device")}]
     if plan_nodes and all(plan_nodes.get(op, {}).get("dtype") == "float32" for op in ops):
         item = {"kind": "implementation",
                 "message": (f"op '{row['op_name']}' already runs in fp32 in the target, so the loss is not fp16 "
@@ -286,7 +307,7 @@ def _loss_advice(rows, position, plan_nodes, stage, existing_keep, known) -> lis
         names = ops
         message = f"op '{row['op_name']}' loses accuracy in fp16 without overflowing: keep it in fp32"
     advice = [_keep_dtype_item(_unique(list(existing_keep or []) + names), stage, message, added=names)]
-    if "precision_mode" in known:
+    if "precision_mode" in known and mode != "allow_fp32_to_fp16":  # never the mode already in use
         advice.append({
             "kind": "precision_mode",
             "message": "or let ATC keep fp32 ops whose fp16 kernels lose accuracy: precision_mode allow_fp32_to_fp16",

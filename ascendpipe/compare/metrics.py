@@ -1,10 +1,14 @@
-"""Per-tensor accuracy metrics, with msit's definitions. Pure numpy, float64, chunked, NaN/inf-safe.
+"""Per-tensor metrics our pass/fail decision reads. Pure numpy, float64, chunked, NaN/inf-safe.
+
+result.csv's msit columns are not these: they are msaccucmp's cells (``compare/msaccucmp.py``). These
+follow msit's LLM-compare helpers, in float64 and chunked, and feed the decision (``thresholds``) and
+the row keys ``exact_cosine``, ``significant_mean_rel_error`` and ``decision``.
 
 ``g`` is the golden (fp32 reference) tensor, ``t`` the target; both are flattened, as msit does
 (``tensor.reshape(-1).float()``). Every sum is accumulated in float64 over chunks, so a tensor is never
 copied whole into float64.
 
-The values are msit's, so result.csv reads the same as msit's (package ``msit`` 8.2.0, module
+The formulas are msit's LLM-compare ones (package ``msit`` 8.2.0, module
 ``components.utils.cmp_algorithm``, the functions of ``CMP_ALG_MAP`` that msit's compare commands
 call through ``compare_tensor`` in ``msit_llm.compare.cmp_utils`` and ``MIETorchCompare.compare`` in
 ``msquickcmp.mie_torch.mietorch_comp``). EPS = float32 machine epsilon (msit's ``FLOAT_EPSILON``).
@@ -199,6 +203,13 @@ def _significant(g: np.ndarray, t: np.ndarray, floor: float) -> tuple[float, int
     return total, count
 
 
+def _std(squares: float, total: float, n: int) -> float:
+    """Population std from sums; mean*mean, not mean**2: a float ** 2 beyond ~1.3e154 raises OverflowError
+    where the product is inf."""
+    mean = total / n
+    return math.sqrt(max(squares / n - mean * mean, 0.0))
+
+
 def tensor_metrics(golden: np.ndarray, target: np.ndarray) -> dict:
     """Every metric for one pair of same-size tensors (shapes may differ in layout only)."""
     golden, target = np.asarray(golden), np.asarray(target)
@@ -218,8 +229,9 @@ def tensor_metrics(golden: np.ndarray, target: np.ndarray) -> dict:
         result.update(target_mean=math.nan, target_std=math.nan, golden_mean=math.nan, golden_std=math.nan)
         return result
     s = _Sums()
-    for gc, tc in _pairs(golden, target):
-        s.add(gc, tc)
+    with np.errstate(over="ignore", invalid="ignore"):  # squares beyond float64: inf, judged as such below
+        for gc, tc in _pairs(golden, target):
+            s.add(gc, tc)
     floor = max(SIGNIFICANT_FRACTION * math.sqrt(s.gg / s.n), math.nextafter(EPS, math.inf))
     significant_rel, significant = _significant(golden, target, floor)
     norm_g = math.sqrt(s.gg)
@@ -239,9 +251,9 @@ def tensor_metrics(golden: np.ndarray, target: np.ndarray) -> dict:
         significant_mean_rel_error=significant_rel / significant if significant else 0.0,
         significant_elements=significant,
         target_mean=s.t_sum / s.n,
-        target_std=math.sqrt(max(s.tt / s.n - (s.t_sum / s.n) ** 2, 0.0)),
+        target_std=_std(s.tt, s.t_sum, s.n),
         golden_mean=s.g_sum / s.n,
-        golden_std=math.sqrt(max(s.gg / s.n - (s.g_sum / s.n) ** 2, 0.0)),
+        golden_std=_std(s.gg, s.g_sum, s.n),
     )
     return result
 

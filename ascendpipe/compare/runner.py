@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ascendpipe.compare import advisor, mapping, order, thresholds as thr
+from ascendpipe.compare import advisor, mapping, msaccucmp, order, thresholds as thr
 from ascendpipe.compare.metrics import FP16_MAX, magnitude_max, tensor_metrics
 from ascendpipe.contract import DUMP_FORMAT
 from ascendpipe.errors import Location, UserError
@@ -58,7 +58,26 @@ def graph_info(model_path: Path | str | None) -> dict:
     for i, node in enumerate(graph.node):
         producers[node.name or f"node_{i}"] = sorted({producer_of[x] for x in node.input if x in producer_of})
     outputs = [o.name for o in graph.output]
-    return {"outputs": outputs, "output_ops": [producer_of[o] for o in outputs if o in producer_of], "producers": producers}
+    return {"outputs": outputs, "output_ops": [producer_of[o] for o in outputs if o in producer_of], "producers": producers,
+            "output_index": output_indices(graph)}
+
+
+def output_indices(graph) -> dict[str, int]:
+    """Each tensor's position among its producer's outputs: msaccucmp's TensorIndex is `op:output:<it>`."""
+    return {out: k for node in graph.node for k, out in enumerate(node.output) if out}
+
+
+def model_output_indices(model_path: Path | str | None) -> dict[str, int]:
+    if not model_path or not str(model_path).endswith(".onnx") or not Path(model_path).is_file():
+        return {}
+    import onnx
+
+    return output_indices(onnx.load(str(model_path), load_external_data=False).graph)
+
+
+def is_float_dtype(dtype: str | None) -> bool:
+    """A dtype fp16 could stand for (float16/32/64, bfloat16); integers, bools and unknown ones are not."""
+    return str(dtype or "").startswith(("float", "bfloat"))
 
 
 def _overflow(target_entry: dict, m: dict | None, golden_max: float | None, target_max: float | None) -> str | None:
@@ -98,32 +117,42 @@ def _row(pos: int, pair: mapping.Pair, golden_dir: Path, target_dir: Path, limit
     }
     m = None
     golden_max = target_max = None
+    cells, messages = dict.fromkeys(msaccucmp.ALGORITHMS, msaccucmp.NAN), []  # msaccucmp's cells for a one-sided row
     if g and t:
         golden = _load_tensor(golden_dir, g)
         target = _load_tensor(target_dir, t)
         golden_max, target_max = magnitude_max(golden), magnitude_max(target)
+        cells, messages = msaccucmp.cells(golden, target, target_file=str(Path(target_dir) / t["file"]),
+                                          golden_file=str(Path(golden_dir) / g["file"]))
         try:
             m = tensor_metrics(golden, target)
         except ValueError as exc:
             row["note"] = str(exc)
         else:
-            if m["fail_reason"]:  # msit's CompareFailReason: no metric for a tensor with inf/NaN
+            if m["fail_reason"]:  # why our decision has no metric for this tensor (inf/NaN)
                 row["note"] = "; ".join(x for x in (row["note"], m["fail_reason"]) if x)
         del golden, target
     elif g:
         golden_max = max(abs(float(g.get("min", 0.0) or 0.0)), abs(float(g.get("max", 0.0) or 0.0)))
     elif t:
         target_max = max(abs(float(t.get("min", 0.0) or 0.0)), abs(float(t.get("max", 0.0) or 0.0)))
+    row["msaccucmp"] = cells
+    row["compare_fail_reason"] = ",".join(messages)
+    row["float_tensor"] = is_float_dtype((g or t).get("dtype"))
+    if not row["float_tensor"]:  # an int32 accumulator beyond 65504 is not an fp16 overflow: fp16 never holds it
+        golden_max = target_max = None
     overflow = _overflow(t, m, golden_max, target_max)
     reasons = thr.violations(m, limits) if m else []
     if overflow == "target":
         reasons.insert(0, "target overflows fp16 (inf/NaN or 65504)")
-    row.update(_metric_fields(m))
+    row.update(_metric_fields(m, cells))
     row.update(overflow=overflow, golden_abs_max=golden_max, failed=bool(reasons) and pair.side == "both" or overflow == "target",
                reasons=reasons)
-    # what the decision read where it differs from msit's values (see thresholds)
+    # what our decision read (see thresholds): its own keys, apart from msaccucmp's values
     row.update(exact_cosine=None if m is None else m["exact_cosine"],
-               significant_mean_rel_error=None if m is None else _finite_or_none(m["significant_mean_rel_error"]))
+               significant_mean_rel_error=None if m is None else _finite_or_none(m["significant_mean_rel_error"]),
+               decision=None if m is None else {k: _finite_or_none(float(m[key])) for k, key in thr.DECISION_KEY.items()}
+               | {"rmse_fp16_floor": _finite_or_none(m["rmse_fp16_floor"])})
     return row
 
 
@@ -131,11 +160,17 @@ def _finite_or_none(value):
     return value if isinstance(value, float) and math.isfinite(value) else None
 
 
-def _metric_fields(m: dict | None) -> dict:
-    keys = ("cosine", "max_abs_error", "mean_abs_error", "rmse", "max_rel_error", "mean_rel_error",
-            "accumulated_rel_error", "relative_euclidean", "kl", "target_mean", "target_std", "golden_mean",
-            "golden_std", "golden_nan", "golden_inf", "target_nan", "target_inf")
-    return {k: (None if m is None else m[k]) for k in keys}
+# row key -> msaccucmp's column: these row values are msaccucmp's (the CSV's text, as numbers)
+MSACCUCMP_KEYS = {"cosine": "CosineSimilarity", "max_abs_error": "MaxAbsoluteError", "mean_abs_error": "MeanAbsoluteError",
+                  "rmse": "RootMeanSquareError", "max_rel_error": "MaxRelativeError", "mean_rel_error": "MeanRelativeError",
+                  "accumulated_rel_error": "AccumulatedRelativeError", "relative_euclidean": "RelativeEuclideanDistance",
+                  "kl": "KullbackLeiblerDivergence"}
+
+
+def _metric_fields(m: dict | None, cells: dict[str, str]) -> dict:
+    fields = {k: msaccucmp.number(cells.get(column)) for k, column in MSACCUCMP_KEYS.items()}
+    keys = ("target_mean", "target_std", "golden_mean", "golden_std", "golden_nan", "golden_inf", "target_nan", "target_inf")
+    return fields | {k: (None if m is None else m[k]) for k in keys}
 
 
 def batch_rows(golden_dir: Path, target_dir: Path, *, limits: dict, tensor_map: dict, op_map: dict,
@@ -232,6 +267,7 @@ def compare_dumps(
                             origins=origins)
                  for g, t, pre in zip(golden_dirs, target_dirs, pre_by_batch)]
     rows = worst_rows(per_batch)
+    golden_npu = _tensor_positions(rows, graph, golden_dirs[0], target_dirs[0])
     for r in rows:  # the ATC fusion pass that made a fused op (fused_map.json "rules", the OM's pass_name)
         r["pass_name"] = rules.get(r["op_name"]) if r.get("fused") else None
     pre_failed = [i for i, r in enumerate(rows) if r.get("pre") and r["failed"]]
@@ -246,7 +282,26 @@ def compare_dumps(
     summary = summarize(rows, failures)
     summary["batches"] = len(golden_dirs)
     return {"rows": rows, "first_failure": failures[0] if failures else None, "failures": failures,
-            "summary": summary, "thresholds": limits, "strategy": strategy}
+            "summary": summary, "thresholds": limits, "strategy": strategy, "golden_is_npu_dump": golden_npu}
+
+
+def _tensor_positions(rows: list[dict], graph: dict, golden_dir: Path, target_dir: Path) -> bool:
+    """Set each row's ``output_index`` (the tensor's position among its op's outputs: the target model's,
+    else the golden's, else its count among the op's rows) and say whether the golden is an NPU dump
+    (an OM's: msaccucmp then keeps its Address column)."""
+    golden_index = load_index(golden_dir, "golden dump")
+    target_model = load_index(target_dir, "target dump").get("model")
+    golden_pos = graph["output_index"] if "output_index" in graph else model_output_indices(golden_index.get("model"))
+    target_pos = model_output_indices(target_model)
+    seen: dict[str, int] = {}
+    for r in rows:
+        k = seen.get(r["op_name"], 0)
+        seen[r["op_name"]] = k + 1
+        position = target_pos.get(r["tensor"]) if r.get("side") != "golden_only" else None
+        if position is None:
+            position = golden_pos.get(r.get("golden_tensor") or r["tensor"])
+        r["output_index"] = k if position is None else position
+    return str(golden_index.get("model") or "").endswith(".om")
 
 
 def _cosine_of(row: dict) -> float | None:

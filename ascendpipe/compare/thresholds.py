@@ -5,7 +5,8 @@ msit (package ``msit``: ``msquickcmp.net_compare.analyser.MONITOR_THRESHOLD`` an
 RelativeEuclideanDistance > 0.05, KullbackLeiblerDivergence > 0.005, RootMeanSquareError > 1.0 or
 MeanRelativeError > 1.0, any one alone. Cosine and relative Euclidean distance measure the whole
 tensor against its own magnitude; the other three do not, so on real weights each trips on a tensor
-that is computed well. We keep the five thresholds and msit's values (result.csv), and decide so:
+that is computed well. We keep the five thresholds (result.csv shows msaccucmp's values and msit's
+IsPrecisionError; our decision is its own columns), and decide on float64 values (``metrics``) so:
 
 - CosineSimilarity: decided on ``exact_cosine``, the cosine without torch's 1e-8 floor on each norm
   that msit's value has (with it, two identical tensors of norm 1e-9 have cosine 0.01).

@@ -11,23 +11,30 @@ from pathlib import Path
 from ascendpipe.contract import COMPARE_CSV, COMPARE_RESULT
 from ascendpipe.fsutil import write_text_atomic
 
-# msaccucmp + msit result_*.csv header, in order. The duplicated names are msit's (pandas reads them
-# as DataType.1 / Address.1). OpSequence is left out: msaccucmp writes it only with -r/-s.
-# One column of ours at the end, after msit's: WorstBatch, the batch (from 0) whose values the row shows.
+from ascendpipe.compare import msaccucmp
+
+# msaccucmp's header (msprobe/msaccucmp: vector_cmp/fusion_manager/compare_result.py:241-255, the op part
+# const_manager.py:270-273) with msit's three columns appended (msit cmp_process.py:163-165). msaccucmp
+# drops the Address column of a side whose dump is .npy (vector_cmp/vector_comparison.py:596-605): the
+# golden's for ONNX-vs-OM, none when both sides are NPU dumps. OverFlow (only with -advisor) and
+# OpSequence (only with -r/-s) are not written, as in msit's default run. The duplicated names are
+# msaccucmp's (pandas reads them as DataType.1 / Address.1).
 MSIT_CSV_HEADER = [
-    "Index", "OpType", "NPUDump", "DataType", "Address", "GroundTruth", "DataType", "Address", "TensorIndex",
-    "Shape", "OverFlow", "CosineSimilarity", "MaxAbsoluteError", "AccumulatedRelativeError",
-    "RelativeEuclideanDistance", "KullbackLeiblerDivergence", "StandardDeviation", "MeanAbsoluteError",
-    "RootMeanSquareError", "MaxRelativeError", "MeanRelativeError", "CompareFailReason", "IsNpuOps",
-    "IsOutputNode", "IsPrecisionError",
+    "Index", "OpType", "NPUDump", "DataType", "Address", "GroundTruth", "DataType", "TensorIndex", "Shape",
+    *msaccucmp.ALGORITHMS, "CompareFailReason", "IsNpuOps", "IsOutputNode", "IsPrecisionError",
 ]
-CSV_HEADER = MSIT_CSV_HEADER + ["WorstBatch"]
+MSIT_CSV_HEADER_NPU_GOLDEN = MSIT_CSV_HEADER[:7] + ["Address"] + MSIT_CSV_HEADER[7:]
+# Ours, after msit's (docs/contracts.md): our pass/fail decision and what it read, and the batch shown.
+OUR_CSV_COLUMNS = ["Failed", "FailReasons", "OverflowKind", "ExactCosine", "SignificantMeanRelativeError",
+                   "SoftmaxKL", "WorstBatch"]
+CSV_HEADER = MSIT_CSV_HEADER + OUR_CSV_COLUMNS
 CONTRACT_ROW_KEYS = ("index", "op_name", "op_type", "tensor", "shape", "dtype", "cosine", "max_abs_error",
                      "max_rel_error", "rmse", "kl", "relative_euclidean", "overflow", "failed")
 EXTRA_ROW_KEYS = ("golden_tensor", "golden_ops", "golden_dtype", "side", "fused", "is_output", "reasons", "note",
                   "mean_abs_error", "mean_rel_error", "accumulated_rel_error", "target_mean", "target_std",
                   "golden_mean", "golden_std", "golden_nan", "golden_inf", "target_nan", "target_inf", "golden_abs_max",
-                  "exact_cosine", "significant_mean_rel_error", "batch", "batches", "failed_batches")
+                  "exact_cosine", "significant_mean_rel_error", "batch", "batches", "failed_batches",
+                  "output_index", "compare_fail_reason", "msit_precision_error", "decision")
 
 
 def _num(value) -> str:
@@ -48,34 +55,61 @@ def _short(value) -> str:
     return _num(value)
 
 
-def _dtype(value: str | None) -> str:
-    return {"float16": "DT_FLOAT16", "float32": "DT_FLOAT", "int64": "DT_INT64", "int32": "DT_INT32",
-            "uint8": "DT_UINT8", None: "NaN"}.get(value, str(value))
+def _cells(row: dict) -> dict[str, str]:
+    """msaccucmp's cells of a compared row; for a row made elsewhere (the AIPP check) its values in
+    msaccucmp's text format."""
+    if row.get("msaccucmp"):
+        return row["msaccucmp"]
+    from ascendpipe.compare.runner import MSACCUCMP_KEYS
+
+    def six(v):
+        return msaccucmp.NAN if v is None else "{:.6f}".format(v)
+
+    cells = {column: six(row.get(key)) for key, column in MSACCUCMP_KEYS.items()}
+    parts = [row.get(k) for k in ("target_mean", "target_std", "golden_mean", "golden_std")]
+    cells["StandardDeviation"] = (msaccucmp.NAN if any(p is None for p in parts)
+                                  else "(%.3f;%.3f),(%.3f;%.3f)" % tuple(0.0 if abs(p) < 0.001 else p for p in parts))
+    return cells
+
+
+def _msit_precision_error(row: dict) -> bool | None:
+    """msit's IsPrecisionError of the row (msaccucmp's values, msit's fixed thresholds); None without values."""
+    if row.get("side", "both") != "both":
+        return None
+    return msaccucmp.msit_precision_error(row.get("op_type") or "", _cells(row))
+
+
+def csv_header(result: dict) -> list[str]:
+    msit = MSIT_CSV_HEADER_NPU_GOLDEN if result.get("golden_is_npu_dump") else MSIT_CSV_HEADER
+    return msit + OUR_CSV_COLUMNS
 
 
 def csv_text(result: dict) -> str:
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(CSV_HEADER)
+    writer.writerow(csv_header(result))
+    golden_address = bool(result.get("golden_is_npu_dump"))
     outputs_seen: dict[str, int] = {}
     for row in result["rows"]:
         k = outputs_seen.get(row["op_name"], 0)
         outputs_seen[row["op_name"]] = k + 1
+        position = row.get("output_index", k)
         target = row["side"] != "golden_only"
         golden = row["side"] != "target_only"
-        std = ("NaN" if _num(row["target_mean"]) == "NaN" else  # no metric (e.g. inf/NaN): one NaN cell
-               f"({_num(row['target_mean'])};{_num(row['target_std'])}),({_num(row['golden_mean'])};{_num(row['golden_std'])})")
-        writer.writerow([
-            row["index"], row["op_type"], row["op_name"] if target else "*", _dtype(row["dtype"]), "NaN",
-            ",".join(row["golden_ops"]) if golden else "*", _dtype(row["golden_dtype"]), "NaN",
-            f"{row['op_name']}:output:{k}", "[" + ",".join(str(d) for d in row["shape"]) + "]",
-            "YES" if row["overflow"] == "target" else "NO",
-            _num(row["cosine"]), _num(row["max_abs_error"]), _num(row["accumulated_rel_error"]),
-            _num(row["relative_euclidean"]), _num(row["kl"]), std, _num(row["mean_abs_error"]), _num(row["rmse"]),
-            _num(row["max_rel_error"]), _num(row["mean_rel_error"]), row["note"] or "",
-            "YES" if row["side"] == "target_only" else "NO", "YES" if row["is_output"] else "NO",
-            "YES" if row["failed"] else "NO", row.get("batch", 0),
-        ])
+        cells = _cells(row)
+        is_precision_error = _msit_precision_error(row)
+        line = [row["index"], row["op_type"], row["op_name"] if target else "*", row["dtype"] or "NaN", "NaN",
+                ",".join(row["golden_ops"]) if golden else "*", row["golden_dtype"] or "NaN"]
+        if golden_address:
+            line.append("NaN")
+        line += [f"{row['op_name']}:output:{position}", "[" + ",".join(str(d) for d in row["shape"]) + "]"]
+        line += [cells[name] for name in msaccucmp.ALGORITHMS]
+        line += [row.get("compare_fail_reason") or "", "YES" if not golden else "NO", "YES" if row["is_output"] else "NO",
+                 "YES" if is_precision_error else "NO"]
+        line += ["YES" if row["failed"] else "NO", "; ".join(row.get("reasons") or []), row["overflow"] or "",
+                 _num(row.get("exact_cosine")), _num(row.get("significant_mean_rel_error")),
+                 _num((row.get("decision") or {}).get("kl")), row.get("batch", 0)]
+        writer.writerow(line)
     return buffer.getvalue()
 
 
@@ -91,7 +125,8 @@ def _clean(value):
 
 
 def contract(result: dict, input_note: str | None = None) -> dict:
-    rows = [{**{k: row.get(k) for k in CONTRACT_ROW_KEYS + EXTRA_ROW_KEYS}, "pass_name": row.get("pass_name")}
+    rows = [{**{k: row.get(k) for k in CONTRACT_ROW_KEYS + EXTRA_ROW_KEYS}, "pass_name": row.get("pass_name"),
+             "msit_precision_error": _msit_precision_error(row)}
             for row in result["rows"]]
     doc = {"rows": rows, "first_failure": result["first_failure"], "failures": result["failures"],
            "summary": result["summary"], "thresholds": result["thresholds"], "strategy": result["strategy"]}

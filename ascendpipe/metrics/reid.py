@@ -11,6 +11,9 @@ Ties are handled so that results do not depend on gallery order:
 - CMC rank of a query = 1 + number of non-matches at a distance <= its nearest true match, so ties
   count against the query and a collapsed model (all features equal, or NaN) scores 0.
 NaN distances are treated as +inf (ranked last).
+Without ties the values equal torchreid's ``eval_market1501`` (tests/metrics/test_reid.py restates it);
+with ties torchreid ranks tied entries in ``np.argsort`` order, so its numbers then depend on the
+gallery's storage order and can be higher than ours.
 """
 
 from __future__ import annotations

@@ -59,18 +59,39 @@ def op_summary_rows(data: ProfileData, *, device_id: int = 0, model_id: int = 1)
     return rows
 
 
+# a run this many times its type's median is an outlier: it alone can make a type's total look large
+OUTLIER_FACTOR = 10.0
+
+
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
 def op_type_totals(ops: Iterable[OpRow]) -> list[dict]:
-    """Per (op type, core type): count and times in us, largest total first. Numbers, not text."""
+    """Per (op type, core type): count and times in us, largest total first. Numbers, not text.
+
+    The total sums every run of every iteration, so it is not comparable with a per-iteration
+    latency: ``per_iteration_us`` is the total over the iterations profiled, ``median_us`` the typical
+    run, and ``outlier_us`` the share of the total in runs above OUTLIER_FACTOR x the median (one slow
+    run, a page fault or a thread wake-up, can outweigh all the others)."""
     groups: dict[tuple[str, str], list[float]] = {}
+    iterations: set[int] = set()
     for op in ops:
         groups.setdefault((op.op_type, op.task_type), []).append(op.duration_us)
+        iterations.add(op.iteration)
     grand = sum(sum(v) for v in groups.values())
     out = []
     for (op_type, core), durations in groups.items():
         total = sum(durations)
+        median = _median(durations)
+        slow = [d for d in durations if median > 0 and d > OUTLIER_FACTOR * median]
         out.append({"op_type": op_type, "core_type": core, "count": len(durations), "total_us": total,
                     "avg_us": total / len(durations), "min_us": min(durations),
-                    "max_us": max(durations), "ratio_pct": 100.0 * total / grand if grand else 0.0})
+                    "max_us": max(durations), "ratio_pct": 100.0 * total / grand if grand else 0.0,
+                    "median_us": median, "per_iteration_us": total / max(len(iterations), 1),
+                    "outliers": len(slow), "outlier_us": sum(slow)})
     out.sort(key=lambda r: (-r["total_us"], r["op_type"]))
     return out
 

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+# Kernels onnxruntime adds on the host that are no op of the model (its NCHWc layout reorders, host/device
+# copies): the device has no such task, so they are labelled HOST_CPU, not an AI core.
+HOST_OP_TYPES = frozenset({"ReorderInput", "ReorderOutput", "MemcpyFromHost", "MemcpyToHost"})
+HOST_TASK_TYPE = "HOST_CPU"
 # Op types the device runs on the cube unit (AI Core); the rest go to the vector unit.
 CUBE_OP_TYPES = frozenset({"Conv", "ConvTranspose", "MatMul", "Gemm", "FusedConv", "FusedMatMul",
                            "FusedGemm", "NchwcConv", "QLinearConv", "QLinearMatMul", "MatMulInteger"})
@@ -30,6 +34,8 @@ class OpRow:
 
     @property
     def task_type(self) -> str:
+        if self.op_type in HOST_OP_TYPES:
+            return HOST_TASK_TYPE
         return "AI_CORE" if self.op_type in CUBE_OP_TYPES else "AI_VECTOR_CORE"
 
 

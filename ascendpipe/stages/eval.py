@@ -18,7 +18,9 @@ Labels, by task (``.npy`` files in the ``labels`` folder):
   ``gallery_cams.npy`` (then the Market-1501 same-identity-same-camera rule applies). With
   ``outputs`` instead of ``query``/``gallery``, the first len(query_ids) rows are the queries.
 - detection: ``ground_truth.json``: a list over images of ``{"boxes": [[x1, y1, x2, y2], ...],
-  "labels": [...]}``.
+  "labels": [...]}``, each optionally with per-box flags ``"iscrowd"`` (COCO crowd boxes),
+  ``"difficult"`` (VOC) and ``"ignore"`` (COCO's field: no effect on COCO, as in pycocotools; VOC
+  treats ignore and crowd boxes as difficult). See ``ascendpipe.metrics.detection``.
 
 Post-processing: ``postprocess`` is a Python file (hashed as a dep) and ``postprocess_function``
 the function in it, called with ``{output name: array}`` of one infer stage. It returns what the
@@ -27,7 +29,9 @@ and once for gallery), and for detection ``{"boxes": [...], "scores": [...], "la
 one array per image. Without it, the output named ``output_name`` (or the only output) is used.
 
 Metrics are fractions in [0, 1] (one "point" of mAP is 0.01): ``top1``, ``top5``; ``mAP``,
-``rank1``, ``rank5``, ``rank10``; ``mAP50``, ``mAP50_95``; plus ``delta_<name>`` (this minus golden).
+``rank1``, ``rank5``, ``rank10``; detection: ``voc_mAP50`` (VOC, ``params.voc_mode`` voc12 area or
+voc07 11-point), ``coco_AP50`` (COCO's AP at IoU 0.5, 101 points), ``mAP50_95`` (COCO) and ``mAP50``
+(the VOC value under its older name, kept for scripts); plus ``delta_<name>`` (this minus golden).
 """
 
 from __future__ import annotations
@@ -95,7 +99,7 @@ def golden_deltas(metrics: dict, golden: dict) -> dict:
 class EvalKind(StageKind):
     name = "eval"
     uses_backend = False
-    version = "1"
+    version = "2"  # 2: VOC IoU >= 0.5, voc_mAP50 / coco_AP50
     summary = "Top-1/Top-5, ReID mAP/CMC or detection mAP on infer outputs, with the delta to golden"
     input_fields = ("outputs", "query", "gallery", "labels", "golden")
     required_inputs = ("labels",)
@@ -109,6 +113,7 @@ class EvalKind(StageKind):
             "postprocess_function": {"type": "string", "default": "postprocess"},
             "topk": {"type": "array", "items": {"type": "integer", "minimum": 1}, "default": [1, 5]},
             "max_detections": {"type": "integer", "minimum": 1, "default": 100},
+            "voc_mode": {"enum": ["voc12", "voc07"], "default": "voc12"},
         },
         "required": ["task"],
     }
@@ -211,10 +216,18 @@ def _detection(ctx: StageContext) -> dict:
         raise UserError(f"labels: {gt_path} does not exist (task 'detection' needs ground_truth.json)",
                         _where(ctx, "labels"))
     truth = json.loads(gt_path.read_text())
+
+    def flags(name):  # per-box flags, given for some images or none
+        if not any(name in t for t in truth):
+            return None
+        return [t.get(name) or [0] * len(t["boxes"]) for t in truth]
+
     result = detection_map(pred["boxes"], pred["scores"], pred["labels"],
                            [t["boxes"] for t in truth], [t["labels"] for t in truth],
-                           max_detections=ctx.params.get("max_detections", 100))
-    return {"mAP50": result["mAP50"], "mAP50_95": result["mAP50_95"]}
+                           max_detections=ctx.params.get("max_detections", 100), iscrowd=flags("iscrowd"),
+                           ignore=flags("ignore"), difficult=flags("difficult"),
+                           voc_mode=ctx.params.get("voc_mode", "voc12"))
+    return {k: result[k] for k in ("voc_mAP50", "coco_AP50", "mAP50_95", "mAP50")}
 
 
 def _golden_metrics(ctx: StageContext) -> dict:

@@ -136,3 +136,63 @@ def test_a_pass_the_device_cannot_switch_off_is_never_advised_keep_dtype_instead
     item = next(a for a in mixed["advice"] if a["kind"] == "fusion_switch")
     assert item["rules"] == ["TbeConvDoubleInFusionPass"] and "'AABiasaddConvFusion' cannot be switched off" in item["message"]
     assert json.loads(item["file"]["content"])["Switch"] == {"GraphFusion": {}, "UBFusion": {"TbeConvDoubleInFusionPass": "off"}}
+
+
+# --- integers and bools are not fp16 values; the mode in use is not advised ---------------------------
+
+
+def test_an_int32_accumulator_beyond_65504_is_no_fp16_overflow(tmp_path):
+    import numpy as np
+
+    from ascendpipe.compare.runner import compare_dumps
+    from tests.compare.dumps import write_dump
+
+    acc = np.array([70000, 120000, 5], np.int32)  # e.g. a ReduceSum over int32 indices
+    square = np.array([3e5, 4e5], np.float32)
+    golden = write_dump(tmp_path / "g", [("acc", "/Sum", "ReduceSum", acc), ("sq", "/Mul", "Mul", square)])
+    target = write_dump(tmp_path / "t", [("acc", "/Sum", "ReduceSum", acc),
+                                         ("sq", "/Mul", "Mul", np.full(2, np.inf, np.float16))])
+    result = compare_dumps(golden, target)
+    by_op = {r["op_name"]: r for r in result["rows"]}
+    assert by_op["/Sum"]["overflow"] is None and by_op["/Sum"]["golden_abs_max"] is None
+    assert not by_op["/Sum"]["float_tensor"] and by_op["/Mul"]["overflow"] == "target"
+    # without a graph adjacent rows stand for producers: the int accumulator is not pulled into keep_dtype
+    assert result["first_failure"]["advice"][0]["ops"] == ["/Mul"]
+
+
+def test_a_failing_integer_op_gets_no_keep_dtype_and_no_precision_mode():
+    rows = [_row(0, "/ArgMax", "ArgMax", failed=True, out=True)]
+    rows[0].update(float_tensor=False, dtype="int64")
+    first = advisor.describe_failure(rows, 0, producers={"/ArgMax": []}, convert_params={"keep_dtype", "precision_mode"})
+    assert [item["kind"] for item in first["advice"]] == ["implementation"]
+    assert "int64" in first["advice"][0]["message"]
+    rows[0].update(float_tensor=True, dtype="float16")  # the same op as a float: keep_dtype, then the mode
+    kinds = [i["kind"] for i in advisor.describe_failure(rows, 0, producers={"/ArgMax": []},
+                                                         convert_params={"keep_dtype", "precision_mode"})["advice"]]
+    assert kinds == ["keep_dtype", "precision_mode"]
+
+
+def test_non_float_ops_in_an_overflow_chain_are_not_kept():
+    rows = [_row(0, "/Shape", "Shape", peak=None), _row(1, "/Sum", "ReduceSum", failed=True, overflow="target", peak=3e5),
+            _row(2, "/Cast", "Cast", failed=True, peak=None)]
+    rows[0]["float_tensor"] = rows[2]["float_tensor"] = False
+    rows[1]["float_tensor"] = True
+    producers = {"/Shape": [], "/Sum": ["/Shape"], "/Cast": ["/Sum"]}
+    item = advisor.describe_failure(rows, 1, producers=producers)["advice"][0]
+    assert item["ops"] == ["/Sum"]  # /Cast reads 3e5 but outputs integers: nothing of it is fp16
+    plan = {"nodes": {"/Cast": {"op_type": "Cast", "dtype": "other"}}}
+    rows[2].pop("float_tensor")
+    assert advisor.describe_failure(rows, 1, producers=producers, precision_plan=plan)["advice"][0]["ops"] == ["/Sum"]
+
+
+def test_the_precision_mode_in_use_is_never_advised():
+    rows = [_row(0, "/Conv", "Conv", failed=True, out=True)]
+    known = {"keep_dtype", "precision_mode"}
+    for settings in ({"precision_mode": "allow_fp32_to_fp16"}, None):
+        plan = None if settings else {"precision_mode": "allow_fp32_to_fp16", "nodes": {}}
+        kinds = [i["kind"] for i in advisor.describe_failure(rows, 0, target_settings=settings, precision_plan=plan,
+                                                             convert_params=known)["advice"]]
+        assert kinds == ["keep_dtype"]
+    kinds = [i["kind"] for i in advisor.describe_failure(rows, 0, target_settings={"precision_mode": "force_fp16"},
+                                                         convert_params=known)["advice"]]
+    assert kinds == ["keep_dtype", "precision_mode"]

@@ -86,3 +86,48 @@ def test_chunked_accumulation_matches_whole_tensor_float64(monkeypatch):
 
 def test_magnitude_max_ignores_nonfinite():
     assert M.magnitude_max(np.array([-7.0, np.inf, 3.0, np.nan])) == 7.0
+
+
+# --- msaccucmp's cells (the CSV's msit columns), hand-computed; the package check is test_msaccucmp_reference
+
+
+def test_msaccucmp_cells_by_hand():
+    from ascendpipe.compare import msaccucmp
+
+    cells, messages = msaccucmp.cells(G, T, target_file="t.npy", golden_file="g.npy")
+    assert cells["CosineSimilarity"] == "%.6f" % (34 / math.sqrt(30 * 39))
+    assert cells["MaxAbsoluteError"] == "1.000000" and cells["MeanAbsoluteError"] == "0.250000"
+    assert cells["RootMeanSquareError"] == "0.500000" and cells["MaxRelativeError"] == "0.250000"
+    assert cells["AccumulatedRelativeError"] == "0.250000" and cells["MeanRelativeError"] == "0.062500"
+    assert cells["StandardDeviation"] == "(2.750;1.479),(2.500;1.118)"  # target (NPUDump) first
+    # KL(npu || golden) of the min-max normalised tensors: p_t = [0,1,2,4]/7, p_g = [0,1,2,3]/6, the zero floored
+    eps = float(np.finfo(np.float32).eps)
+    pt = np.array([eps, 0.25, 0.5, 1.0]) / (eps + 1.75)
+    pg = np.array([eps, 1 / 3, 2 / 3, 1.0]) / (eps + 2.0)
+    assert float(cells["KullbackLeiblerDivergence"]) == pytest.approx(float((pt * np.log(pt / pg)).sum()), abs=2e-6)
+    assert messages == []
+
+
+def test_msaccucmp_special_cases():
+    from ascendpipe.compare import msaccucmp
+
+    zeros, ones = np.zeros(4, np.float32), np.ones(4, np.float32)
+    cells, messages = msaccucmp.cells(zeros, ones, target_file="t.npy", golden_file="g.npy")
+    assert cells["CosineSimilarity"] == "NaN"  # one side all zero: no cosine (ours gave 0)
+    assert messages[0] == "Cannot compare by Cosine Similarity. All the data is zero in g.npy."
+    assert cells["MaxAbsoluteError"] == "1.000000" and cells["MaxRelativeError"] == "0.000000"  # every element
+    assert msaccucmp.cells(zeros, zeros)[0]["CosineSimilarity"] == "1.0"  # msaccucmp's literal
+    assert msaccucmp.cells(np.array([2.0]), np.array([3.0]))[0]["CosineSimilarity"] == "1.000000"  # a scalar shape
+    with_inf, _ = msaccucmp.cells(ones, np.array([1, np.inf, 1, 1], np.float32))
+    assert with_inf["MaxAbsoluteError"] == "inf" and with_inf["CosineSimilarity"] == "nan"
+    huge = np.full(8, 2e154)  # float64 beyond float32: inf after msaccucmp's cast, and no OverflowError
+    assert msaccucmp.cells(huge, huge)[0]["MaxAbsoluteError"] == "nan"
+    bools, msgs = msaccucmp.cells(np.array([True, False]), np.array([True, True]))
+    assert bools["MaxAbsoluteError"] == "NaN" and "Algorithm MaxAbsoluteError does not support Boolean types." in msgs
+    empty, msgs = msaccucmp.cells(np.zeros(0, np.float32), np.zeros(0, np.float32))
+    assert empty["MaxAbsoluteError"] == "NaN" and empty["MeanAbsoluteError"] == "nan" and empty["CosineSimilarity"] == "1.0"
+
+
+def test_our_metrics_survive_float64_beyond_1e154():
+    m = M.tensor_metrics(np.full(8, 2e154), np.full(8, 3e154))  # was: OverflowError in the std
+    assert m["compared"] == 8 and m["max_abs_error"] == pytest.approx(1e154) and m["target_mean"] == pytest.approx(3e154)

@@ -1,4 +1,5 @@
-"""Our metric values equal msit's on a table of edge cases.
+"""Our decision metrics (``tensor_metrics``) equal msit's LLM-compare formulas on a table of edge cases (result.csv's
+msit columns are msaccucmp's instead: test_msaccucmp_reference.py).
 
 The reference is msit's own code path, restated here from its source (package ``msit`` 8.2.0):
 ``components.utils.cmp_algorithm`` (the functions of ``CMP_ALG_MAP``) called by ``compare_tensor`` /

@@ -15,7 +15,8 @@ from ascendpipe.errors import UserError
 from tests import modelzoo as mz
 from tests.compare.dumps import write_dump
 
-MSIT_HEADER = ("Index,OpType,NPUDump,DataType,Address,GroundTruth,DataType,Address,TensorIndex,Shape,OverFlow,"
+# msit's ONNX-vs-OM header: msaccucmp drops the .npy golden's Address (vector_comparison.py:596-605)
+MSIT_HEADER = ("Index,OpType,NPUDump,DataType,Address,GroundTruth,DataType,TensorIndex,Shape,"
                "CosineSimilarity,MaxAbsoluteError,AccumulatedRelativeError,RelativeEuclideanDistance,"
                "KullbackLeiblerDivergence,StandardDeviation,MeanAbsoluteError,RootMeanSquareError,MaxRelativeError,"
                "MeanRelativeError,CompareFailReason,IsNpuOps,IsOutputNode,IsPrecisionError")
@@ -33,14 +34,52 @@ def small_result(tmp_path):
 
 def test_csv_has_msits_columns_in_msits_order(small_result):
     text = writers.csv_text(small_result)
-    assert text.splitlines()[0] == MSIT_HEADER + ",WorstBatch"  # msit's columns, then ours
-    rows = list(csv.reader(io.StringIO(text)))[1:]
-    add = next(r for r in rows if r[2] == "add")
-    assert add[-2] == "YES" and add[-3] == "YES"  # IsPrecisionError, IsOutputNode (last compared tensor)
-    assert add[-1] == "0"  # one batch: batch 0 is the worst
-    assert float(add[18]) == pytest.approx(0.5)  # RootMeanSquareError: one error of 1 in 4
-    assert next(r for r in rows if r[2] == "cast")[5] == "*"  # target-only: GroundTruth "*", IsNpuOps YES
-    assert next(r for r in rows if r[2] == "cast")[22] == "YES"
+    ours = "Failed,FailReasons,OverflowKind,ExactCosine,SignificantMeanRelativeError,SoftmaxKL,WorstBatch"
+    assert text.splitlines()[0] == MSIT_HEADER + "," + ours  # msit's columns, then ours
+    header, *rows = list(csv.reader(io.StringIO(text)))
+    add = dict(zip(header, next(r for r in rows if r[2] == "add")))
+    assert add["IsPrecisionError"] == "YES" and add["IsOutputNode"] == "YES"  # the last compared tensor
+    assert add["WorstBatch"] == "0" and add["Failed"] == "YES"
+    # msaccucmp's text: '{:.6f}', the StandardDeviation pair with %.3f (target first)
+    assert add["RootMeanSquareError"] == "0.500000"  # one error of 1 in 4
+    assert add["MaxAbsoluteError"] == "1.000000" and add["MaxRelativeError"] == "0.111111"  # |10/9 - 1|
+    assert add["StandardDeviation"] == "(6.250;2.586),(6.000;2.236)"
+    add_line = next(r for r in rows if r[2] == "add")
+    assert (add_line[3], add_line[6]) == ("float16", "float32")  # DataType of NPUDump, then GroundTruth: numpy's names
+    assert add["TensorIndex"] == "add:output:0" and add["Shape"] == "[1,4]"
+    cast = dict(zip(header, next(r for r in rows if r[2] == "cast")))
+    assert cast["GroundTruth"] == "*" and cast["IsNpuOps"] == "YES"  # target-only
+    assert cast["CosineSimilarity"] == "NaN" and next(r for r in rows if r[2] == "cast")[3] == "float16"
+
+
+def test_address_columns_follow_which_side_is_an_npu_dump(tmp_path):
+    """ONNX (npy) golden vs OM: one Address (the NPU's); both sides NPU dumps: both Address columns."""
+    x = np.ones((2,), np.float32)
+    golden = write_dump(tmp_path / "g", [("y", "mul", "Mul", x)], model="golden/model.om")
+    target = write_dump(tmp_path / "t", [("y", "mul", "Mul", x.astype(np.float16))])
+    header = writers.csv_text(compare_dumps(golden, target)).splitlines()[0].split(",")
+    assert header[:10] == ["Index", "OpType", "NPUDump", "DataType", "Address", "GroundTruth", "DataType", "Address",
+                           "TensorIndex", "Shape"]
+
+
+def test_tensor_index_is_the_output_position_in_the_op(tmp_path):
+    """TensorIndex = op:output:<position among the op's outputs>, read from the model, not a row count."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    nodes = [helper.make_node("Split", ["x"], ["a", "b"], name="split", axis=0, num_outputs=2),
+             helper.make_node("Relu", ["b"], ["r"], name="relu")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+                              [helper.make_tensor_value_info("a", TensorProto.FLOAT, [2]),
+                               helper.make_tensor_value_info("r", TensorProto.FLOAT, [2])])
+    model = tmp_path / "m.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), model)
+    v = np.array([1.0, 2.0], np.float32)
+    # only the second output of split is dumped: counting rows would call it split:output:0
+    golden = write_dump(tmp_path / "g", [("b", "split", "Split", v), ("r", "relu", "Relu", v)], model=str(model))
+    target = write_dump(tmp_path / "t", [("b", "split", "Split", v), ("r", "relu", "Relu", v)], model=str(model))
+    header, *rows = list(csv.reader(io.StringIO(writers.csv_text(compare_dumps(golden, target)))))
+    assert [dict(zip(header, r))["TensorIndex"] for r in rows] == ["split:output:1", "relu:output:0"]
 
 
 def test_json_contract(small_result, tmp_path):

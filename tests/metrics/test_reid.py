@@ -95,3 +95,44 @@ def test_errors():
         reid_map_cmc(np.zeros((1, 2)), np.ones((2, 2)), [1], [1, 2], query_cams=[0])
     with pytest.raises(UserError, match="gallery_ids has 3 entries, expected 2"):
         reid_map_cmc(np.zeros((1, 2)), np.ones((2, 2)), [1], [1, 2, 3])
+
+
+def torchreid_market1501(qf, gf, qid, gid, qcam, gcam):
+    """torchreid's ``eval_market1501`` (torchreid/metrics/rank.py), restated: gallery sorted by distance
+    (np.argsort), same identity + same camera removed, CMC from the first hit, AP = the mean of the
+    precision at each hit, queries without a hit skipped."""
+    dist = np.sqrt(((qf[:, None, :] - gf[None, :, :]) ** 2).sum(-1))
+    aps, first = [], []
+    for i in range(len(qf)):
+        order = np.argsort(dist[i])
+        keep = ~((gid[order] == qid[i]) & (gcam[order] == qcam[i]))
+        hits = (gid[order][keep] == qid[i]).astype(float)
+        if not hits.any():
+            continue
+        first.append(int(np.argmax(hits)) + 1)
+        aps.append(float((np.cumsum(hits) / np.arange(1, hits.size + 1) * hits).sum() / hits.sum()))
+    first = np.array(first)
+    return float(np.mean(aps)), {k: float(np.mean(first <= k)) for k in (1, 5, 10)}
+
+
+@pytest.mark.parametrize("seed", [3, 4])
+def test_market1501_matches_torchreid_without_ties(seed):
+    qf, gf, qid, gid, qcam, gcam = random_split(seed)
+    ref_map, ref_cmc = torchreid_market1501(qf, gf, qid, gid, qcam, gcam)
+    got = reid_map_cmc(qf, gf, qid, gid, qcam, gcam)
+    assert got["mAP"] == pytest.approx(ref_map, abs=1e-12)
+    assert [got["rank1"], got["rank5"], got["rank10"]] == pytest.approx([ref_cmc[1], ref_cmc[5], ref_cmc[10]])
+
+
+def test_tied_distances_are_where_torchreid_differs():
+    """torchreid ranks tied gallery entries in argsort order, so a tie between a match and a non-match
+    gives it rank 1 or 2 by storage order; ours counts the tie against the query (documented)."""
+    qf = np.zeros((1, 2))
+    gf = np.array([[1.0, 0.0], [0.0, 1.0]])  # both at distance 1
+    qid, qcam, gcam = np.array([7]), np.array([0]), np.array([1, 1])
+    match_first = torchreid_market1501(qf, gf, qid, np.array([7, 8]), qcam, gcam)
+    match_second = torchreid_market1501(qf, gf, qid, np.array([8, 7]), qcam, gcam)
+    assert (match_first[1][1], match_second[1][1]) == (1.0, 0.0)  # torchreid: depends on the order
+    for gid in (np.array([7, 8]), np.array([8, 7])):
+        got = reid_map_cmc(qf, gf, qid, gid, qcam, gcam)
+        assert got["rank1"] == 0.0 and got["mAP"] == pytest.approx(0.5)  # the tie counts against it

@@ -105,8 +105,15 @@ def test_detection_eval_through_postprocess(tmp_path, make_ctx):
     (labels / "ground_truth.json").write_text(json.dumps([{"boxes": [[0, 0, 10, 10], [20, 20, 30, 30]], "labels": [0, 0]}]))
     ctx = make_ctx("eval", {"task": "detection", "postprocess": "post.py"}, {"outputs": infer, "labels": labels})
     metrics = EvalKind().run(ctx).metrics
-    assert metrics["mAP50"] == pytest.approx(0.5)
+    assert metrics["mAP50"] == metrics["voc_mAP50"] == pytest.approx(0.5)  # mAP50: VOC's, under its older name
+    assert metrics["coco_AP50"] == pytest.approx(51 / 101)  # COCO's 101 points: precision 1 up to recall 0.5
     assert metrics["mAP50_95"] == pytest.approx(np.mean(np.searchsorted(np.linspace(0, 1, 101), 0.5, side="right") / 101))
+    # the missed box marked difficult (VOC) / crowd (COCO): nothing is missed any more
+    (labels / "ground_truth.json").write_text(json.dumps([{"boxes": [[0, 0, 10, 10], [20, 20, 30, 30]], "labels": [0, 0],
+                                                           "difficult": [0, 1], "iscrowd": [0, 1]}]))
+    metrics = EvalKind().run(make_ctx("eval", {"task": "detection", "postprocess": "post.py", "voc_mode": "voc07"},
+                                      {"outputs": infer, "labels": labels}, name="eval2")).metrics
+    assert metrics["voc_mAP50"] == 1.0 and metrics["coco_AP50"] == pytest.approx(1.0)
 
 
 def test_user_function_errors(tmp_path):

@@ -51,25 +51,51 @@ def find_result_dir(output: Path, output_dirname: str | None = None) -> Path | N
     return found[-1] if found else None
 
 
-def _stats(block: Any) -> dict[str, float | None]:
-    block = block or {}
+# ais_bench writes "percentile(<scale>%)" (scale 99, infer/summary.py ``Summary.record``); other summary
+# writers (benchmark wrappers, older tools) spell a percentile "P99", "p99", "percentile99" or "99%".
+_PERCENTILE = re.compile(r"^(?:percentile\(?\s*|p|tp)?(\d+(?:\.\d+)?)\s*%?\)?$", re.IGNORECASE)
 
-    def num(key):
-        value = block.get(key)
-        try:
-            return None if value is None else float(value)
-        except (TypeError, ValueError):
-            return None
 
-    return {"min": num("min"), "max": num("max"), "mean": num("mean"), "median": num("median"),
-            "p99": num("percentile(99%)"), "count": num("count")}
+def _num(value: Any) -> float | None:
+    try:
+        return None if value is None or isinstance(value, bool) else float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def percentiles(block: dict) -> dict[float, float]:
+    """Every percentile a summary block holds, by its rank: {99.0: value, ...}, whatever the layout."""
+    out = {}
+    for key, value in block.items():
+        match = _PERCENTILE.match(str(key).strip())
+        if match and key not in ("min", "max", "mean", "median", "count") and _num(value) is not None:
+            out[float(match.group(1))] = _num(value)
+    return out
+
+
+def _stats(block: Any, samples: Any = None) -> dict[str, float | None]:
+    """min/max/mean/median/p99/count of one summary block. Layouts: ais_bench's (``percentile(99%)``,
+    ``count``), the multi-thread one (``mean`` and ``count`` only), older ones without ``count``, and
+    ``P99``-style keys. A value the block lacks comes from ``samples`` (the run's latency list) when
+    that is a plain list of numbers; the multi-thread list holds [start, end] pairs, not latencies."""
+    block = block if isinstance(block, dict) else {}
+    stats = {"min": _num(block.get("min")), "max": _num(block.get("max")), "mean": _num(block.get("mean")),
+             "median": _num(block.get("median")), "p99": percentiles(block).get(99.0), "count": _num(block.get("count"))}
+    values = [_num(v) for v in samples] if isinstance(samples, list) else []
+    if values and all(v is not None for v in values):
+        import numpy as np
+
+        computed = {"min": min(values), "max": max(values), "mean": float(np.mean(values)),
+                    "median": float(np.median(values)), "p99": float(np.percentile(values, 99)), "count": len(values)}
+        stats = {k: computed[k] if v is None else v for k, v in stats.items()}
+    return stats
 
 
 def parse_summary(data: dict) -> dict[str, Any]:
     """The summary in the emulator's shape; ``raw`` keeps every field ais_bench wrote."""
     if "NPU_compute_time" not in data:
         raise ValueError("not an ais_bench summary: no NPU_compute_time")
-    latency = _stats(data.get("NPU_compute_time"))
+    latency = _stats(data.get("NPU_compute_time"), data.get("npu_compute_time_list"))
     count = latency.pop("count")
     return {
         "latency_ms": latency,

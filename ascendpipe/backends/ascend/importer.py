@@ -112,5 +112,11 @@ def describe(result: dict[str, Any]) -> str:
         return (f"msit compare: {len(data['rows'])} rows, {s['failed_ops']} precision errors, "
                 f"min cosine {s['min_cosine']}, first failure at row {s['first_failure_index']}")
     profiles = data.get("profiles") or [data]
-    return "; ".join(f"msprof: {p['summary']['ops']} op rows, {p['summary']['op_types']} op types, "
-                     f"total task time {p['summary']['total_task_duration_us']:.1f} us" for p in profiles)
+
+    def one(p):
+        s = p["summary"]
+        runs = (f"{s['ops']} op rows" if s.get("source") != "op_statistic"
+                else f"{s['ops']} op runs (op_statistic's counts)")
+        return f"msprof: {runs}, {s['op_types']} op types, total task time {s['total_task_duration_us']:.1f} us"
+
+    return "; ".join(one(p) for p in profiles)

@@ -94,11 +94,25 @@ def read_csvs(paths: list[Path]) -> list[dict[str, Any]]:
     return rows
 
 
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
 def summarize(op_summary: list[dict], op_statistic: list[dict]) -> dict[str, Any]:
-    durations = [r.get("Task Duration(us)") for r in op_summary]
-    known = [float(d) for d in durations if isinstance(d, (int, float))]
-    return {"ops": len(op_summary), "ops_without_duration": len(durations) - len(known),
-            "total_task_duration_us": sum(known), "op_types": len(op_statistic)}
+    """Op runs and total task time from op_summary (one row per run); without it, from op_statistic
+    (its Count and Total Time(us) per op type), so an op_statistic file alone still reports its rows.
+    ``source`` says which file the numbers come from."""
+    if op_summary or not op_statistic:
+        durations = [_number(r.get("Task Duration(us)")) for r in op_summary]
+        known = [d for d in durations if d is not None]
+        return {"ops": len(op_summary), "ops_without_duration": len(durations) - len(known),
+                "total_task_duration_us": sum(known), "op_types": len(op_statistic), "source": "op_summary"}
+    counts = [_number(r.get("Count")) for r in op_statistic]
+    totals = [_number(r.get("Total Time(us)")) for r in op_statistic]
+    return {"ops": int(sum(c for c in counts if c is not None)),
+            "ops_without_duration": sum(1 for t in totals if t is None),
+            "total_task_duration_us": sum(t for t in totals if t is not None), "op_types": len(op_statistic),
+            "source": "op_statistic"}
 
 
 def read_prof_dir(prof_dir: Path) -> dict[str, Any]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable
 
-from ascendpipe.profiling import msprof_csv, report, stats, timeline
+from ascendpipe.profiling import msprof_csv, prof_folder, report, stats, timeline
 from ascendpipe.fsutil import write_json_atomic, write_text_atomic
 
 Say = Callable[[str], None]
@@ -55,12 +55,15 @@ def run_profile(model_path: Path, inputs_path: Path | None, out_dir: Path, *, wa
     totals = msprof_csv.op_type_totals(data.ops)
     out_dir = Path(out_dir)
     write_json_atomic(out_dir / "timeline.json", timeline.trace_document(data))
-    write_text_atomic(out_dir / "op_summary.csv",
-                      msprof_csv.render_csv(msprof_csv.OP_SUMMARY_COLUMNS, msprof_csv.op_summary_rows(data)))
-    write_text_atomic(out_dir / "op_statistic.csv",
-                      msprof_csv.render_csv(msprof_csv.OP_STATISTIC_COLUMNS, msprof_csv.op_statistic_rows(data)))
+    summary_csv = msprof_csv.render_csv(msprof_csv.OP_SUMMARY_COLUMNS, msprof_csv.op_summary_rows(data))
+    statistic_csv = msprof_csv.render_csv(msprof_csv.OP_STATISTIC_COLUMNS, msprof_csv.op_statistic_rows(data))
+    write_text_atomic(out_dir / "op_summary.csv", summary_csv)
+    write_text_atomic(out_dir / "op_statistic.csv", statistic_csv)
+    # the same CSVs in msprof's export layout, for `ascendpipe import` and msprof-analyze
+    prof_folder.write_prof_folder(out_dir, summary_csv, statistic_csv)
     write_text_atomic(out_dir / "profile.html", report.render_profile_html(
-        title=f"Profile of {model_path.name}", totals=totals, latency=latency, batch_size=rows))
+        title=f"Profile of {model_path.name}", totals=totals, latency=latency, batch_size=rows,
+        iterations=iterations))
     table = report.top_ops_table(totals)
     write_text_atomic(out_dir / "top_ops.txt", table + "\n")
     # ais_bench's summary keys, in ms

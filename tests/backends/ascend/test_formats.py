@@ -102,7 +102,8 @@ def test_msprof_task_time_l0_na_cells():
     add, mul = data["op_summary"]
     assert add["Task Duration(us)"] == 2.5 and add["OP State"] is None
     assert mul["OP Type"] is None and mul["Task Duration(us)"] is None
-    assert data["summary"] == {"ops": 2, "ops_without_duration": 1, "total_task_duration_us": 2.5, "op_types": 0}
+    assert data["summary"] == {"ops": 2, "ops_without_duration": 1, "total_task_duration_us": 2.5, "op_types": 0,
+                               "source": "op_summary"}
 
 
 def test_msprof_argv_both_forms():

@@ -29,8 +29,9 @@ from tests.compare.dumps import write_dump
 def _reference():
     spec = importlib.util.find_spec("msprobe")
     if spec is None or not spec.submodule_search_locations:
-        pytest.skip("mindstudio-probe is not installed (pip install mindstudio-probe, or an unpacked wheel on "
-                    "PYTHONPATH); it is left out of the test extra for its tensorboard/matplotlib/pandas dependencies")
+        pytest.skip("mindstudio-probe is not installed (pip install --no-deps mindstudio-probe, as .ci/run does); it is "
+                    "left out of the test extra for its tensorboard/matplotlib/pandas dependencies, which msaccucmp's "
+                    "algorithms do not need")
     root = Path(list(spec.submodule_search_locations)[0]) / "msaccucmp"
     if not (root / "algorithm_manager").is_dir():
         pytest.skip(f"this mindstudio-probe has no msaccucmp/algorithm_manager ({root})")

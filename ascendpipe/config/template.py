@@ -34,6 +34,30 @@ class RecordingParams(dict):
         return super().get(key, default)
 
 
+class LazyParams(RecordingParams):
+    """Params whose values are rendered when a template first reads them (``resolve(key)``)."""
+
+    def __init__(self, data: dict, accessed: set, resolve):
+        super().__init__(data, accessed)
+        self._resolve = resolve
+
+    def __getitem__(self, key):
+        self._accessed.add(key)
+        if not dict.__contains__(self, key):
+            raise KeyError(key)
+        return self._resolve(key)
+
+    def get(self, key, default=None):
+        self._accessed.add(key)
+        return self._resolve(key) if dict.__contains__(self, key) else default
+
+    def items(self):
+        return [(k, self[k]) for k in dict.keys(self)]
+
+    def values(self):
+        return [self[k] for k in dict.keys(self)]
+
+
 class AllowedEnv:
     """``env.X`` for allow-listed X; anything else is a clear error."""
 

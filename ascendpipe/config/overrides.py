@@ -81,6 +81,8 @@ def apply_overrides(data: dict, overrides, marks=None, origins=None) -> dict:
             if child is None:
                 child = {}
                 node[part] = child
+                if marks is not None:  # what an override created is blamed on it
+                    marks.overrides[tuple(parts[:depth + 1])] = origin
             if not isinstance(child, dict):
                 raise UserError(f"'{part}' is not a mapping", origin)
             node = child

@@ -183,7 +183,9 @@ class _Resolver:
     def locate(self, stage: str, path: str | None = None):
         """Where ``stage`` (or its dep/out ``path``) is written: for the graph checks' errors."""
         base = stage.partition("@")[0]
-        where = self.where.get((stage, path), ("stages", base))
+        where = self.where.get((stage, path))
+        if where is None:
+            return self.marks.key_location(("stages", base), stage=stage)
         return self.marks.location(where, stage=stage)
 
     # -- resolution ---------------------------------------------------------------------------
@@ -297,7 +299,7 @@ class _Resolver:
             kind=kind.name,
             params=keyed,
             env_used=env_used,
-            line=marks.location(stage_path).line,
+            line=marks.key_location(stage_path).line,
             always_changed=bool(raw.get("always_changed", False)),
             resources=self._resources(fields.get("resources"), stage_path, name),
         )
@@ -370,7 +372,7 @@ class _Resolver:
                 stage.deps.append(self._dep(value, where, stage.name))
         out = f"{self.build_dir}/{stage_folder(stage.name)}"
         self._located(lambda: self.rules.check_out(self.rules.inside(out, "stage folder"), out),
-                      stage_path, stage.name)
+                      stage_path, stage.name, key=True)
         stage.outs = [out]
 
     def _param_source(self, base: str, pname: str, default: tuple) -> tuple:
@@ -384,15 +386,16 @@ class _Resolver:
             return ("params", pname)
         return default
 
-    def _located(self, check, where: tuple, stage: str):
+    def _located(self, check, where: tuple, stage: str, key: bool = False):
         try:
             return check()
         except UserError as err:
-            raise err.with_location(**_loc_parts(self.marks.location(where, stage=stage))) from None
+            locate = self.marks.key_location if key else self.marks.location
+            raise err.with_location(**_loc_parts(locate(where, stage=stage))) from None
 
     def _check_log(self, stage: Stage, stage_path: tuple) -> None:
         log = f"{self.build_dir}/{stage_folder(stage.name)}.log"
-        self._located(lambda: self.rules.check_log(log), stage_path, stage.name)
+        self._located(lambda: self.rules.check_log(log), stage_path, stage.name, key=True)
 
     def _resources(self, raw, stage_path: tuple, name: str) -> dict:
         from ascendpipe.config.resources import normalize
@@ -432,6 +435,7 @@ class _Resolver:
     def _out(self, value, where: tuple, stage: str, what: str = "out") -> str:
         """An out: inside the workspace and nothing the workspace keeps (it is deleted before a run)."""
         rel = self._rel(value, where, stage, what)
+        self.where[(stage, rel)] = where  # an out that is also a dep is blamed as the out
         self._located(lambda: self.rules.check_out(rel, value), where, stage)
         return rel
 

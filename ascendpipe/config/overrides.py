@@ -69,9 +69,12 @@ def apply_overrides(data: dict, overrides, marks=None, origins=None) -> dict:
                 matrix = raw.get("matrix") if isinstance(raw, dict) else None
                 names = [str(k) for k in matrix] if isinstance(matrix, dict) else []
                 if parts[3] not in names:
+                    product = bool(names) and all(isinstance(v, list) for v in matrix.values())
+                    what = "matrix param" if product else "variant"
                     raise UserError(
-                        f"stage '{parts[1]}' has no variant '{parts[3]}'{_close(parts[3], names)}; it has: "
-                        f"{', '.join(names) or 'none'}. To add a variant on purpose: --set {ADD_PREFIX}{text}", origin)
+                        f"stage '{parts[1]}' has no {what} '{parts[3]}'{_close(parts[3], names)}; it has: "
+                        f"{', '.join(names) or 'none'}. To add {'one (it adds variants)' if product else 'a variant'} "
+                        f"on purpose: --set {ADD_PREFIX}{text}", origin)
         node = data
         for depth, part in enumerate(parts[:-1]):
             if isinstance(node, dict) and part not in node:

@@ -168,6 +168,11 @@ def validate(instance, schema: dict, on_error) -> None:
         best = deepest
     while best.context:
         best = max(best.context, key=lambda e: len(list(e.absolute_path)))
+    if best.validator == "required":
+        # `stagez:` for `stages:`: the unknown field is the one to point at, not the missing one
+        unknown = [e for e in errors if e.validator == "additionalProperties" and list(e.absolute_path) == list(best.absolute_path)]
+        if unknown:
+            best = unknown[0]
     path = tuple(best.absolute_path)
     if "propertyNames" in list(best.absolute_schema_path) and isinstance(best.instance, str):
         # a bad key: locate the key itself, not the mapping holding it

@@ -260,3 +260,20 @@ def test_hostile_pipeline(built, tmp_path, monkeypatch, capsys, case_id, text, a
     assert words in line, line
     assert snapshot(root) == before
     assert not list(root.rglob("PWNED*"))
+
+
+def test_outs_dot_through_the_real_command_line(built, tmp_path):
+    """The case that used to delete the whole workspace and exit 0, as a user runs it."""
+    import subprocess
+    import sys
+
+    root = tmp_path / "case"
+    ws = prepare(built, root, "out-root")
+    (ws / "p.yaml").write_text(run("[.]", cmd="echo hi > marker"))
+    before = snapshot(root)
+    proc = subprocess.run([sys.executable, "-m", "ascendpipe", "build", "p.yaml"], cwd=ws, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.splitlines() == [
+        "ascendpipe: error: p.yaml:5:12: stage 'a': out '.' is the workspace root: outs are deleted before a stage runs"]
+    assert snapshot(root) == before

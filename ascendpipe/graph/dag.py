@@ -100,6 +100,7 @@ def check_graph(pipeline, locate=None) -> list[str]:
                         where(stage, out),
                     )
     owner: dict[str, str] = {}
+    holder: dict[str, str] = {}  # a folder -> a stage writing inside it
     for stage in pipeline.stages.values():
         for out in stage.outs:
             other = owner.get(out)
@@ -108,12 +109,17 @@ def check_graph(pipeline, locate=None) -> list[str]:
                     if anc in owner:
                         other = owner[anc]
                         break
+            if other is None or other == stage.name:
+                # an out holding another stage's out would delete it before running
+                other = holder.get(out, other)
             if other is not None and other != stage.name:
                 raise UserError(
                     f"'{out}' is written by both '{other}' and '{stage.name}'; every path has one writer",
                     where(stage, out),
                 )
             owner[out] = stage.name
+            for anc in _ancestors(out):
+                holder.setdefault(anc, stage.name)
     inside_outs: set[str] = set()
     for out in owner:
         inside_outs.update(_ancestors(out))

@@ -162,6 +162,8 @@ CASES = [
      "(YAML 1.1 reads `yes` as a boolean; quote it: 'yes')"),
     ("merge-scalar", "params: {n: &n 1}\nstages:\n  a:\n    <<: *n\n    kind: run\n", (), "p.yaml:1:", "invalid YAML"),
     ("two-writers", run() + "  b: {kind: run, cmd: x, outs: [o]}\n", (), "p.yaml:6:", "'o' is written by both 'a' and 'b'"),
+    ("out-holds-other-out", run("[data/out/x]") + "  b: {kind: run, cmd: x, outs: [data/out]}\n", (), "p.yaml:6:",
+     "'data/out' is written by both 'a' and 'b'"),
     ("cycle", run("[o]", "[q]") + "  b: {kind: run, cmd: x, outs: [q], deps: [o]}\n", (), "p.yaml:2:", "form a cycle"),
 ]
 

@@ -137,6 +137,11 @@ def read_overrides_file(pipeline_path) -> list[str]:
 def read_overrides_lines(pipeline_path) -> list[tuple[int, str]]:
     """(line number, ``KEY=VALUE``) of each line of the pipeline's overrides file."""
     path = overrides_file(pipeline_path)
+    from ascendpipe.config.paths import special_file
+
+    special = special_file(path)
+    if special:  # never opened: a FIFO would block every command
+        raise UserError(f"the overrides file {path} is {special}; remove it", Location(file=path))
     try:
         with open(path, encoding="utf-8") as f:
             text = f.read()

@@ -158,6 +158,7 @@ CASES = [
      "unknown stage 'convrt' (did you mean 'convert'?)"),
     ("overrides-file-value", CONVERT, (), "p.overrides:2", "precision_mode 'fp17' is not one of"),
     ("overrides-file-unknown-stage", CONVERT, (), "p.overrides:1", "unknown stage 'nope'"),
+    ("overrides-file-fifo", CONVERT, (), "p.overrides", "the overrides file p.overrides is a FIFO (named pipe)"),
     ("yaml-bool-for-string", COMPARE + "    params: {msit: yes}\n", (), "p.yaml:7:",
      "(YAML 1.1 reads `yes` as a boolean; quote it: 'yes')"),
     ("merge-scalar", "params: {n: &n 1}\nstages:\n  a:\n    <<: *n\n    kind: run\n", (), "p.yaml:1:", "invalid YAML"),
@@ -237,6 +238,8 @@ def prepare(base: Path, dest: Path, case_id: str) -> Path:
         (ws / "build" / "convert__fp16").symlink_to(dest / "victim")
     if case_id in OVERRIDES:
         (ws / "p.overrides").write_text(OVERRIDES[case_id])
+    if case_id == "overrides-file-fifo":
+        os.mkfifo(ws / "p.overrides")
     return ws
 
 

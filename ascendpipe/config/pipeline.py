@@ -19,6 +19,9 @@ from ascendpipe.errors import Location, UserError
 
 __all__ = ["load_pipeline", "Pipeline", "Stage", "find_workspace", "DEFAULT_BUILD_DIR"]
 
+# Linux: one argv or environment string is at most 32 pages (include/uapi/linux/binfmts.h), NUL included
+MAX_ARG_STRLEN = 32 * 4096
+
 
 def load_pipeline(
     path: str | Path,
@@ -315,6 +318,7 @@ class _Resolver:
             if cmd is None:
                 raise UserError("a `run` stage needs `cmd`", marks.location(stage_path, stage=stage.name))
             stage.cmd = cmd if isinstance(cmd, str) else " && ".join(cmd)
+            self._check_exec_size(stage, stage_path)
             for extra in sorted(set(fields) - schema_mod.RESERVED_STAGE_FIELDS):
                 raise UserError(
                     f"unknown field '{extra}' for kind 'run'; allowed: cmd, deps, outs, params, metrics, matrix, desc",
@@ -374,6 +378,22 @@ class _Resolver:
         self._located(lambda: self.rules.check_out(self.rules.inside(out, "stage folder"), out),
                       stage_path, stage.name, key=True)
         stage.outs = [out]
+
+    def _check_exec_size(self, stage: Stage, stage_path: tuple) -> None:
+        """The command is one argument of `/bin/sh -c` and the params one environment string: Linux
+        refuses either over MAX_ARG_STRLEN (E2BIG) when the stage would start, so refuse it here."""
+        import json
+
+        size = len(stage.cmd.encode("utf-8", "surrogatepass"))
+        if size >= MAX_ARG_STRLEN:
+            raise UserError(f"the command is {size} bytes once rendered; /bin/sh takes at most {MAX_ARG_STRLEN - 1} "
+                            "(Linux MAX_ARG_STRLEN): put long data in a file the command reads",
+                            self.marks.location(stage_path + ("cmd",), stage=stage.name))
+        env = "ASCENDPIPE_PARAMS=" + json.dumps(stage.params, sort_keys=True, default=str)
+        if len(env.encode("utf-8", "surrogatepass")) >= MAX_ARG_STRLEN:
+            raise UserError(f"the stage's params are {len(env)} bytes as JSON in ASCENDPIPE_PARAMS; an environment "
+                            f"value is at most {MAX_ARG_STRLEN - 1} bytes (Linux MAX_ARG_STRLEN): keep large data in files",
+                            self.marks.location(stage_path + ("params",), stage=stage.name))
 
     def _param_source(self, base: str, pname: str, default: tuple) -> tuple:
         """The YAML path a variant's param comes from (its matrix overlay, or the top level)."""

@@ -101,6 +101,10 @@ CASES = [
      "two variants are both named 'x-y-z'"),
     ("set-typo-variant", CONVERT, ("--set", "stages.convert.matrix.fp17.precision_mode=force_fp32"),
      "--set stages.convert.matrix.fp17.precision_mode=force_fp32", "has no variant 'fp17' (did you mean 'fp16'?)"),
+    # -- what Linux would refuse to exec (E2BIG) when the stage starts
+    ("cmd-too-long", tpl("echo {{ 'x' * 200000 }}"), (), "p.yaml:4:", "the command is 200005 bytes once rendered"),
+    ("params-too-long", run(extra="    params: {blob: \"{{ 'x' * 140000 }}\"}\n"), (), "p.yaml:6:",
+     "an environment value is at most 131071 bytes"),
     # -- templates: resource limits, include/import, cycles
     ("tpl-range", tpl("{{ range(10**9) | list }}"), (), "p.yaml:4:", "Range too big"),
     ("tpl-repeat", tpl("{{ 'a' * 10**12 }}"), (), "p.yaml:4:", "repeating a value"),

@@ -27,21 +27,63 @@ Variant = tuple
 
 
 def own_variants(base: str, raw: dict, marks: Marks) -> list[OwnVariant]:
-    """A stage's own variants from its ``matrix`` ([(None, {}, ())] without one)."""
+    """A stage's own variants from its ``matrix`` ([(None, {}, ())] without one). Variant names are
+    checked against ``paths.VARIANT_NAME`` (they become folder names) and must not collide as strings."""
+    from ascendpipe.config.paths import variant_name_problem
+    from ascendpipe.errors import UserError
+
     matrix = raw.get("matrix")
     if not matrix:
         return [(None, {}, ())]
     where = ("stages", base, "matrix")
     values = list(matrix.values())
     if all(isinstance(v, dict) for v in values):
+        seen: dict[str, object] = {}
+        for name in matrix:
+            text = str(name)
+            problem = variant_name_problem(text)
+            if problem:
+                raise UserError(problem, marks.key_location(where + (name,), stage=base))
+            if text in seen:
+                raise UserError(f"variant names {seen[text]!r} and {name!r} are the same name '{text}'",
+                                marks.key_location(where + (name,), stage=base))
+            seen[text] = name
         return [(str(name), dict(overlay), where + (name,)) for name, overlay in matrix.items()]
     if all(isinstance(v, list) and v for v in values):
+        for key, items in matrix.items():
+            seen = {}
+            for index, item in enumerate(items):
+                here = marks.location(where + (key, index), stage=base)
+                if isinstance(item, (dict, list)) or item is None:
+                    raise UserError(f"matrix value of '{key}' must be a number or a short string (it names a "
+                                    f"variant), got {type(item).__name__ if item is not None else 'null'}", here)
+                text = str(item)
+                problem = variant_name_problem(text)
+                if problem:
+                    raise UserError(f"{problem}; for another value, use named variants: matrix: {{NAME: {{{key}: ...}}}}",
+                                    here)
+                if text in seen:
+                    raise UserError(f"matrix values {seen[text]!r} and {item!r} of '{key}' give the same variant "
+                                    f"name '{text}'", here)
+                seen[text] = item
         keys = list(matrix)
-        return [("-".join(str(v) for v in combo), dict(zip(keys, combo)), where)
-                for combo in itertools.product(*values)]
+        variants = [("-".join(str(v) for v in combo), dict(zip(keys, combo)), where)
+                    for combo in itertools.product(*values)]
+        _unique([v[0] for v in variants], marks.location(where, stage=base))
+        return variants
     raise schema_mod.located_error(
         marks, where, "a matrix is either NAME: {params overlay} for every entry, or PARAM: [values] for every entry",
         stage=base)
+
+
+def _unique(names, location) -> None:
+    from ascendpipe.errors import UserError
+
+    seen = set()
+    for name in names:
+        if name in seen:
+            raise UserError(f"two variants are both named '{name}' (names are joined with '-'); rename one", location)
+        seen.add(name)
 
 
 class Expansion:
@@ -49,6 +91,7 @@ class Expansion:
 
     def __init__(self, raw_stages: dict[str, dict], marks: Marks, input_fields: Callable[[str], tuple]):
         self.raw_stages = raw_stages
+        self.marks = marks
         self.input_fields = input_fields  # stage base name -> its kind's input fields
         self.order = list(raw_stages)
         self.own = {base: own_variants(base, raw, marks) for base, raw in raw_stages.items()}
@@ -74,6 +117,7 @@ class Expansion:
             for key, overlay, where in self.own[base]:
                 origin = {**combo, base: key} if key is not None else dict(combo)
                 result.append((self.variant_name(origin), overlay, where, origin))
+        _unique([v[0] for v in result], self.marks.location(("stages", base), stage=base))
         self._cache[base] = result
         return result
 

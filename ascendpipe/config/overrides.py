@@ -12,52 +12,102 @@ import copy
 from ascendpipe.errors import Location, UserError
 
 
-def parse_override(text: str) -> tuple[list[str], object]:
+def parse_override(text: str, origin: Location | None = None) -> tuple[list[str], object]:
     """``KEY=VALUE`` -> (key parts, value). The value goes through the pipeline loader, with its
-    limits (no recursive aliases, alias bombs or deep nesting)."""
+    limits (no recursive aliases, alias bombs or deep nesting). Errors are located at ``origin``
+    (the ``--set`` argument, or the overrides file's line)."""
     from ascendpipe.config.yamlmarks import load_yaml
 
+    origin = origin or Location(file=f"--set {text}")
     key, eq, raw = text.partition("=")
     parts = key.strip().split(".")
     if not eq or not key.strip() or not all(p.strip() for p in parts):
-        raise UserError(f"--set expects KEY=VALUE with a dotted KEY (e.g. params.n=32), got '{text}'",
-                        Location(file="--set"))
+        raise UserError(f"--set expects KEY=VALUE with a dotted KEY (e.g. params.n=32), got '{text}'", origin)
     try:
         value = load_yaml(raw, "--set")[0] if raw.strip() else ""
     except UserError as err:
-        raise UserError(f"--set {key}: value '{raw}' is not valid YAML: {err.message}", Location(file="--set")) from None
+        raise UserError(f"value '{raw}' is not valid YAML: {err.message}", origin) from None
     return [p.strip() for p in parts], value
 
 
-def apply_overrides(data: dict, overrides, marks=None) -> dict:
+ADD_PREFIX = "+"  # `--set +stages.S.matrix.NEW.p=v` adds a variant; without it a new variant name is refused
+
+
+def _close(name: str, names) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(name, [str(n) for n in names], n=1)
+    return f" (did you mean '{close[0]}'?)" if close else ""
+
+
+def apply_overrides(data: dict, overrides, marks=None, origins=None) -> dict:
+    """``overrides`` applied to a copy of ``data``. ``origins`` (one ``Location`` per override;
+    default: the ``--set`` argument) is where an error in it is blamed; with ``marks``, the paths
+    each override replaced are recorded there, so later errors about those values point at it."""
     if not overrides:
         return data
     data = copy.deepcopy(data)
-    for text in overrides:
-        parts, value = parse_override(text)
+    origins = list(origins or [])
+    for index, text in enumerate(overrides):
+        origin = origins[index] if index < len(origins) else Location(file=f"--set {text}")
+        adding = text.lstrip().startswith(ADD_PREFIX)
+        if adding:
+            text = text.lstrip()[len(ADD_PREFIX):]
+        parts, value = parse_override(text, origin)
         if parts[0] not in ("params", "stages", "backend", "thresholds", "env", "build_dir"):
             raise UserError(
-                f"--set {text}: the key must start with params., stages., thresholds. or backend",
-                Location(file="--set"),
-            )
+                "the key must start with params., stages., thresholds., env, build_dir or backend", origin)
         if parts[0] == "stages":
             if len(parts) < 3:
-                raise UserError(f"--set {text}: expected stages.NAME.FIELD=VALUE", Location(file="--set"))
+                raise UserError("expected stages.NAME.FIELD=VALUE", origin)
             stages = data.get("stages") or {}
             if parts[1] not in stages:
-                known = ", ".join(stages) or "none"
-                raise UserError(f"--set {text}: unknown stage '{parts[1]}'; stages: {known}", Location(file="--set"))
+                known = ", ".join(map(str, stages)) or "none"
+                raise UserError(f"unknown stage '{parts[1]}'{_close(parts[1], stages)}; stages: {known}", origin)
+            if parts[2] == "matrix" and len(parts) >= 4 and not adding:
+                raw = stages[parts[1]]
+                matrix = raw.get("matrix") if isinstance(raw, dict) else None
+                names = [str(k) for k in matrix] if isinstance(matrix, dict) else []
+                if parts[3] not in names:
+                    product = bool(names) and all(isinstance(v, list) for v in matrix.values())
+                    what = "matrix param" if product else "variant"
+                    raise UserError(
+                        f"stage '{parts[1]}' has no {what} '{parts[3]}'{_close(parts[3], names)}; it has: "
+                        f"{', '.join(names) or 'none'}. To add {'one (it adds variants)' if product else 'a variant'} "
+                        f"on purpose: --set {ADD_PREFIX}{text}", origin)
         node = data
-        for part in parts[:-1]:
+        for depth, part in enumerate(parts[:-1]):
+            if isinstance(node, dict) and part not in node:
+                part = _existing_key(node, part)
+                parts[depth] = part
             child = node.get(part) if isinstance(node, dict) else None
             if child is None:
                 child = {}
                 node[part] = child
+                if marks is not None:  # what an override created is blamed on it
+                    marks.overrides[tuple(parts[:depth + 1])] = origin
             if not isinstance(child, dict):
-                raise UserError(f"--set {text}: '{part}' is not a mapping", Location(file="--set"))
+                raise UserError(f"'{part}' is not a mapping", origin)
             node = child
-        node[parts[-1]] = value
+        last = _existing_key(node, parts[-1])
+        parts[-1] = last
+        node[last] = value
+        if marks is not None:
+            marks.overrides[tuple(parts)] = origin
+            if isinstance(value, bool):
+                marks.bools[tuple(parts)] = text.partition("=")[2].strip()
     return data
+
+
+def _existing_key(node: dict, part: str):
+    """The key of ``node`` that ``part`` names: itself, or a non-string key written the same
+    (`matrix: {1: ...}` is reached by ``matrix.1``)."""
+    if part in node:
+        return part
+    for key in node:
+        if not isinstance(key, bool) and str(key) == part:
+            return key
+    return part
 
 
 # -- the pipeline's overrides file -------------------------------------------------------------
@@ -81,7 +131,17 @@ def read_overrides_file(pipeline_path) -> list[str]:
 
     Blank lines and lines starting with ``#`` are skipped; a line without ``=`` is a located error.
     """
+    return [line for _, line in read_overrides_lines(pipeline_path)]
+
+
+def read_overrides_lines(pipeline_path) -> list[tuple[int, str]]:
+    """(line number, ``KEY=VALUE``) of each line of the pipeline's overrides file."""
     path = overrides_file(pipeline_path)
+    from ascendpipe.config.paths import special_file
+
+    special = special_file(path)
+    if special:  # never opened: a FIFO would block every command
+        raise UserError(f"the overrides file {path} is {special}; remove it", Location(file=path))
     try:
         with open(path, encoding="utf-8") as f:
             text = f.read()
@@ -100,5 +160,5 @@ def read_overrides_file(pipeline_path) -> list[str]:
                 f"expected KEY=VALUE (a --set line), got '{line}'; fix or delete this file",
                 Location(file=path, line=number),
             )
-        lines.append(line)
+        lines.append((number, line))
     return lines

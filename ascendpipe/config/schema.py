@@ -129,6 +129,9 @@ def describe_error(err) -> str:
         return f"unknown field '{extra[0] if extra else '?'}'; allowed: {', '.join(known)}"
     if v in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
         return f"{value} violates {v} {err.validator_value}"
+    if v == "pattern" and "propertyNames" in list(err.absolute_schema_path) and list(err.absolute_path) == ["stages"]:
+        return (f"stage name '{value}' is not allowed: stage names are [A-Za-z_][A-Za-z0-9_.-]* without '__' "
+                "('__' separates a variant in folder names)")
     if v == "pattern":
         return f"'{value}' does not match the pattern {err.validator_value}"
     if v == "propertyNames":
@@ -165,7 +168,15 @@ def validate(instance, schema: dict, on_error) -> None:
         best = deepest
     while best.context:
         best = max(best.context, key=lambda e: len(list(e.absolute_path)))
+    if best.validator == "required":
+        # `stagez:` for `stages:`: the unknown field is the one to point at, not the missing one
+        unknown = [e for e in errors if e.validator == "additionalProperties" and list(e.absolute_path) == list(best.absolute_path)]
+        if unknown:
+            best = unknown[0]
     path = tuple(best.absolute_path)
+    if "propertyNames" in list(best.absolute_schema_path) and isinstance(best.instance, str):
+        # a bad key: locate the key itself, not the mapping holding it
+        path = path + (best.instance,)
     if best.validator == "additionalProperties" and isinstance(best.instance, dict):
         known = set((best.schema.get("properties") or {}).keys())
         extra = sorted(set(best.instance) - known)
@@ -176,6 +187,8 @@ def validate(instance, schema: dict, on_error) -> None:
 
 def located_error(marks, path, message, stage=None) -> UserError:
     """``precision_mode 'fp17' is not one of ...`` at the value's ``file:line:col``."""
+    if message.startswith(("unknown field", "stage name")):  # about a key: located at the key
+        return UserError(message, marks.key_location(path, stage=stage))
     if path:
         sep = " " if message.startswith("'") else ": "
         message = f"{field_name(path)}{sep}{message}"

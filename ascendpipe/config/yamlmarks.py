@@ -7,7 +7,7 @@ each value (a tuple of keys and indices) to its mark.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ascendpipe.errors import Location, UserError
 
@@ -17,15 +17,42 @@ Path_ = tuple  # ('stages', 'convert', 'params', 'precision_mode')
 @dataclass
 class Marks:
     file: str
-    table: dict[tuple, tuple[int, int]]  # path -> (line, column), 1-based
+    table: dict[tuple, tuple[int, int]]  # path -> (line, column) of the value, 1-based
+    keys: dict[tuple, tuple[int, int, str]] = field(default_factory=dict)  # path -> the key's (line, column, text)
+    # path -> the source text of a scalar YAML 1.1 read as a boolean (`off`, `yes`): to say "quote it"
+    bools: dict[tuple, str] = field(default_factory=dict)
+    # path -> where a --set (or overrides-file line) replaced the value: it is blamed, not the YAML line
+    overrides: dict[tuple, Location] = field(default_factory=dict)
+
+    def overridden(self, path: tuple) -> Location | None:
+        path = tuple(path)
+        for i in range(len(path), 0, -1):
+            if path[:i] in self.overrides:
+                return self.overrides[path[:i]]
+        return None
 
     def location(self, path: tuple, **extra) -> Location:
-        """The nearest known mark at or above ``path``."""
+        """The nearest known mark at or above ``path`` (the --set argument when one replaced it)."""
+        over = self.overridden(path)
+        if over is not None:
+            return Location(file=over.file, line=over.line, column=over.column, **extra)
         probe = tuple(path)
         while probe and probe not in self.table:
             probe = probe[:-1]
         line, col = self.table.get(probe, (None, None))
         return Location(file=self.file, line=line, column=col, **extra)
+
+    def key_location(self, path: tuple, **extra) -> Location:
+        """Where the mapping key ending ``path`` is written (the value's mark when unknown)."""
+        path = tuple(path)
+        if path in self.keys and self.overridden(path) is None:
+            line, col, _ = self.keys[path]
+            return Location(file=self.file, line=line, column=col, **extra)
+        return self.location(path, **extra)
+
+    def key_text(self, path: tuple) -> str | None:
+        entry = self.keys.get(tuple(path))
+        return entry[2] if entry else None
 
 
 # Limits that turn hostile or broken input into one located error instead of a hang or a crash.
@@ -68,8 +95,8 @@ def load_yaml(text: str, filename: str) -> tuple[object, Marks]:
             node = loader.get_single_node()
             if node is None:
                 return None, Marks(filename, {})
-            table: dict[tuple, tuple[int, int]] = {}
-            _walk(loader, node, (), table, filename)
+            marks = Marks(filename, {})
+            _walk(loader, node, (), marks, filename)
             data = loader.construct_document(node)
         finally:
             loader.dispose()
@@ -86,7 +113,7 @@ def load_yaml(text: str, filename: str) -> tuple[object, Marks]:
             loc = Location(filename, text.count("\n", 0, position) + 1, position - (text.rfind("\n", 0, position) + 1) + 1)
         reason = getattr(exc, "reason", None) or str(exc).splitlines()[0]
         raise UserError(f"invalid YAML: {reason}", loc) from None
-    return data, Marks(filename, table)
+    return data, marks
 
 
 _LOADER = None
@@ -162,13 +189,14 @@ def _check_shape(loader_cls, text: str, filename: str) -> None:
         loader.dispose()
 
 
-def _walk(loader, node, path: tuple, table: dict, filename: str) -> None:
+def _walk(loader, node, path: tuple, marks: Marks, filename: str) -> None:
     import yaml
 
-    table[path] = (node.start_mark.line + 1, node.start_mark.column + 1)
+    marks.table[path] = (node.start_mark.line + 1, node.start_mark.column + 1)
     if isinstance(node, yaml.MappingNode):
         seen: dict = {}
-        for key_node, value_node in node.value:
+        own = [pair for pair in node.value if pair[0].tag != "tag:yaml.org,2002:merge"]
+        for key_node, _ in own:  # duplicates among the keys written here (a merge key's may be overridden)
             key = loader.construct_object(key_node, deep=True)
             if not isinstance(key, (str, int, float, bool, type(None))):
                 raise UserError(
@@ -181,7 +209,22 @@ def _walk(loader, node, path: tuple, table: dict, filename: str) -> None:
                     Location(filename, key_node.start_mark.line + 1, key_node.start_mark.column + 1),
                 )
             seen[key] = key_node.start_mark.line + 1
-            _walk(loader, value_node, path + (key,), table, filename)
+        if len(own) != len(node.value):
+            # YAML merge keys (`<<: *base`): the safe loader's own flattening, so the data and the
+            # marks agree; merged pairs come first, so a key written here overrides a merged one
+            loader.flatten_mapping(node)
+        for key_node, value_node in node.value:
+            key = loader.construct_object(key_node, deep=True)
+            if not isinstance(key, (str, int, float, bool, type(None))):
+                raise UserError(
+                    f"mapping keys must be plain scalars, not {type(key).__name__}",
+                    Location(filename, key_node.start_mark.line + 1, key_node.start_mark.column + 1),
+                )
+            marks.keys[path + (key,)] = (key_node.start_mark.line + 1, key_node.start_mark.column + 1,
+                                         str(key_node.value))
+            _walk(loader, value_node, path + (key,), marks, filename)
     elif isinstance(node, yaml.SequenceNode):
         for index, item in enumerate(node.value):
-            _walk(loader, item, path + (index,), table, filename)
+            _walk(loader, item, path + (index,), marks, filename)
+    elif node.tag == "tag:yaml.org,2002:bool":
+        marks.bools[path] = str(node.value)

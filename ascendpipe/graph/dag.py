@@ -71,9 +71,36 @@ def topo_order(pipeline, graph: dict[str, list[str]] | None = None) -> list[str]
     return order
 
 
-def check_graph(pipeline) -> list[str]:
-    """Raise a located ``UserError`` for a graph that cannot be built; return the topological order."""
+def _overlap(a: str, b: str) -> bool:
+    """The same path, or one inside the other (workspace-relative, '/'-separated)."""
+    return a == b or a.startswith(b + "/") or b.startswith(a + "/")
+
+
+def check_graph(pipeline, locate=None) -> list[str]:
+    """Raise a located ``UserError`` for a graph that cannot be built; return the topological order.
+
+    ``locate(stage, path=None) -> Location`` (from the resolver) points an error at the YAML value
+    of that dep or out; without it, errors name the stage's line."""
+
+    def where(stage, path=None) -> Location:
+        if locate is not None:
+            return locate(stage.name, path)
+        return Location(file=pipeline.path, line=stage.line, stage=stage.name)
+
+    for stage in pipeline.stages.values():
+        # outs are deleted before a stage runs: an out that is, holds or sits in one of its own
+        # deps would delete or change its input
+        for out in stage.outs:
+            for dep in stage.deps:
+                if _overlap(out, dep):
+                    relation = "is" if out == dep else ("holds" if dep.startswith(out + "/") else "is inside")
+                    raise UserError(
+                        f"out '{out}' {relation} the stage's own dep '{dep}': outs are deleted before the stage "
+                        "runs and a stage cannot read what it writes; write somewhere else",
+                        where(stage, out),
+                    )
     owner: dict[str, str] = {}
+    holder: dict[str, str] = {}  # a folder -> a stage writing inside it
     for stage in pipeline.stages.values():
         for out in stage.outs:
             other = owner.get(out)
@@ -82,12 +109,17 @@ def check_graph(pipeline) -> list[str]:
                     if anc in owner:
                         other = owner[anc]
                         break
+            if other is None or other == stage.name:
+                # an out holding another stage's out would delete it before running
+                other = holder.get(out, other)
             if other is not None and other != stage.name:
                 raise UserError(
                     f"'{out}' is written by both '{other}' and '{stage.name}'; every path has one writer",
-                    Location(file=pipeline.path, line=stage.line, stage=stage.name),
+                    where(stage, out),
                 )
             owner[out] = stage.name
+            for anc in _ancestors(out):
+                holder.setdefault(anc, stage.name)
     inside_outs: set[str] = set()
     for out in owner:
         inside_outs.update(_ancestors(out))
@@ -97,11 +129,11 @@ def check_graph(pipeline) -> list[str]:
     for stage in pipeline.stages.values():
         for dep in stage.deps:
             made = dep in owner or dep in inside_outs or any(a in owner for a in _ancestors(dep))
-            if not made and not os.path.exists(os.path.join(workspace, dep)):
+            if not made and not os.path.lexists(os.path.join(workspace, dep)):
                 raise UserError(
                     f"dep '{dep}' does not exist and no stage makes it; create it, fix the path, or add "
                     f"the stage that writes it",
-                    Location(file=pipeline.path, line=stage.line, stage=stage.name),
+                    where(stage, dep),
                 )
     return order
 

@@ -4,7 +4,9 @@ The command runs in the workspace root through ``/bin/sh -c``, with stdout and s
 stage's log, and with the folder of the Python running ascendpipe first on ``PATH`` (so ``python``
 is the venv's interpreter even when the venv is not activated). It sees its params as JSON in ``ASCENDPIPE_PARAMS`` and its name in
 ``ASCENDPIPE_STAGE``. Declared outs are deleted before it runs (a stale output must never pass for
-a new one) and must all exist after it succeeds.
+a new one) and must all exist after it succeeds. Every value a template pastes into the command was
+shell-quoted when the pipeline was resolved (config/template.py; ``| raw`` opts out), and the path
+rules (config/paths.py) keep outs away from the workspace's own state before this deletes them.
 """
 
 from __future__ import annotations

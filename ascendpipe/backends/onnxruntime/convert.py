@@ -112,15 +112,28 @@ def _lists(settings: ConvertSettings, names: set[str], types: set[str]) -> Lists
                     sources[op_type] = "modify_mixlist"
     keep_names, keep_types = remedy.split_keep_entries(settings.keep_dtype)
     where = Location(field="keep_dtype")
-    for name in keep_names:
-        if name not in names:
-            near = ", ".join(sorted(names)[:12])
-            raise UserError(f"keep_dtype names op '{name}', which is not in the model; ops: {near}...", where)
+    missing = [name for name in keep_names if name not in names]
+    if missing:
+        raise UserError(_not_in_model(missing, names), where)
     onnx_keep_types = {t for entry in keep_types for t in oplists.onnx_types(entry)}
     for entry in keep_types:
         if not set(oplists.onnx_types(entry)) & types:
             raise UserError(f"keep_dtype 'OpType::{entry}' matches no op; op types here: {', '.join(sorted(types))}", where)
     return Lists(frozenset(white), frozenset(black), frozenset(keep_names), frozenset(onnx_keep_types), sources)
+
+
+def _not_in_model(missing: list[str], names: set[str]) -> str:
+    """keep_dtype names ops the model lacks: each with its close names (as fusion pass names get)."""
+    import difflib
+
+    ordered = sorted(names)
+    parts = []
+    for name in missing:
+        close = difflib.get_close_matches(name, ordered, n=3, cutoff=0.6)
+        parts.append(f"'{name}'" + (f" (did you mean {', '.join(repr(c) for c in close)}?)" if close else ""))
+    shown = ", ".join(ordered[:12]) + (", ..." if len(ordered) > 12 else "")
+    which = "op" if len(missing) == 1 else "ops"
+    return f"keep_dtype names {which} {', '.join(parts)} not in the model; its ops: {shown}"
 
 
 @dataclass
@@ -331,6 +344,26 @@ def _check_input_shape(settings: ConvertSettings, model) -> None:
                             Location(field="input_shape"))
 
 
+def _fix_input_shapes(graph, shapes: dict[str, list]) -> None:
+    """ATC builds a dynamic model at the ``--input_shape`` it is given: the emulated model takes that
+    shape too, so random inputs and feeds follow it (a dim given as -1 stays dynamic)."""
+    for vi in graph.input:
+        dims = shapes.get(vi.name)
+        if dims is None:
+            continue
+        model_dims = vi.type.tensor_type.shape.dim
+        where = Location(field="input_shape")
+        if len(dims) != len(model_dims):
+            raise UserError(f"input_shape gives '{vi.name}' {len(dims)} dims; the model's input has {len(model_dims)}", where)
+        for axis, (dim, value) in enumerate(zip(model_dims, dims)):
+            if not isinstance(value, int) or value <= 0:
+                continue
+            if dim.HasField("dim_value") and dim.dim_value > 0 and dim.dim_value != value:
+                raise UserError(f"input_shape gives '{vi.name}' axis {axis} = {value}; the model fixes it at "
+                                f"{dim.dim_value}", where)
+            dim.dim_value = value
+
+
 def _write_json(path: Path, data: Any) -> None:
     write_json_atomic(path, data, sort_keys=True)
 
@@ -438,6 +471,7 @@ def convert_model(model_path: Path, out_dir: Path, settings: ConvertSettings, *,
     except Exception as exc:
         raise UserError(f"cannot read ONNX model: {exc}", Location(file=str(model_path))) from None
     _check_input_shape(settings, original)
+    _fix_input_shapes(model.graph, settings.input_shape)
     _name_nodes(original.graph)
     _name_nodes(model.graph)
     graph = model.graph

@@ -363,6 +363,8 @@ def first_samples(batches: list, max_batch: int, static: bool) -> dict[str, np.n
     first = dict(batches[0])
     if static:
         return first
+    if hasattr(batches[0], "head"):  # each input sliced on its own batch axis (a scalar whole)
+        return dict(batches[0].head(max_batch))
     return {name: array[:max_batch] for name, array in first.items()}
 
 

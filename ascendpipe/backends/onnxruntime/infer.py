@@ -232,6 +232,8 @@ def infer_model(model_path, batches: Sequence[dict], out_dir, *, warmup: int = 1
 
 
 def _rows(batch: dict) -> int:
+    if hasattr(batch, "rows"):  # an inputs.Batch knows each input's batch axis (a state's may be 1)
+        return batch.rows
     first = next(iter(batch.values()))
     return first.shape[0] if first.ndim else 1
 

@@ -86,6 +86,8 @@ def with_batch_axes(specs: Sequence[InputSpec], declared: dict | None = None) ->
     for spec in specs:
         if spec.name in declared:
             axis = declared[spec.name]
+        elif spec.batch_axis != 0:  # set before (declared): kept
+            axis = spec.batch_axis
         elif not spec.shape:
             axis = None
         elif isinstance(spec.shape[0], int) and symbol is not None and symbol in spec.shape:

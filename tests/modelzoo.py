@@ -571,3 +571,20 @@ def long_chain_model(path: Path | str, length: int = 40) -> Path:
 
 def long_chain_ops(length: int = 40) -> list[str]:
     return [f"/backbone/stage{i // 8}/block{i:02d}/{'Mul' if i % 2 == 0 else 'Add'}" for i in range(length)]
+
+
+def big_input_conv_model(path: Path | str) -> Path:
+    """One Conv whose input (~1e5, see ``big_input_conv_inputs``) is beyond fp16 while its output
+    (~2e3: weights 1e-3 over 27 taps) is not: whether a kept Conv reads fp16 decides the result.
+    Input ``x`` float32 [1, 3, 6, 6]; output ``y`` [1, 2, 6, 6]; node ``conv``."""
+    from onnx import TensorProto, helper
+
+    nodes = [helper.make_node("Conv", ["x", "w"], ["y"], name="conv", pads=[1, 1, 1, 1])]
+    graph = helper.make_graph(nodes, "big_input_conv", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 6, 6])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, 6, 6])],
+                              initializer=[_const("w", np.full((2, 3, 3, 3), 1e-3, np.float32))])
+    return _save(graph, path)
+
+
+def big_input_conv_inputs(seed: int = 0) -> dict[str, np.ndarray]:
+    return {"x": np.random.default_rng(seed).uniform(0.9e5, 1.1e5, (1, 3, 6, 6)).astype(np.float32)}

@@ -588,3 +588,9 @@ def big_input_conv_model(path: Path | str) -> Path:
 
 def big_input_conv_inputs(seed: int = 0) -> dict[str, np.ndarray]:
     return {"x": np.random.default_rng(seed).uniform(0.9e5, 1.1e5, (1, 3, 6, 6)).astype(np.float32)}
+
+
+def int8_dynamic_overflow_inputs(seed: int = 0) -> dict[str, np.ndarray]:
+    """Inputs of ``int8_dynamic_model`` whose dequantised ``y`` (~1e5) overflows fp16 in ``dequant``
+    while every integer op and ``to_float`` (~1e4) stay in range."""
+    return {"x": np.random.default_rng(seed).uniform(-1e5, 1e5, (4, 8)).astype(np.float32)}

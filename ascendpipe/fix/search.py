@@ -11,8 +11,9 @@ first:
 2. else the failing rows' ops not kept yet, the first failure's row first, then graph order; a
    failing fused row whose ops are all kept gets its fusion pass switched off (a kept op fused
    into a kernel still computes in that kernel's precision);
-3. else, with no usable evidence, ops in graph order from the first failure on, doubling the batch
-   each blind step.
+3. else the first failure's own op;
+4. else, with no usable evidence, ops in graph order from the first failure on, doubling the batch
+   each blind step while the first failure stays where it is.
 Only ops that keep_dtype can change are ever proposed (``Result.candidates``: float compute ops the
 precision plan would compute differently when kept; never Constant, Identity or integer ops).
 Shrinking: delta debugging (ddmin) over the passing set, or for a few candidates removing each
@@ -148,6 +149,9 @@ def propose(result: Result, current: frozenset, blind_batch: int) -> tuple[list[
     fresh = first_failing(result.rows, current, result.failure, keepable)
     if fresh:
         return fresh, False
+    name = (result.failure or {}).get("op_name")
+    if name and keepable(name) and Candidate(KEEP, name) not in current:  # the failure's own op, no rows
+        return [Candidate(KEEP, name)], False
     order = list(dict.fromkeys([op for row in result.rows for op in _row_ops(row)] + list(result.ops)))
     start = _first_failure_position(result, order)
     order = order[start:] + order[:start]  # from the first failure on: upstream of it is not to blame first
@@ -228,8 +232,11 @@ def search(evaluator: Evaluator, *, max_attempts: int = 30, start: Iterable[Cand
 
 
 def _grow(trials: _Trials, current: frozenset, result: Result, rank) -> frozenset | None:
-    blind_batch = 1
+    blind_batch, last_failure = 1, None
     while not result.passed:
+        failure = (result.failure or {}).get("op_name")
+        if failure != last_failure:  # the last pick moved the first failure: step from there one by one
+            blind_batch, last_failure = 1, failure
         fresh, blind = propose(result, current, blind_batch)
         if not fresh:
             return None

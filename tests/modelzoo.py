@@ -594,3 +594,36 @@ def int8_dynamic_overflow_inputs(seed: int = 0) -> dict[str, np.ndarray]:
     """Inputs of ``int8_dynamic_model`` whose dequantised ``y`` (~1e5) overflows fp16 in ``dequant``
     while every integer op and ``to_float`` (~1e4) stay in range."""
     return {"x": np.random.default_rng(seed).uniform(-1e5, 1e5, (4, 8)).astype(np.float32)}
+
+
+def loop_outer_model(path: Path | str, trips: int = 3) -> Path:
+    """A Loop whose body reads the outer ``h`` (= x * x, ``square``) on every iteration:
+    ``acc_{i+1} = acc_i + h``, ``trips`` times from ``acc_0 = x``; output ``y`` = the last acc.
+    Input ``x`` float32 [1, 4]. Device values: ``loop_outer_reference``."""
+    from onnx import TensorProto, helper
+
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["cond_in"], ["cond_out"], name="keep_going"),
+         helper.make_node("Add", ["acc_in", "h"], ["acc_out"], name="accumulate")],
+        "body",
+        [helper.make_tensor_value_info("iter", TensorProto.INT64, []),
+         helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("acc_in", TensorProto.FLOAT, [1, 4])],
+        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("acc_out", TensorProto.FLOAT, [1, 4])])
+    nodes = [helper.make_node("Mul", ["x", "x"], ["h"], name="square"),
+             helper.make_node("Loop", ["trips", "go", "x"], ["y"], name="loop", body=body)]
+    graph = helper.make_graph(nodes, "loop_outer", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])],
+                              initializer=[_const("trips", np.array(trips, np.int64)), _const("go", np.array(True))])
+    return _save(graph, path)
+
+
+def loop_outer_reference(x: np.ndarray, trips: int = 3) -> np.ndarray:
+    r = lambda a: a.astype(np.float16).astype(np.float32)
+    with np.errstate(over="ignore"):  # an accumulator beyond 65504 becomes inf, as on the device
+        xr = r(x)
+        h, acc = r(xr * xr), xr
+        for _ in range(trips):
+            acc = r(acc + h)
+    return acc

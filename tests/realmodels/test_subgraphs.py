@@ -105,3 +105,12 @@ def test_internal_names_of_bodies_carry_their_scope(tmp_path):
     meta = json.loads(next(p.value for p in _load(result.model_path).metadata_props if p.key == "ascendpipe.emulation"))
     assert f"{EMU}/fp16/branch/else_branch/else_out" in meta["internal_tensors"]
     assert f"{EMU}/fp16/h" in meta["internal_tensors"]
+
+
+def test_a_loop_body_reading_an_outer_tensor_every_iteration(tmp_path):
+    model = modelzoo.loop_outer_model(tmp_path / "m.onnx")
+    result = convert_model(model, tmp_path / "out", resolve({}))
+    x = np.array([[1.1, 2.3, 3.7, 250.0]], np.float32)
+    np.testing.assert_array_equal(_run(result.model_path, {"x": x})[0], modelzoo.loop_outer_reference(x))
+    plan = json.loads((tmp_path / "out" / "precision_plan.json").read_text())
+    assert plan["nodes"]["accumulate"]["subgraph"] == "loop/body" and plan["counts"]["float16"] == 2

@@ -3,8 +3,10 @@
 Steps: ATC's fusion passes from the catalogue (``fusion``) fold and group the fp32 graph; the
 precision policy decides each node's dtype; every tensor the device keeps in fp16 is rounded by a
 ``Cast(FLOAT16) -> Cast(FLOAT)`` pair (a ``Clip`` to +-65504 first in saturation mode), fp16-read
-weights are pre-rounded; If/Loop/Scan bodies are rounded the same way; static AIPP is prepended.
-Compute stays fp32, so overflow and underflow appear exactly where fp16 would.
+weights are pre-rounded; If/Loop/Scan bodies are rounded the same way (names unique across every
+graph, an outer tensor rounded once where it lives); static AIPP is prepended. The written model
+must pass onnx's checker and load in onnxruntime. Compute stays fp32, so overflow and underflow
+appear exactly where fp16 would.
 """
 
 from __future__ import annotations
@@ -215,13 +217,11 @@ def _outer_reads(graph, decisions: dict[str, Decision]) -> list[tuple[str, bool]
 
 
 def _apply_rounding(graph, decisions: dict[str, Decision], floats: set[str], rounding: Rounding,
-                    force: set[str] = frozenset(), scope: Scope | None = None,
-                    body_floats=None) -> list[str]:
+                    force: set[str] = frozenset(), scope: Scope | None = None) -> list[str]:
     """Rewrite ``graph`` and its If/Loop/Scan bodies in place; return the internal tensor names added.
 
-    ``force``: tensors rounded to fp16 where they are made whatever their producer's dtype (a UB
-    fusion's intermediates in an fp16 kernel). ``body_floats(body, outer_floats)``: a body's float
-    tensors."""
+    ``floats``: float tensors of every graph; ``force``: tensors rounded to fp16 where they are made
+    whatever their producer's dtype (a UB fusion's intermediates in an fp16 kernel)."""
     from onnx import numpy_helper
 
     scope = scope or Scope()
@@ -272,8 +272,7 @@ def _apply_rounding(graph, decisions: dict[str, Decision], floats: set[str], rou
                 node.input[i] = fp16_copy(t)
         for attr_name, sub in _subgraphs(node):
             inner = Scope(f"{scope.prefix}{node.name}/{attr_name}/", frozenset(scope.fp16 | produced_fp16), fp16_copy)
-            sub_floats = body_floats(sub, floats) if body_floats else floats
-            internal += _apply_rounding(sub, decisions, sub_floats, rounding, scope=inner, body_floats=body_floats)
+            internal += _apply_rounding(sub, decisions, floats, rounding, scope=inner)
         new_nodes += pending
         pending.clear()
         new_nodes.append(node)

@@ -571,8 +571,11 @@ def count_dtypes(plan_nodes: dict[str, dict]) -> dict[str, int]:
 
 
 def custom_domain_ops(nodes) -> list[dict[str, str]]:
-    """Ops outside the default ONNX domain ((name, op_type, domain) triples): ATC parses only the
-    default domain (its ONNX parser takes opsets v11-v18 of ai.onnx), so it would refuse them."""
+    """Ops outside the default ONNX domain ((name, op_type, domain) triples). ATC would refuse them:
+    its ONNX parsers are registered per ``domain::version::type`` (E19010 "No parser is registered for
+    Op [..., optype [pkg.onnxscript.torch_lib.common::1::Cast]]", hiascend forum thread
+    0292174974303120058), and a model importing a second opset domain fails with E16005 ("only one
+    [--domain_version] is allowed", CANN error reference atlaserrorcode_15_0095)."""
     return [{"op_name": name, "op_type": op_type, "domain": domain}
             for name, op_type, domain in nodes if domain not in ("", "ai.onnx")]
 
@@ -581,7 +584,8 @@ def custom_domain_warning(custom: list[dict[str, str]]) -> str:
     shown = ", ".join(f"{c['op_name']} ({c['domain']}.{c['op_type']})" for c in custom[:5])
     more = f" and {len(custom) - 5} more" if len(custom) > 5 else ""
     return (f"warning: {len(custom)} op(s) outside the default ONNX domain: {shown}{more}; emulated with "
-            "onnxruntime's kernels, but ATC would reject them (export them as standard ONNX ops)")
+            "onnxruntime's kernels, but ATC would reject them (E19010 no parser / E16005 a second opset "
+            "domain): export them as standard ONNX ops")
 
 
 def check_loads(path: str) -> None:

@@ -6,8 +6,9 @@ The modes of ATC's ``--precision_mode`` / ``--precision_mode_v2`` fold into five
 - ``cube_fp16``: cube ops in fp16, the rest fp32 (allow_fp32_to_fp16).
 - ``mixed``: white fp16, black fp32, gray follows its first float data input
   (allow_mix_precision[_fp16], v2 mixed_float16).
-- ``cube_fp16in_fp32out``: everything fp32, but cube ops read fp16 (force_fp32,
-  cube_fp16in_fp32out: the inference cube unit has no fp32 input path).
+- ``cube_fp16in_fp32out``: everything fp32, but cube ops read fp16 and write fp32 (force_fp32,
+  cube_fp16in_fp32out: "preferred input float16, output float32" for cube ops on every SoC,
+  hiascend CANN ``atlasatcparam_16_0067``).
 - ``origin``: everything in its original dtype (must_keep_origin_dtype, v2 origin).
 
 ``keep_dtype`` (names, and op types) wins over every policy and keeps the node fp32, also when the

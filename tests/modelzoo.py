@@ -474,10 +474,11 @@ def scalar_input_model(path: Path | str) -> Path:
     return _save(graph, path)
 
 
-def stateful_model(path: Path | str, hidden: int = 8) -> Path:
+def stateful_model(path: Path | str, hidden: int = 8, state_batch: str = "B") -> Path:
     """A recurrent cell's step, batch on axis 1 of its state (as LSTMs export it): inputs ``x``
     [B, hidden] and ``state`` [2, B, hidden]; outputs ``y`` = x + state[0] + state[1] [B, hidden] and
-    ``new_state`` = 0.5 * state + x [2, B, hidden]."""
+    ``new_state`` = 0.5 * state + x [2, B, hidden]. ``state_batch``: the state's name for its batch
+    dim (an exporter may give it another name than ``B``; then nothing ties the two)."""
     from onnx import TensorProto, helper
 
     nodes = [
@@ -488,9 +489,9 @@ def stateful_model(path: Path | str, hidden: int = 8) -> Path:
     ]
     graph = helper.make_graph(nodes, "stateful",
                               [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["B", hidden]),
-                               helper.make_tensor_value_info("state", TensorProto.FLOAT, [2, "B", hidden])],
+                               helper.make_tensor_value_info("state", TensorProto.FLOAT, [2, state_batch, hidden])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["B", hidden]),
-                               helper.make_tensor_value_info("new_state", TensorProto.FLOAT, [2, "B", hidden])],
+                               helper.make_tensor_value_info("new_state", TensorProto.FLOAT, [2, state_batch, hidden])],
                               initializer=[_const("axis0", np.array([0], np.int64)), _const("half", np.array(0.5, np.float32))])
     return _save(graph, path)
 

@@ -55,3 +55,25 @@ def test_scalar_state_and_if_models_build_end_to_end(tmp_path):
     assert run["stages"]["convert_branch"]["metrics"] == {"ops_fp16": 7, "ops_fp32": 0, "ops_other": 1}
     new_state = np.load(tmp_path / "build" / stage_folder("infer_state") / "outputs" / "new_state.npy")
     assert new_state.shape == (2, 3, 8)
+
+
+def test_compare_takes_a_declared_batch_axis(tmp_path):
+    import ascendpipe
+
+    (tmp_path / ".ascendpipe").mkdir()
+    modelzoo.stateful_model(tmp_path / "models" / "state.onnx", state_batch="S")  # nothing ties S to B
+    rng = np.random.default_rng(1)
+    np.savez(tmp_path / "state.npz", x=rng.standard_normal((3, 8)).astype(np.float32),
+             state=rng.standard_normal((2, 3, 8)).astype(np.float32))
+    text = PIPELINE.format(stages=STAGE.format(n="state", inputs="state.npz"))
+    (tmp_path / "p.yaml").write_text(text)
+    run = ascendpipe.build(str(tmp_path / "p.yaml"), ["compare_state"], quiet=True)
+    error = run["stages"]["compare_state"]["error"]
+    assert run["state"] == "failed" and "x: 3 on axis 0, state: 2 on axis 0" in error
+    assert "batch_axes: {state: 1}" in error  # the error says how to fix it
+    declared = text.replace("    inputs: state.npz\n", "    inputs: state.npz\n    params: {batch_axes: {state: 1}}\n")
+    (tmp_path / "p.yaml").write_text(declared)
+    run = ascendpipe.build(str(tmp_path / "p.yaml"), ["compare_state"], quiet=True)
+    assert run["state"] == "done"
+    result = json.loads((tmp_path / "build" / stage_folder("compare_state") / "result.json").read_text())
+    assert result["summary"]["output_cosine"] > 0.999

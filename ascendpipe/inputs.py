@@ -11,7 +11,12 @@ Accepted sources:
   A directory whose ``.npy`` stems are exactly the model's input names (an upstream ``infer``
   stage's ``outputs/``) is read as one ``.npz``.
 
-Axis 0 is the batch axis. All samples are concatenated and cut into batches of the batch size:
+Each input has a batch axis: 0 unless declared (``batch_axes: {state: 1}``), or found from the
+model: an input whose axis 0 is fixed but which carries the batch dim's name elsewhere (a state
+``[2, B, 128]`` beside ``x [B, 40]``) is batched on that axis. A 0-d input (a sample rate) has no
+batch axis: it is one value for every batch (``batch_axes: {NAME: null}`` says the same of any
+input). A *sample* is one slice along every batched input's batch axis: for a stateful model, one
+stream's input and its state. All samples are concatenated and cut into batches of the batch size:
 ``batch_size`` if given, else the model's static batch dim; a model with a dynamic batch dim and no
 ``batch_size`` gets each file as one batch, as given. A last partial batch of a static-batch model
 is padded by repeating its last sample; ``Batch.valid`` says how many rows are real.
@@ -19,7 +24,7 @@ is padded by repeating its last sample; ``Batch.valid`` says how many rows are r
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Sequence, Union
 
@@ -35,34 +40,88 @@ class InputSpec:
     name: str
     shape: tuple[Dim, ...]
     dtype: str  # a numpy dtype name: 'float32', 'uint8', ...
+    batch_axis: int | None = 0  # None: not batched (one value for every batch)
+
+    @property
+    def axis(self) -> int | None:
+        """The batch axis, or None for a 0-d input or one declared unbatched."""
+        return self.batch_axis if self.shape and self.batch_axis is not None else None
 
     @property
     def static_batch(self) -> int | None:
-        """The model's fixed batch size, or None when axis 0 is dynamic (or the input is a scalar)."""
-        if not self.shape or not isinstance(self.shape[0], int):
+        """The model's fixed batch size, or None when the batch dim is dynamic (or the input unbatched)."""
+        if self.axis is None or not isinstance(self.shape[self.axis], int):
             return None
-        return self.shape[0]
+        return self.shape[self.axis]
 
     def describe(self) -> str:
+        if not self.shape:
+            return f"{self.dtype} [] (a scalar)"
         dims = []
         for axis, dim in enumerate(self.shape):
-            if isinstance(dim, int) and axis > 0:
+            if axis == self.axis:
+                dims.append("N")  # samples are re-batched, so any count is fine on the batch axis
+            elif isinstance(dim, int):
                 dims.append(str(dim))
-            elif axis == 0:
-                dims.append("N")  # samples are re-batched, so any count is fine on axis 0
             else:
                 dims.append(dim if isinstance(dim, str) and dim else "?")
         return f"{self.dtype} [{','.join(dims)}]"
 
 
-class Batch(dict):
-    """One feed: input name -> array. ``valid`` rows are real; the rest is padding."""
+def with_batch_axes(specs: Sequence[InputSpec], declared: dict | None = None) -> list[InputSpec]:
+    """Specs with each input's batch axis: ``declared`` (name -> axis or None) first, else found
+    from the model (see the module docstring). A declared name or axis the model lacks is a UserError."""
+    declared = dict(declared or {})
+    where = Location(field="batch_axes")
+    names = [s.name for s in specs]
+    for name, axis in declared.items():
+        if name not in names:
+            raise UserError(f"batch_axes names '{name}', which is not a model input; inputs: {', '.join(names)}", where)
+        rank = len(next(s for s in specs if s.name == name).shape)
+        if axis is not None and (isinstance(axis, bool) or not isinstance(axis, int) or not 0 <= axis < rank):
+            raise UserError(f"batch_axes '{name}': {axis!r} is not an axis of a rank-{rank} input "
+                            f"(0..{rank - 1}, or null for an unbatched input)", where)
+    symbol = next((s.shape[0] for s in specs if s.shape and isinstance(s.shape[0], str) and s.shape[0]), None)
+    out = []
+    for spec in specs:
+        if spec.name in declared:
+            axis = declared[spec.name]
+        elif spec.batch_axis != 0:  # set before (declared): kept
+            axis = spec.batch_axis
+        elif not spec.shape:
+            axis = None
+        elif isinstance(spec.shape[0], int) and symbol is not None and symbol in spec.shape:
+            axis = spec.shape.index(symbol)  # the batch dim's name sits on another axis: a state
+        else:
+            axis = 0
+        out.append(replace(spec, batch_axis=axis))
+    return out
 
-    def __init__(self, arrays: dict[str, np.ndarray], valid: int | None = None):
+
+def _take(array: np.ndarray, axis: int | None, start: int, stop: int) -> np.ndarray:
+    if axis is None:
+        return array
+    index = [slice(None)] * array.ndim
+    index[axis] = slice(start, stop)
+    return array[tuple(index)]
+
+
+class Batch(dict):
+    """One feed: input name -> array. ``valid`` rows are real; the rest is padding. ``axes``: each
+    input's batch axis (None: unbatched); ``rows``: the samples it holds."""
+
+    def __init__(self, arrays: dict[str, np.ndarray], valid: int | None = None,
+                 axes: dict[str, int | None] | None = None):
         super().__init__(arrays)
-        first = next(iter(arrays.values()), None)
-        rows = first.shape[0] if first is not None and first.ndim else 1
-        self.valid = rows if valid is None else valid
+        self.axes = dict(axes) if axes is not None else {n: (0 if a.ndim else None) for n, a in arrays.items()}
+        batched = [(a, self.axes.get(n)) for n, a in arrays.items() if self.axes.get(n) is not None]
+        self.rows = batched[0][0].shape[batched[0][1]] if batched else 1
+        self.valid = self.rows if valid is None else valid
+
+    def head(self, count: int) -> "Batch":
+        """The first ``count`` samples (unbatched inputs whole)."""
+        arrays = {n: _take(a, self.axes.get(n), 0, count) for n, a in self.items()}
+        return Batch(arrays, min(self.valid, count), self.axes)
 
 
 def describe_array(array: np.ndarray) -> str:
@@ -70,14 +129,14 @@ def describe_array(array: np.ndarray) -> str:
 
 
 def check_array(spec: InputSpec, array: np.ndarray, where: Location | None = None) -> np.ndarray:
-    """The array as a batch of samples (axis 0 added when missing); a mismatch is a UserError."""
+    """The array as a batch of samples (the batch axis added when missing); a mismatch is a UserError."""
     given = array
-    if array.ndim == len(spec.shape) - 1 and len(spec.shape) > 0:
-        array = array[np.newaxis]  # one sample without its batch axis
+    if spec.axis is not None and array.ndim == len(spec.shape) - 1:
+        array = np.expand_dims(array, spec.axis)  # one sample without its batch axis
     ok = array.dtype == np.dtype(spec.dtype) and array.ndim == len(spec.shape)
     if ok:
         for axis, (want, have) in enumerate(zip(spec.shape, array.shape)):
-            if axis > 0 and isinstance(want, int) and want != have:
+            if axis != spec.axis and isinstance(want, int) and want != have:
                 ok = False
     if not ok:
         hint = None
@@ -156,42 +215,65 @@ def _read_source(path: Path, specs: Sequence[InputSpec]) -> list[dict[str, np.nd
     return [_read_file(p, specs) for p in files]
 
 
-def _concat(chunks: list[dict[str, np.ndarray]], specs: Sequence[InputSpec]) -> dict[str, np.ndarray]:
-    return {s.name: np.concatenate([c[s.name] for c in chunks], axis=0) for s in specs}
+def _concat(chunks: list[dict[str, np.ndarray]], specs: Sequence[InputSpec], where: Location) -> dict[str, np.ndarray]:
+    out = {}
+    for s in specs:
+        if s.axis is not None:
+            out[s.name] = np.concatenate([c[s.name] for c in chunks], axis=s.axis)
+            continue
+        first = chunks[0][s.name]
+        if any(not np.array_equal(c[s.name], first) for c in chunks[1:]):
+            raise UserError(f"input '{s.name}' has no batch axis (one value for every batch) but differs between "
+                            "files; give files with the same value, or one file per run", where)
+        out[s.name] = first
+    return out
 
 
-def _sample_count(arrays: dict[str, np.ndarray], where: Location) -> int:
-    counts = {name: a.shape[0] for name, a in arrays.items()}
+def _sample_count(arrays: dict[str, np.ndarray], where: Location, specs: Sequence[InputSpec] | None = None) -> int:
+    axes = {s.name: s.axis for s in specs} if specs is not None else {n: 0 for n in arrays}
+    counts = {name: a.shape[axes[name]] for name, a in arrays.items() if axes.get(name) is not None}
     if len(set(counts.values())) > 1:
-        shown = ", ".join(f"{n}: {c}" for n, c in counts.items())
-        raise UserError(f"inputs hold different numbers of samples ({shown})", where)
-    return next(iter(counts.values()))
+        shown = ", ".join(f"{n}: {c} on axis {axes[n]}" for n, c in counts.items())
+        raise UserError(f"inputs hold different numbers of samples ({shown})", where,
+                        hint="declare the batch axis of each input whose batch is not on axis 0, "
+                             "e.g. batch_axes: {state: 1}")
+    return next(iter(counts.values()), 1)
 
 
-def split_batches(arrays: dict[str, np.ndarray], batch: int, *, pad: bool) -> list[Batch]:
-    """Cut concatenated samples into batches of ``batch`` rows; pad the last one when ``pad``."""
-    total = _sample_count(arrays, Location())
+def split_batches(arrays: dict[str, np.ndarray], batch: int, *, pad: bool,
+                  specs: Sequence[InputSpec] | None = None) -> list[Batch]:
+    """Cut concatenated samples into batches of ``batch`` rows along each input's batch axis; pad
+    the last one (repeating its last sample) when ``pad``."""
+    axes = {s.name: s.axis for s in specs} if specs is not None else {n: 0 for n in arrays}
+    total = _sample_count(arrays, Location(), specs)
     batches = []
     for start in range(0, total, batch):
-        part = {name: a[start:start + batch] for name, a in arrays.items()}
-        valid = next(iter(part.values())).shape[0]
+        part = {name: _take(a, axes[name], start, start + batch) for name, a in arrays.items()}
+        valid = min(batch, total - start)
         if pad and valid < batch:
-            part = {name: np.concatenate([a, np.repeat(a[-1:], batch - valid, axis=0)]) for name, a in part.items()}
-        batches.append(Batch(part, valid))
+            part = {name: a if axes[name] is None else
+                    np.concatenate([a, np.repeat(_take(a, axes[name], valid - 1, valid), batch - valid, axis=axes[name])],
+                                   axis=axes[name])
+                    for name, a in part.items()}
+        batches.append(Batch(part, valid, axes))
     return batches
 
 
-def load_inputs(path: str | Path, input_specs: Sequence[InputSpec], batch_size: int | None = None) -> list[Batch]:
-    """Batches (input name -> array) read from ``path`` and checked against ``input_specs``."""
+def load_inputs(path: str | Path, input_specs: Sequence[InputSpec], batch_size: int | None = None, *,
+                batch_axes: dict | None = None) -> list[Batch]:
+    """Batches (input name -> array) read from ``path`` and checked against ``input_specs``;
+    ``batch_axes``: input name -> its batch axis (None: unbatched), where not axis 0 (see the module docstring)."""
     path = Path(path)
     where = Location(file=str(path))
     if batch_size is not None and batch_size < 1:
         raise UserError(f"batch size must be at least 1, given {batch_size}", where)
+    input_specs = with_batch_axes(input_specs, batch_axes)
     chunks = _read_source(path, input_specs)
     for chunk in chunks:
-        _sample_count(chunk, where)
-    static = {s.static_batch for s in input_specs}
+        _sample_count(chunk, where, input_specs)
+    static = {s.static_batch for s in input_specs if s.axis is not None}
     static_batch = static.pop() if len(static) == 1 else None
+    axes = {s.name: s.axis for s in input_specs}
     if static_batch is not None:
         if batch_size is not None and batch_size != static_batch:
             raise UserError(
@@ -199,23 +281,35 @@ def load_inputs(path: str | Path, input_specs: Sequence[InputSpec], batch_size: 
                 where,
                 hint="drop the batch size or convert the model with a dynamic batch",
             )
-        return split_batches(_concat(chunks, input_specs), static_batch, pad=True)
+        return split_batches(_concat(chunks, input_specs, where), static_batch, pad=True, specs=input_specs)
     if batch_size is None:
-        return [Batch(chunk) for chunk in chunks]
-    return split_batches(_concat(chunks, input_specs), batch_size, pad=False)
+        return [Batch(chunk, axes=axes) for chunk in chunks]
+    return split_batches(_concat(chunks, input_specs, where), batch_size, pad=False, specs=input_specs)
 
 
-def random_inputs(input_specs: Sequence[InputSpec], seed: int = 0, batch_size: int | None = None) -> Batch:
-    """One batch of reproducible random data; dynamic dims become ``batch_size`` (axis 0) or 1."""
+def random_inputs(input_specs: Sequence[InputSpec], seed: int = 0, batch_size: int | None = None, *,
+                  shapes: dict[str, Sequence[int]] | None = None, batch_axes: dict | None = None) -> Batch:
+    """One batch of reproducible random data. The batch dim becomes ``batch_size`` (else 1); every
+    other dim must be fixed (by the model, or by ``shapes``: input name -> dims, ATC's
+    ``--input_shape``): a symbolic one is a UserError naming each, never a guessed 1."""
     rng = np.random.default_rng(seed)
-    arrays = {}
-    for spec in input_specs:
+    specs = with_batch_axes(input_specs, batch_axes)
+    shapes = dict(shapes or {})
+    arrays, symbolic = {}, []
+    for spec in specs:
+        wanted = list(shapes.get(spec.name) or spec.shape)
+        if len(wanted) != len(spec.shape):
+            raise UserError(f"input shape for '{spec.name}' has {len(wanted)} dims; the model's input has "
+                            f"{len(spec.shape)} ({spec.describe()})", Location(field="input_shape"))
         shape = []
-        for axis, dim in enumerate(spec.shape):
-            if isinstance(dim, int):
+        for axis, dim in enumerate(wanted):
+            if isinstance(dim, int) and dim >= 0:
                 shape.append(dim)
+            elif axis == spec.axis:
+                shape.append(batch_size or 1)
             else:
-                shape.append((batch_size or 1) if axis == 0 else 1)
+                symbolic.append(f"'{spec.name}' axis {axis} ({dim if isinstance(dim, str) and dim else '?'})")
+                shape.append(1)
         dtype = np.dtype(spec.dtype)
         if dtype.kind == "f":
             array = rng.standard_normal(shape).astype(dtype)
@@ -228,7 +322,17 @@ def random_inputs(input_specs: Sequence[InputSpec], seed: int = 0, batch_size: i
         else:
             raise UserError(f"input '{spec.name}': cannot make random data of type {spec.dtype}; give inputs")
         arrays[spec.name] = array
-    return Batch(arrays)
+    if symbolic:
+        example = next(s for s in specs if any(not isinstance(d, int) for i, d in enumerate(s.shape) if i != s.axis))
+        dims = ",".join(str(d) if isinstance(d, int) else ("1" if i == example.axis else "640")
+                        for i, d in enumerate(example.shape))
+        raise UserError(
+            f"random inputs need fixed shapes, and these dims are symbolic: {'; '.join(symbolic)}",
+            Location(field="inputs"),
+            hint=f"give real inputs (--input FILE.npz, or a stage's inputs:), or convert with the shape the device "
+                 f"will take, as ATC needs for a dynamic model (convert --input-shape \"{example.name}:{dims}\", "
+                 f"param input_shape) and feed the converted model")
+    return Batch(arrays, axes={s.name: s.axis for s in specs})
 
 
 def save_npy_atomic(path: str | Path, array: np.ndarray) -> None:

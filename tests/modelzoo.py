@@ -406,3 +406,225 @@ def build_sensitive_model(path: Path, *, sensitive: bool = True, seed: int = 0) 
     model.ir_version = 8
     onnx.save(model, str(path))
     return path
+
+
+# --- real-model shapes: subgraphs, odd inputs, integer and custom-domain ops --------------------
+
+def if_outer_model(path: Path | str, nested: bool = True) -> Path:
+    """The main graph computes ``h`` (``square``: x*x); two ``If`` branches read ``h`` and the graph
+    input ``x`` from the outer scope (then: h + x, else: h - x); with ``nested`` the then-branch
+    holds a second ``If`` reading ``h`` too. Input ``x`` float32 [2, 4]; output ``y``. The branch
+    taken is ``sum(x) > 0``. ``if_outer_reference`` gives the force_fp16 device values."""
+    from onnx import TensorProto, helper
+
+    def branch(name: str, op: str, out: str, inner=None):
+        nodes = [helper.make_node(op, ["h", "x"], [f"{out}_v"], name=f"{name}_op")]
+        if inner is not None:  # a nested If reading h: its result is added
+            nodes.append(helper.make_node("If", ["cond"], [f"{out}_inner"], name=f"{name}_if",
+                                          then_branch=inner[0], else_branch=inner[1]))
+            nodes.append(helper.make_node("Add", [f"{out}_v", f"{out}_inner"], [out], name=f"{name}_add"))
+        else:
+            nodes[0].output[0] = out
+        return helper.make_graph(nodes, name, [], [helper.make_tensor_value_info(out, TensorProto.FLOAT, None)])
+
+    def leaf(name: str, op: str, out: str):
+        node = helper.make_node(op, ["h", "h"], [out], name=f"{name}_op")
+        return helper.make_graph([node], name, [], [helper.make_tensor_value_info(out, TensorProto.FLOAT, None)])
+
+    inner = (leaf("inner_then", "Add", "it_out"), leaf("inner_else", "Sub", "ie_out")) if nested else None
+    nodes = [
+        helper.make_node("Mul", ["x", "x"], ["h"], name="square"),
+        helper.make_node("ReduceSum", ["x"], ["total"], name="total", keepdims=0),
+        helper.make_node("Greater", ["total", "zero"], ["cond"], name="positive"),
+        helper.make_node("If", ["cond"], ["y"], name="branch",
+                         then_branch=branch("then", "Add", "then_out", inner), else_branch=branch("else", "Sub", "else_out")),
+    ]
+    graph = helper.make_graph(nodes, "if_outer", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])],
+                              initializer=[_const("zero", np.array(0.0, np.float32))])
+    return _save(graph, path)
+
+
+def if_outer_reference(x: np.ndarray, nested: bool = True) -> np.ndarray:
+    """force_fp16 device values of ``if_outer_model``: every op output rounded to fp16, inputs read as fp16."""
+    r = lambda a: a.astype(np.float16).astype(np.float32)
+    xr = r(x)
+    h = r(xr * xr)
+    if x.sum() > 0:
+        y = r(h + xr)
+        return r(y + r(h + h)) if nested else y
+    return r(h - xr)
+
+
+def scalar_input_model(path: Path | str) -> Path:
+    """An audio front end with a 0-d input: ``gain = audio * float(sample_rate) / 16000``.
+    Inputs ``audio`` float32 [N, 16], ``sample_rate`` int64 [] (a scalar); output ``gain`` [N, 16]."""
+    from onnx import TensorProto, helper
+
+    nodes = [
+        helper.make_node("Cast", ["sample_rate"], ["rate"], name="rate", to=TensorProto.FLOAT),
+        helper.make_node("Div", ["rate", "base"], ["scale"], name="scale"),
+        helper.make_node("Mul", ["audio", "scale"], ["gain"], name="gain"),
+    ]
+    graph = helper.make_graph(nodes, "scalar_input",
+                              [helper.make_tensor_value_info("audio", TensorProto.FLOAT, ["N", 16]),
+                               helper.make_tensor_value_info("sample_rate", TensorProto.INT64, [])],
+                              [helper.make_tensor_value_info("gain", TensorProto.FLOAT, ["N", 16])],
+                              initializer=[_const("base", np.array(16000.0, np.float32))])
+    return _save(graph, path)
+
+
+def stateful_model(path: Path | str, hidden: int = 8, state_batch: str = "B") -> Path:
+    """A recurrent cell's step, batch on axis 1 of its state (as LSTMs export it): inputs ``x``
+    [B, hidden] and ``state`` [2, B, hidden]; outputs ``y`` = x + state[0] + state[1] [B, hidden] and
+    ``new_state`` = 0.5 * state + x [2, B, hidden]. ``state_batch``: the state's name for its batch
+    dim (an exporter may give it another name than ``B``; then nothing ties the two)."""
+    from onnx import TensorProto, helper
+
+    nodes = [
+        helper.make_node("ReduceSum", ["state", "axis0"], ["state_sum"], name="state_sum", keepdims=0),
+        helper.make_node("Add", ["x", "state_sum"], ["y"], name="out"),
+        helper.make_node("Mul", ["state", "half"], ["decayed"], name="decay"),
+        helper.make_node("Add", ["decayed", "x"], ["new_state"], name="update"),
+    ]
+    graph = helper.make_graph(nodes, "stateful",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["B", hidden]),
+                               helper.make_tensor_value_info("state", TensorProto.FLOAT, [2, state_batch, hidden])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["B", hidden]),
+                               helper.make_tensor_value_info("new_state", TensorProto.FLOAT, [2, state_batch, hidden])],
+                              initializer=[_const("axis0", np.array([0], np.int64)), _const("half", np.array(0.5, np.float32))])
+    return _save(graph, path)
+
+
+def dynamic_hw_model(path: Path | str) -> Path:
+    """A detector head with dynamic height and width: ``image`` float32 [1, 3, H, W] -> Conv -> Relu
+    -> ``heat`` [1, 4, H, W]."""
+    from onnx import TensorProto, helper
+
+    w = np.random.default_rng(3).standard_normal((4, 3, 3, 3)).astype(np.float32) * 0.2
+    nodes = [helper.make_node("Conv", ["image", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c"], ["heat"], name="relu")]
+    graph = helper.make_graph(nodes, "dynamic_hw", [helper.make_tensor_value_info("image", TensorProto.FLOAT, [1, 3, "H", "W"])],
+                              [helper.make_tensor_value_info("heat", TensorProto.FLOAT, [1, 4, "H", "W"])],
+                              initializer=[_const("w", w)])
+    return _save(graph, path)
+
+
+def int8_dynamic_model(path: Path | str) -> Path:
+    """A dynamically int8-quantised linear block, as onnxruntime's quantize_dynamic writes it:
+    DynamicQuantizeLinear -> MatMulInteger -> an integer Add (a bias in int32) -> Cast -> Mul by
+    the scales -> ``y``. Input ``x`` float32 [N, 8]; output ``y`` float32 [N, 4]. The integer ops
+    (``mm_int``, ``bias_int``) cannot be computed in fp16 at all."""
+    from onnx import TensorProto, helper
+
+    rng = np.random.default_rng(4)
+    w = rng.integers(-20, 20, (8, 4)).astype(np.int8)
+    nodes = [
+        helper.make_node("DynamicQuantizeLinear", ["x"], ["xq", "x_scale", "x_zp"], name="quant"),
+        helper.make_node("MatMulInteger", ["xq", "w", "x_zp", "w_zp"], ["acc"], name="mm_int"),
+        helper.make_node("Add", ["acc", "bias"], ["acc_b"], name="bias_int"),
+        helper.make_node("Cast", ["acc_b"], ["acc_f"], name="to_float", to=TensorProto.FLOAT),
+        helper.make_node("Mul", ["x_scale", "w_scale"], ["scale"], name="scales"),
+        helper.make_node("Mul", ["acc_f", "scale"], ["y"], name="dequant"),
+    ]
+    inits = [_const("w", w), _const("w_zp", np.array(0, np.int8)), _const("bias", np.arange(4, dtype=np.int32)),
+             _const("w_scale", np.array(0.05, np.float32))]
+    graph = helper.make_graph(nodes, "int8_dynamic", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4])], initializer=inits)
+    return _save(graph, path)
+
+
+def custom_domain_model(path: Path | str) -> Path:
+    """MatMul -> com.microsoft Gelu (an onnxruntime contrib op ATC has no parser for) -> ``y``.
+    Input ``x`` float32 [N, 4]."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    w = np.random.default_rng(5).standard_normal((4, 4)).astype(np.float32)
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["mm"], name="mm"),
+             helper.make_node("Gelu", ["mm"], ["y"], name="gelu", domain="com.microsoft")]
+    graph = helper.make_graph(nodes, "custom_domain", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4])], initializer=[_const("w", w)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET), helper.make_opsetid("com.microsoft", 1)])
+    model.ir_version = 8
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    onnx.save(model, str(path))
+    return path
+
+
+def long_chain_model(path: Path | str, length: int = 40) -> Path:
+    """``length`` Mul/Add ops with exporter-style long names (``/backbone/stage0/block00/Mul``...), for
+    keep_dtype lists longer than a file name may be. Input ``x`` float32 [1, 8]; output ``y``."""
+    from onnx import TensorProto, helper
+
+    nodes, prev = [], "x"
+    for i in range(length):
+        op = "Mul" if i % 2 == 0 else "Add"
+        out = "y" if i == length - 1 else f"t{i}"
+        nodes.append(helper.make_node(op, [prev, "k"], [out], name=f"/backbone/stage{i // 8}/block{i:02d}/{op}"))
+        prev = out
+    graph = helper.make_graph(nodes, "long_chain", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8])],
+                              initializer=[_const("k", np.array(1.001, np.float32))])
+    return _save(graph, path)
+
+
+def long_chain_ops(length: int = 40) -> list[str]:
+    return [f"/backbone/stage{i // 8}/block{i:02d}/{'Mul' if i % 2 == 0 else 'Add'}" for i in range(length)]
+
+
+def big_input_conv_model(path: Path | str) -> Path:
+    """One Conv whose input (~1e5, see ``big_input_conv_inputs``) is beyond fp16 while its output
+    (~2e3: weights 1e-3 over 27 taps) is not: whether a kept Conv reads fp16 decides the result.
+    Input ``x`` float32 [1, 3, 6, 6]; output ``y`` [1, 2, 6, 6]; node ``conv``."""
+    from onnx import TensorProto, helper
+
+    nodes = [helper.make_node("Conv", ["x", "w"], ["y"], name="conv", pads=[1, 1, 1, 1])]
+    graph = helper.make_graph(nodes, "big_input_conv", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 6, 6])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, 6, 6])],
+                              initializer=[_const("w", np.full((2, 3, 3, 3), 1e-3, np.float32))])
+    return _save(graph, path)
+
+
+def big_input_conv_inputs(seed: int = 0) -> dict[str, np.ndarray]:
+    return {"x": np.random.default_rng(seed).uniform(0.9e5, 1.1e5, (1, 3, 6, 6)).astype(np.float32)}
+
+
+def int8_dynamic_overflow_inputs(seed: int = 0) -> dict[str, np.ndarray]:
+    """Inputs of ``int8_dynamic_model`` whose dequantised ``y`` (~1e5) overflows fp16 in ``dequant``
+    while every integer op and ``to_float`` (~1e4) stay in range."""
+    return {"x": np.random.default_rng(seed).uniform(-1e5, 1e5, (4, 8)).astype(np.float32)}
+
+
+def loop_outer_model(path: Path | str, trips: int = 3) -> Path:
+    """A Loop whose body reads the outer ``h`` (= x * x, ``square``) on every iteration:
+    ``acc_{i+1} = acc_i + h``, ``trips`` times from ``acc_0 = x``; output ``y`` = the last acc.
+    Input ``x`` float32 [1, 4]. Device values: ``loop_outer_reference``."""
+    from onnx import TensorProto, helper
+
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["cond_in"], ["cond_out"], name="keep_going"),
+         helper.make_node("Add", ["acc_in", "h"], ["acc_out"], name="accumulate")],
+        "body",
+        [helper.make_tensor_value_info("iter", TensorProto.INT64, []),
+         helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("acc_in", TensorProto.FLOAT, [1, 4])],
+        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("acc_out", TensorProto.FLOAT, [1, 4])])
+    nodes = [helper.make_node("Mul", ["x", "x"], ["h"], name="square"),
+             helper.make_node("Loop", ["trips", "go", "x"], ["y"], name="loop", body=body)]
+    graph = helper.make_graph(nodes, "loop_outer", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])],
+                              initializer=[_const("trips", np.array(trips, np.int64)), _const("go", np.array(True))])
+    return _save(graph, path)
+
+
+def loop_outer_reference(x: np.ndarray, trips: int = 3) -> np.ndarray:
+    r = lambda a: a.astype(np.float16).astype(np.float32)
+    with np.errstate(over="ignore"):  # an accumulator beyond 65504 becomes inf, as on the device
+        xr = r(x)
+        h, acc = r(xr * xr), xr
+        for _ in range(trips):
+            acc = r(acc + h)
+    return acc

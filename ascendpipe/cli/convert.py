@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 HELP = "convert an ONNX model into the emulated fp16 device model (ATC-style flags)"
@@ -32,9 +33,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def params_from_args(args: argparse.Namespace) -> dict:
     params = {f.replace("-", "_"): getattr(args, f.replace("-", "_")) for f, _, _ in _FLAGS[2:]}
-    keep = params.get("keep_dtype")
-    if keep and not Path(keep).is_file():
-        params["keep_dtype"] = [k.strip() for k in keep.split(",") if k.strip()]
+    if params.get("keep_dtype"):
+        from ascendpipe.precision.settings import keep_dtype_arg
+
+        params["keep_dtype"] = keep_dtype_arg(params["keep_dtype"])
     return {k: v for k, v in params.items() if v}
 
 
@@ -44,6 +46,8 @@ def main(args: argparse.Namespace) -> int:
 
     settings = resolve(params_from_args(args))
     result = convert_model(Path(args.model), Path(args.output), settings)
+    for line in result.warnings:
+        print(line, file=sys.stderr)
     c = result.counts
     print(f"{result.model_path}: {c['float16']} ops fp16, {c['float32']} ops fp32, {c['other']} non-float "
           f"({settings.precision_mode_v2 or settings.precision_mode})")

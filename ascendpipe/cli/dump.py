@@ -27,12 +27,12 @@ def main(args: argparse.Namespace) -> int:
     from ascendpipe.backends.onnxruntime.dump import (DEFAULT_MEMORY_BUDGET, dump_model, first_samples,
                                                       is_converted)
     from ascendpipe.backends.onnxruntime.session import input_specs, make_session
-    from ascendpipe.inputs import load_inputs, random_inputs
+    from ascendpipe.inputs import load_inputs, random_inputs, with_batch_axes
     from ascendpipe.stages.base import find_model_file
 
     model = find_model_file(Path(args.model))
     fusions = is_converted(model) if args.fusions is None else args.fusions
-    specs = input_specs(make_session(model, fusions=False))
+    specs = with_batch_axes(input_specs(make_session(model, fusions=False)))  # a state's batch may be on axis 1
     static = any(s.static_batch is not None for s in specs)
     if args.input:
         batches = load_inputs(args.input, specs, batch_size=None if static else args.max_batch)

@@ -103,7 +103,7 @@ def om_input_specs(om_dir: Path) -> list:
 
 
 def make_feed_batches(model: Path | None, input_path: Path | None, seed: int, *, field: str = "inputs",
-                      specs: list | None = None) -> tuple[list[dict[str, np.ndarray]], str]:
+                      specs: list | None = None, batch_axes: dict | None = None) -> tuple[list[dict[str, np.ndarray]], str]:
     """Every batch of a .npy/.npz/directory (``ascendpipe.inputs.load_inputs``: all samples of a file as
     one batch, or batches of a fixed-batch model's size, the last one padded), or one seeded random batch
     (said in the returned note). ``specs`` (e.g. an OM's, whose batch may be fixed where the ONNX's is
@@ -112,14 +112,14 @@ def make_feed_batches(model: Path | None, input_path: Path | None, seed: int, *,
 
     specs = input_specs(model) if specs is None else specs
     if input_path is None:
-        feeds = dict(random_inputs(specs, seed=seed))
+        feeds = dict(random_inputs(specs, seed=seed, batch_axes=batch_axes))
         described = ", ".join(f"{n} {list(a.shape)} {a.dtype.name}" for n, a in feeds.items())
         return [feeds], f"no input given: seeded random input (seed {seed}): {described}"
     input_path = Path(input_path)
     if not input_path.exists():
         raise UserError(f"input '{input_path}' does not exist", Location(file=str(input_path), field=field))
     try:
-        batches = load_inputs(input_path, specs)
+        batches = load_inputs(input_path, specs, batch_axes=batch_axes)
     except UserError as err:
         raise err.with_location(field=field) from None
     note = f"input: {input_path}"
@@ -211,14 +211,15 @@ def dump_om_side(side: Side, feeds: dict, out_dir: Path, *, backend: str, log=No
     return Path(runner.dump_model(side.om_dir, feeds, out_dir, log=log, run_command=run_command, stage=stage))
 
 
-def compare_feed_batches(g: Side, t: Side, input_path: Path | None, seed: int) -> tuple[list[dict | None], str | None]:
+def compare_feed_batches(g: Side, t: Side, input_path: Path | None, seed: int,
+                         batch_axes: dict | None = None) -> tuple[list[dict | None], str | None]:
     """The target's feeds, one per batch (the golden's too, unless AIPP or golden_inputs say otherwise),
     and their note. An OM target is fed by its own input specs: its batch may be fixed where the golden
     ONNX's is not. A side given as a dump holds one batch: then only the first batch is compared."""
     if t.om_dir is not None:
-        batches, note = make_feed_batches(None, input_path, seed, specs=om_input_specs(t.om_dir))
+        batches, note = make_feed_batches(None, input_path, seed, specs=om_input_specs(t.om_dir), batch_axes=batch_axes)
     elif g.model or t.model:
-        batches, note = make_feed_batches(t.model or g.model, input_path, seed)
+        batches, note = make_feed_batches(t.model or g.model, input_path, seed, batch_axes=batch_axes)
     else:
         return [None], None
     if len(batches) > 1 and (g.dump_dir is not None or t.dump_dir is not None):
@@ -241,7 +242,7 @@ def _batch_dir(work_dir: Path, name: str, k: int) -> Path:
 def run_compare(golden: Path, target: Path, *, input_path: Path | None, work_dir: Path, limits: dict,
                 strategy: str = "first-overall", seed: int = 0, convert_stage: str = "convert",
                 golden_inputs: Path | None = None, backend: str = "onnxruntime", log=None, run_command=None,
-                stage: str = "compare") -> tuple[dict, str | None]:
+                stage: str = "compare", batch_axes: dict | None = None) -> tuple[dict, str | None]:
     """Resolve both sides, dump what needs dumping under ``work_dir``, compare. Returns (result, input note).
 
     ``input_path`` feeds the target (and the golden, unless ``golden_inputs`` is given or the target
@@ -254,12 +255,12 @@ def run_compare(golden: Path, target: Path, *, input_path: Path | None, work_dir
         raise UserError(f"golden '{golden}' is an OM; the golden is the fp32 .onnx (or its dump)",
                         Location(file=str(golden), field="golden"))
     notes = []
-    batches, note = compare_feed_batches(g, t, input_path, seed)
+    batches, note = compare_feed_batches(g, t, input_path, seed, batch_axes)
     if note:
         notes.append(note)
     golden_batches = None
     if golden_inputs is not None and g.model is not None:
-        golden_batches, _ = make_feed_batches(g.model, golden_inputs, seed, field="golden_inputs")
+        golden_batches, _ = make_feed_batches(g.model, golden_inputs, seed, field="golden_inputs", batch_axes=batch_axes)
         if len(golden_batches) < len(batches):
             raise UserError(f"golden_inputs '{golden_inputs}' gives {len(golden_batches)} batches for the target's "
                             f"{len(batches)}; give the same samples, preprocessed for the golden",

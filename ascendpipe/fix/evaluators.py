@@ -40,6 +40,21 @@ def graph_order(result: Result) -> list[str]:
     return list(dict.fromkeys(names + list(result.ops)))
 
 
+def keep_candidates(plan: dict | None, fused_map: dict | None) -> frozenset | None:
+    """Original op names keep_dtype can change, from a convert's precision_plan.json and
+    fused_map.json: float compute ops only (no Constant/Identity/integer ops); None when the plan
+    does not say (a plan written before ``keepable``)."""
+    nodes = (plan or {}).get("nodes") or {}
+    if not nodes or any("keepable" not in entry for entry in nodes.values()):
+        return None
+    fused = (fused_map or {}).get("fused") or {}
+    names = set()
+    for name, entry in nodes.items():
+        if entry["keepable"]:
+            names.update(fused.get(name) or [name])
+    return frozenset(names)
+
+
 def _output_cosine(result: dict) -> float | None:
     value = result.get("summary", {}).get("output_cosine")
     return None if value is None or (isinstance(value, float) and math.isnan(value)) else float(value)
@@ -105,7 +120,7 @@ class StandaloneEvaluator:
         rows = result["rows"]
         passed = cosine is not None and cosine >= self.min_cosine and not _outputs_overflow(rows)
         return Result(passed, cosine, cosine, rows=rows, failure=result["first_failure"], ops=self.ops,
-                      note=_failure_note(result["first_failure"]))
+                      note=_failure_note(result["first_failure"]), candidates=keep_candidates(plan, fused_map))
 
 
 # --- pipeline: every attempt an engine build ----------------------------------------------------
@@ -245,10 +260,14 @@ class PipelineEvaluator:
             result = json.loads((self.build_dir / stage_folder(t.compare) / "result.json").read_text())
             rows, failure, cosine = result.get("rows") or [], result.get("first_failure"), _output_cosine(result)
         plan_path = self.build_dir / stage_folder(t.convert) / "precision_plan.json"
-        if plan_path.is_file():  # blind fallback order: the converted model's nodes
-            ops = list(json.loads(plan_path.read_text()).get("nodes") or [])
+        map_path = plan_path.with_name("fused_map.json")
+        plan = json.loads(plan_path.read_text()) if plan_path.is_file() else None
+        if plan:  # blind fallback order: the converted model's nodes
+            ops = list(plan.get("nodes") or [])
+        fused_map = json.loads(map_path.read_text()) if map_path.is_file() else None
         passed = metric >= self.golden_metric - self.tolerance
-        result = Result(passed, metric, cosine, rows=rows, failure=failure, ops=ops)
+        result = Result(passed, metric, cosine, rows=rows, failure=failure, ops=ops,
+                        candidates=keep_candidates(plan, fused_map))
         if not self.order:
             self.order = graph_order(result)
         note = f"run {run.get('id')}" + (f"; {_failure_note(failure)}" if failure and not passed else "")

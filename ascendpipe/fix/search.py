@@ -4,11 +4,18 @@ Pure logic: no I/O. An ``Evaluator`` turns a remedy set into a ``Result`` (did t
 the metric, the output cosine, the per-op compare rows and the advisor's first failure); how it
 does so (in-process conversion, an engine build, ATC on a device) is the caller's business.
 
-Growing: each failing attempt names what to add next, best evidence first:
-1. the advisor's advice on the first failure (``keep_dtype`` ops, overflow producers first as the
-   advisor lists them; fusion rules where it points at a fused op);
-2. else the first failing compare row's ops not kept yet;
-3. else, with no usable evidence, ops in graph order, doubling the batch each blind step.
+Growing: each failing attempt names what to add next from that attempt's own compare, best evidence
+first:
+1. the advisor's advice on the attempt's first failure (``keep_dtype`` ops, overflow producers first
+   as the advisor lists them; fusion rules where it points at a fused op);
+2. else the failing rows' ops not kept yet, the first failure's row first, then graph order; a
+   failing fused row whose ops are all kept gets its fusion pass switched off (a kept op fused
+   into a kernel still computes in that kernel's precision);
+3. else the first failure's own op;
+4. else, with no usable evidence, ops in graph order from the first failure on, doubling the batch
+   each blind step while the first failure stays where it is.
+Only ops that keep_dtype can change are ever proposed (``Result.candidates``: float compute ops the
+precision plan would compute differently when kept; never Constant, Identity or integer ops).
 Shrinking: delta debugging (ddmin) over the passing set, or for a few candidates removing each
 once, so every kept candidate is needed (1-minimal). A kept op whose golden output cannot exist in
 fp16 (beyond 65504, or wholly below its smallest subnormal) is needed by range alone and is not
@@ -51,6 +58,7 @@ class Result:
     failure: dict | None = None  # the advisor's first_failure object
     ops: list[str] = field(default_factory=list)  # every op name in graph order (blind fallback)
     note: str = ""
+    candidates: frozenset | None = None  # op names keep_dtype can change (None: unknown, all may)
 
 
 class Evaluator(Protocol):
@@ -108,29 +116,56 @@ def advised(failure: dict | None) -> list[Candidate]:
     return list(dict.fromkeys(found))
 
 
-def first_failing(rows: list[dict], kept: Iterable[Candidate]) -> list[Candidate]:
-    """The ops of the first failing row that are not kept yet (row order = graph order)."""
+def _keepable(result: Result, name: str) -> bool:
+    return result.candidates is None or name in result.candidates
+
+
+def first_failing(rows: list[dict], kept: Iterable[Candidate], failure: dict | None = None,
+                  keepable: Callable[[str], bool] = lambda name: True) -> list[Candidate]:
+    """The ops of the first failure's row (else the first failing row in graph order) that are not
+    kept yet; a failing fused row whose ops are all kept: its fusion pass, switched off."""
     kept_names = {c.name for c in kept if c.kind == KEEP}
-    for row in rows:
-        if not row.get("failed") or row.get("side", "both") == "golden_only":
-            continue
-        fresh = [op for op in _row_ops(row) if op not in kept_names]
+    kept_rules = {c.name for c in kept if c.kind == FUSION}
+    failing = [row for row in rows if row.get("failed") and row.get("side", "both") != "golden_only"]
+    first = (failure or {}).get("op_name")
+    failing.sort(key=lambda row: row.get("op_name") != first)  # stable: the failure's row, then graph order
+    for row in failing:
+        fresh = [op for op in _row_ops(row) if op not in kept_names and keepable(op)]
         if fresh:
             return [Candidate(KEEP, op) for op in fresh]
+        rule = row.get("pass_name")
+        if rule and "+" not in rule and rule not in kept_rules:
+            return [Candidate(FUSION, rule)]
     return []
 
 
 def propose(result: Result, current: frozenset, blind_batch: int) -> tuple[list[Candidate], bool]:
-    """(candidates to add, whether this was a blind pick). Never proposes one already in ``current``."""
-    fresh = [c for c in advised(result.failure) if c not in current]
+    """(candidates to add, whether this was a blind pick). Never proposes one already in ``current``
+    nor an op keep_dtype cannot change."""
+    keepable = lambda name: _keepable(result, name)
+    fresh = [c for c in advised(result.failure) if c not in current and (c.kind != KEEP or keepable(c.name))]
     if fresh:
         return fresh, False
-    fresh = first_failing(result.rows, current)
+    fresh = first_failing(result.rows, current, result.failure, keepable)
     if fresh:
         return fresh, False
+    name = (result.failure or {}).get("op_name")
+    if name and keepable(name) and Candidate(KEEP, name) not in current:  # the failure's own op, no rows
+        return [Candidate(KEEP, name)], False
     order = list(dict.fromkeys([op for row in result.rows for op in _row_ops(row)] + list(result.ops)))
-    blind = [Candidate(KEEP, op) for op in order if Candidate(KEEP, op) not in current]
+    start = _first_failure_position(result, order)
+    order = order[start:] + order[:start]  # from the first failure on: upstream of it is not to blame first
+    blind = [Candidate(KEEP, op) for op in order if Candidate(KEEP, op) not in current and keepable(op)]
     return blind[:blind_batch], True
+
+
+def _first_failure_position(result: Result, order: list[str]) -> int:
+    names = [(result.failure or {}).get("op_name")]
+    names += [op for row in result.rows if row.get("failed") for op in _row_ops(row)]
+    for name in names:
+        if name in order:
+            return order.index(name)
+    return 0
 
 
 # --- the search ----------------------------------------------------------------------------
@@ -197,8 +232,11 @@ def search(evaluator: Evaluator, *, max_attempts: int = 30, start: Iterable[Cand
 
 
 def _grow(trials: _Trials, current: frozenset, result: Result, rank) -> frozenset | None:
-    blind_batch = 1
+    blind_batch, last_failure = 1, None
     while not result.passed:
+        failure = (result.failure or {}).get("op_name")
+        if failure != last_failure:  # the last pick moved the first failure: step from there one by one
+            blind_batch, last_failure = 1, failure
         fresh, blind = propose(result, current, blind_batch)
         if not fresh:
             return None

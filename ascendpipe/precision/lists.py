@@ -23,6 +23,27 @@ CUBE_OPS = frozenset({
 
 WHITE_LIST = CUBE_OPS
 
+# Integer and quantized compute: no fp16 form exists, so these are never fp16 (nor keep_dtype)
+# candidates, whatever float tensor they also write (DynamicQuantizeLinear's scale).
+NON_FP16_OPS = frozenset({
+    "ConvInteger", "MatMulInteger", "QLinearConv", "QLinearMatMul", "DynamicQuantizeLinear",
+    "QuantizeLinear", "DynamicQuantizeLSTM", "DynamicQuantizeMatMul", "MatMulIntegerToFloat",
+    "QLinearAdd", "QLinearMul", "QGemm", "QAttention",
+})
+
+# Where the cube unit takes fp32 input: Atlas A2/A3 (their cube computes fp32 as HF32 or FP32:
+# hiascend CANN aoerc_16_0062, --op_precision_mode ``enable_float_32_execution``, "supported only in
+# Atlas A2"). Atlas inference (310, 310P, 310B) and the first training products have fp16/int8
+# cubes; an unknown SoC is taken as those, the side that shows an fp16 overflow.
+CUBE_FP32_INPUT_FAMILIES = frozenset({"A2", "A3"})
+
+
+def cube_reads_fp32(soc_version: str | None) -> bool:
+    """Whether a cube op kept by keep_dtype reads fp32 on this SoC (else fp16 in, fp32 out)."""
+    from ascendpipe.precision.atc_passes import soc_family
+
+    return soc_family(soc_version) in CUBE_FP32_INPUT_FAMILIES
+
 BLACK_LIST = frozenset({
     "ReduceSum", "ReduceSumSquare", "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp",
     "ReduceMean", "ReduceProd", "Sum", "CumSum",

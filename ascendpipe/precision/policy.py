@@ -6,19 +6,27 @@ The modes of ATC's ``--precision_mode`` / ``--precision_mode_v2`` fold into five
 - ``cube_fp16``: cube ops in fp16, the rest fp32 (allow_fp32_to_fp16).
 - ``mixed``: white fp16, black fp32, gray follows its first float data input
   (allow_mix_precision[_fp16], v2 mixed_float16).
-- ``cube_fp16in_fp32out``: everything fp32, but cube ops read fp16 (force_fp32,
-  cube_fp16in_fp32out: the inference cube unit has no fp32 input path).
+- ``cube_fp16in_fp32out``: everything fp32, but cube ops read fp16 and write fp32 (force_fp32,
+  cube_fp16in_fp32out: "preferred input float16, output float32" for cube ops on every SoC,
+  hiascend CANN ``atlasatcparam_16_0067``).
 - ``origin``: everything in its original dtype (must_keep_origin_dtype, v2 origin).
 
 ``keep_dtype`` (names, and op types) wins over every policy and keeps the node fp32, also when the
-node it names was fused into another one (then the fused node stays fp32).
+node it names was fused into another one (then the fused node stays fp32). ATC keeps an op's
+original dtype "if supported, else the highest precision the op supports" (hiascend CANN
+``atlasatcparam_16_0074``, --keep_dtype). For a cube op (Conv, MatMul, Gemm) that is fp32 in/out
+only where the cube unit takes fp32 input (``cube_fp32_input``: Atlas A2/A3, see
+``lists.cube_reads_fp32``); elsewhere the kept cube op reads fp16 and writes fp32, which is also
+what force_fp32 gives every cube op (``atlasatcparam_16_0067``: fp16 in / fp32 out preferred).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ascendpipe.precision.lists import CUBE_OPS
+from ascendpipe.precision.lists import CUBE_OPS, NON_FP16_OPS
+
+CONTROL_FLOW_OPS = frozenset({"If", "Loop", "Scan"})
 
 MODE_POLICY = {
     "force_fp16": "fp16",
@@ -88,15 +96,22 @@ def _mixed(node: NodeInfo, lists: Lists, producer_dtype: dict[str, str]) -> Deci
     return Decision("float32", "mixed: gray, no float data input")
 
 
-def decide(node: NodeInfo, policy: str, lists: Lists, producer_dtype: dict[str, str]) -> Decision:
+def decide(node: NodeInfo, policy: str, lists: Lists, producer_dtype: dict[str, str],
+           cube_fp32_input: bool = False) -> Decision:
     if not node.float_out:
         return Decision("other", "no float output")
+    if node.op_type in NON_FP16_OPS:
+        return Decision("other", "integer/quantized op: no fp16 form")
+    if node.op_type in CONTROL_FLOW_OPS:  # its outputs are its body's, rounded there
+        return Decision("float32", "control flow: the ops of its bodies decide")
     if policy == "origin":
         return Decision("float32", "origin: keeps the original dtype")
+    cube = node.op_type in CUBE_OPS
     keep = _keep_reason(node, lists)
     if keep:
+        if cube and not cube_fp32_input:  # the highest precision the cube unit has: fp16 in, fp32 out
+            return Decision("float32", f"{keep}; cube op reads fp16 (no fp32 cube input on this SoC)", True)
         return Decision("float32", keep)
-    cube = node.op_type in CUBE_OPS
     if policy == "fp16":
         return Decision("float16", "force_fp16: every float op in fp16", True)
     if policy == "cube_fp16":
@@ -113,16 +128,18 @@ def decide(node: NodeInfo, policy: str, lists: Lists, producer_dtype: dict[str, 
 
 
 def plan(
-    nodes: list[NodeInfo], policy: str, lists: Lists, graph_inputs: tuple[str, ...] = ()
+    nodes: list[NodeInfo], policy: str, lists: Lists, graph_inputs: tuple[str, ...] = (), *,
+    outer: dict[str, str] | None = None, cube_fp32_input: bool = False,
 ) -> dict[str, Decision]:
     """Decisions for nodes given in topological order (gray ops need their producers first).
 
-    ``graph_inputs`` are the float graph inputs: fp32, as the model's inputs are.
+    ``graph_inputs`` are the float graph inputs: fp32, as the model's inputs are. ``outer``: the
+    dtype of each tensor an enclosing graph made (a subgraph body reads them).
     """
-    producer_dtype: dict[str, str] = {name: "float32" for name in graph_inputs}
+    producer_dtype: dict[str, str] = {**(outer or {}), **{name: "float32" for name in graph_inputs}}
     decisions: dict[str, Decision] = {}
     for node in nodes:
-        decision = decide(node, policy, lists, producer_dtype)
+        decision = decide(node, policy, lists, producer_dtype, cube_fp32_input)
         decisions[node.name] = decision
         for tensor in node.outputs:
             producer_dtype[tensor] = decision.dtype

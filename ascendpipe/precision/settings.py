@@ -87,6 +87,25 @@ class ConvertSettings:
         return atc.convert_argv("atc", atc.from_convert_settings(self, model, output, paths), check=False)
 
 
+def is_keep_file(value: str, read_path: Callable[[str], Path] = Path) -> bool:
+    """A keep_dtype value names a file only when it ends in .cfg or names an existing file: an op
+    list pasted on the command line (fix's own answer: 40 ops, longer than a file name may be) is
+    never opened."""
+    if value.strip().endswith(".cfg"):
+        return True
+    try:
+        return read_path(value).is_file()
+    except (OSError, ValueError):  # too long, or a NUL: not a file name
+        return False
+
+
+def keep_dtype_arg(value: str, read_path: Callable[[str], Path] = Path) -> str | list[str]:
+    """``--keep-dtype``: a keep_dtype file, or a comma list of op names / ``OpType::T``."""
+    if is_keep_file(value, read_path):
+        return value
+    return [k.strip() for k in value.split(",") if k.strip()]
+
+
 def _on_off(value: Any, rule: str, where: Location) -> str:
     if isinstance(value, bool):
         return "on" if value else "off"
@@ -116,6 +135,8 @@ def resolve(params: dict[str, Any], read_path: Callable[[str], Path] = Path, whe
     s = ConvertSettings(precision_mode=None if mode_v2 else (mode or DEFAULT_MODE), precision_mode_v2=mode_v2)
 
     keep = params.get("keep_dtype")
+    if isinstance(keep, str):
+        keep = keep_dtype_arg(keep, read_path)
     if isinstance(keep, str):
         s.keep_dtype = remedy.read_keep_dtype(read_path(keep))
     elif keep:

@@ -33,6 +33,8 @@ class CompareKind(StageKind):
             "strategy": {"enum": ["first-overall", "first-per-output", "all"], "default": "first-overall"},
             "thresholds": {"type": "object", "properties": _THRESHOLD_PROPS, "additionalProperties": False},
             "seed": {"type": "integer", "default": 0},
+            # input name -> its batch axis where not 0 (a state [2, B, H]: 1); null: not batched
+            "batch_axes": {"type": "object", "additionalProperties": {"type": ["integer", "null"], "minimum": 0}},
             # ascend backend, OM target: also run `msit debug compare` (auto: where msit is found)
             "msit": {"enum": ["auto", "on", "off"], "default": "auto"},
         },
@@ -54,6 +56,7 @@ class CompareKind(StageKind):
             limits=limits, strategy=ctx.params.get("strategy", "first-overall"), seed=int(ctx.params.get("seed", 0)),
             convert_stage=convert_stage, golden_inputs=ctx.inputs.get("golden_inputs"),
             backend=ctx.backend, log=ctx.log, run_command=ctx.run_command, stage=ctx.name,
+            batch_axes=ctx.params.get("batch_axes"),
         )
         write_results(result, ctx.out_dir, note)
         ctx.say(terminal_text(result, input_note=note))

@@ -18,6 +18,8 @@ class DumpKind(StageKind):
             "fusions": {"enum": ["auto", True, False], "default": "auto"},
             "max_batch": {"type": "integer", "minimum": 1, "default": 8},
             "seed": {"type": "integer", "default": 0},
+            # input name -> its batch axis where not 0 (a state [2, B, H]: 1); null: not batched
+            "batch_axes": {"type": "object", "additionalProperties": {"type": ["integer", "null"], "minimum": 0}},
             # marked outputs held at once; above it the model is run once per chunk of tensors
             "memory_budget_mb": {"type": "number", "exclusiveMinimum": 0},
         },

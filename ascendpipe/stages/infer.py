@@ -18,6 +18,8 @@ class InferKind(StageKind):
             "warmup": {"type": "integer", "minimum": 0, "default": 1},
             "loops": {"type": "integer", "minimum": 1, "default": 1},
             "seed": {"type": "integer", "default": 0},
+            # input name -> its batch axis where not 0 (a state [2, B, H]: 1); null: not batched
+            "batch_axes": {"type": "object", "additionalProperties": {"type": ["integer", "null"], "minimum": 0}},
             "output_names": {"type": "array", "items": {"type": "string"}},
         },
     }

@@ -48,7 +48,8 @@ def collect_outputs(result_dir: Path, batches, names: list[str], out_dir: Path) 
             if not path.is_file():
                 raise UserError(f"ais_bench wrote no {path.name} for output '{name}' in {result_dir}")
             value = np.load(path)
-            rows = next(iter(batch.values())).shape[0]
+            first = next(iter(batch.values()))
+            rows = getattr(batch, "rows", first.shape[0] if first.ndim else 1)  # a 0-d first input: no axis 0
             parts.append(value[: batch.valid] if value.ndim and value.shape[0] == rows else value[np.newaxis])
         array = np.concatenate(parts)
         save_npy_atomic(out_dir / OUTPUTS_DIR / files[name], array)

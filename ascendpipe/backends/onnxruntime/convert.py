@@ -3,8 +3,10 @@
 Steps: ATC's fusion passes from the catalogue (``fusion``) fold and group the fp32 graph; the
 precision policy decides each node's dtype; every tensor the device keeps in fp16 is rounded by a
 ``Cast(FLOAT16) -> Cast(FLOAT)`` pair (a ``Clip`` to +-65504 first in saturation mode), fp16-read
-weights are pre-rounded; If/Loop/Scan bodies are rounded the same way; static AIPP is prepended.
-Compute stays fp32, so overflow and underflow appear exactly where fp16 would.
+weights are pre-rounded; If/Loop/Scan bodies are rounded the same way (names unique across every
+graph, an outer tensor rounded once where it lives); static AIPP is prepended. The written model
+must pass onnx's checker and load in onnxruntime. Compute stays fp32, so overflow and underflow
+appear exactly where fp16 would.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from ascendpipe.errors import Location, UserError
 from ascendpipe.fsutil import atomic_path, workspace_relative, write_json_atomic, write_text_atomic
 from ascendpipe.precision import lists as oplists
 from ascendpipe.precision import remedy
-from ascendpipe.precision.policy import Decision, Lists, NodeInfo, plan
+from ascendpipe.precision.policy import Decision, Lists, NodeInfo, decide, plan
 from ascendpipe.precision.settings import REMEDY_NAMES, ConvertSettings
 
 EMU = "ascendpipe_emu"
@@ -39,42 +41,60 @@ class ConvertResult:
     atc_argv: list[str]
     fusion: dict[str, Any]
     plan: dict[str, Decision] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)  # lines for the stage log / terminal
 
 
 def _float_tensors(model) -> set[str]:
-    """Names of float32 tensors (inputs, initializers, inferred values; unknown ones by op rule)."""
+    """Names of float32 tensors in the main graph and every body (inputs, initializers, inferred
+    values; unknown ones by op rule)."""
     import onnx
-    from onnx import TensorProto
 
     try:
         inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False).graph
     except Exception:  # custom-domain ops can stop inference; the op rule below covers them
         inferred = model.graph
-    return _floats_in(model.graph, inferred, {})
+    typed: dict[str, bool] = {}
+    _typed_values(inferred, typed)
+    return _floats_in(model.graph, typed, {})
 
 
-def _floats_in(graph, inferred, outer: dict[str, bool]) -> set[str]:
-    """Float tensors of ``graph`` (``inferred``: the same graph with inferred value_info);
-    ``outer``: what the enclosing graphs know (a subgraph reads their tensors)."""
+def _typed_values(graph, typed: dict[str, bool]) -> None:
+    """Every value with a known element type in ``graph`` and its bodies: name -> is float32."""
+    from onnx import TensorProto
+
+    for vi in (*graph.input, *graph.value_info, *graph.output):
+        if vi.type.tensor_type.elem_type:
+            typed[vi.name] = vi.type.tensor_type.elem_type == TensorProto.FLOAT
+    for node in graph.node:
+        for _, sub in _subgraphs(node):
+            _typed_values(sub, typed)
+
+
+def _floats_in(graph, typed: dict[str, bool], outer: dict[str, bool]) -> set[str]:
+    """Float tensors of ``graph`` and its bodies; ``typed``: inferred element types; ``outer``: what
+    the enclosing graphs know (a body reads their tensors)."""
     from onnx import TensorProto
 
     known: dict[str, bool] = dict(outer)
-    for vi in (*inferred.input, *inferred.value_info, *inferred.output):
-        if vi.type.tensor_type.elem_type:
-            known[vi.name] = vi.type.tensor_type.elem_type == TensorProto.FLOAT
+    local = _local_names(graph)
+    known.update({name: value for name, value in typed.items() if name in local})
     for init in graph.initializer:
         known[init.name] = init.data_type == TensorProto.FLOAT
+    found: set[str] = set()
     for node in graph.node:
         guess = node.op_type not in NON_FLOAT_OPS and any(known.get(t) for t in node.input)
         if node.op_type == "Cast":
             guess = any(a.name == "to" and a.i == TensorProto.FLOAT for a in node.attribute)
-        if node.op_type in SUBGRAPH_OPS:  # outputs come from the body
-            guess = any(vi.type.tensor_type.elem_type == TensorProto.FLOAT
-                        for a in node.attribute if a.g.name or a.g.node for vi in a.g.output)
+        bodies = list(_subgraphs(node))
+        for _, sub in bodies:  # outputs come from the body
+            found |= _floats_in(sub, typed, known)
+        if bodies:
+            guess = any(known.get(o.name) or o.name in found or o.type.tensor_type.elem_type == TensorProto.FLOAT
+                        for _, sub in bodies for o in sub.output)
         for index, tensor in enumerate(node.output):
             if tensor not in known:
                 known[tensor] = guess and not (node.op_type == "TopK" and index == 1)
-    return {name for name, is_float in known.items() if is_float}
+    return found | {name for name, is_float in known.items() if is_float}
 
 
 def _lists(settings: ConvertSettings, names: set[str], types: set[str]) -> Lists:
@@ -94,15 +114,28 @@ def _lists(settings: ConvertSettings, names: set[str], types: set[str]) -> Lists
                     sources[op_type] = "modify_mixlist"
     keep_names, keep_types = remedy.split_keep_entries(settings.keep_dtype)
     where = Location(field="keep_dtype")
-    for name in keep_names:
-        if name not in names:
-            near = ", ".join(sorted(names)[:12])
-            raise UserError(f"keep_dtype names op '{name}', which is not in the model; ops: {near}...", where)
+    missing = [name for name in keep_names if name not in names]
+    if missing:
+        raise UserError(_not_in_model(missing, names), where)
     onnx_keep_types = {t for entry in keep_types for t in oplists.onnx_types(entry)}
     for entry in keep_types:
         if not set(oplists.onnx_types(entry)) & types:
             raise UserError(f"keep_dtype 'OpType::{entry}' matches no op; op types here: {', '.join(sorted(types))}", where)
     return Lists(frozenset(white), frozenset(black), frozenset(keep_names), frozenset(onnx_keep_types), sources)
+
+
+def _not_in_model(missing: list[str], names: set[str]) -> str:
+    """keep_dtype names ops the model lacks: each with its close names (as fusion pass names get)."""
+    import difflib
+
+    ordered = sorted(names)
+    parts = []
+    for name in missing:
+        close = difflib.get_close_matches(name, ordered, n=3, cutoff=0.6)
+        parts.append(f"'{name}'" + (f" (did you mean {', '.join(repr(c) for c in close)}?)" if close else ""))
+    shown = ", ".join(ordered[:12]) + (", ..." if len(ordered) > 12 else "")
+    which = "op" if len(missing) == 1 else "ops"
+    return f"keep_dtype names {which} {', '.join(parts)} not in the model; its ops: {shown}"
 
 
 @dataclass
@@ -111,9 +144,11 @@ class Rounding:
 
     saturate: bool = False
     opset: int = 17
+    clipped: bool = False  # a saturating Clip was written somewhere: the main graph gets its bounds
 
     def nodes(self, src: str, dst: str, tensor: str, tag: str):
-        """Nodes that write ``src`` rounded to fp16 as ``dst``; (nodes, new internal tensors)."""
+        """Nodes that write ``src`` rounded to fp16 as ``dst``; (nodes, new internal tensors).
+        ``tensor`` carries the body's scope in a subgraph, so every name is unique in the model."""
         from onnx import TensorProto, helper
 
         half = f"{EMU}/fp16/{tensor}"
@@ -123,6 +158,7 @@ class Rounding:
             if self.opset >= 11:
                 nodes.append(helper.make_node("Clip", [src, f"{EMU}/sat_min", f"{EMU}/sat_max"], [clipped],
                                               name=f"{EMU}/{tag}_sat/{tensor}"))
+                self.clipped = True
             else:
                 nodes.append(helper.make_node("Clip", [src], [clipped], name=f"{EMU}/{tag}_sat/{tensor}",
                                               min=-FP16_MAX, max=FP16_MAX))
@@ -144,46 +180,101 @@ class Rounding:
         return round_fp16(array)
 
 
-def _apply_rounding(graph, decisions: dict[str, Decision], floats: set[str], rounding: Rounding,
-                    force: set[str] = frozenset()) -> list[str]:
-    """Rewrite ``graph`` in place; return the internal tensor names added.
+@dataclass
+class Scope:
+    """Where a graph sits: ``prefix`` names its internal tensors uniquely ('' for the main graph);
+    ``fp16``: tensors of the enclosing graphs that already hold fp16 values; ``hoist``: asks the
+    enclosing graph for an fp16 copy of one of its tensors (rounded once, before the subgraph op)."""
 
-    ``force``: tensors rounded to fp16 where they are made whatever their producer's dtype (a UB
-    fusion's intermediates in an fp16 kernel)."""
+    prefix: str = ""
+    fp16: frozenset = frozenset()
+    hoist: Any = None
+
+
+def _subgraphs(node):
+    """(attribute name, body) of an If/Loop/Scan node."""
+    for attr in node.attribute:
+        if attr.g.node or attr.g.output:
+            yield attr.name, attr.g
+        for index, sub in enumerate(attr.graphs):
+            yield f"{attr.name}{index}", sub
+
+
+def _local_names(graph) -> set[str]:
+    return ({i.name for i in graph.input} | {i.name for i in graph.initializer}
+            | {t for n in graph.node for t in n.output})
+
+
+def _outer_reads(graph, decisions: dict[str, Decision]) -> list[tuple[str, bool]]:
+    """(tensor, read as fp16) for every read of a name that ``graph`` (and its bodies) do not define."""
+    local = _local_names(graph)
+    reads = []
+    for node in graph.node:
+        reads += [(t, decisions[node.name].reads_fp16) for t in node.input if t and t not in local]
+        for _, sub in _subgraphs(node):
+            reads += [(t, fp16) for t, fp16 in _outer_reads(sub, decisions) if t not in local]
+    return reads
+
+
+def _apply_rounding(graph, decisions: dict[str, Decision], floats: set[str], rounding: Rounding,
+                    force: set[str] = frozenset(), scope: Scope | None = None) -> list[str]:
+    """Rewrite ``graph`` and its If/Loop/Scan bodies in place; return the internal tensor names added.
+
+    ``floats``: float tensors of every graph; ``force``: tensors rounded to fp16 where they are made
+    whatever their producer's dtype (a UB fusion's intermediates in an fp16 kernel)."""
     from onnx import numpy_helper
 
+    scope = scope or Scope()
     round_fp16 = rounding.values
     inits = {i.name: i for i in graph.initializer}
+    local = _local_names(graph)
     produced_fp16 = {t for n in graph.node if decisions[n.name].dtype == "float16" for t in n.output} | set(force)
     readers: dict[str, list[bool]] = {}
     for node in graph.node:
         for t in node.input:
             readers.setdefault(t, []).append(decisions[node.name].reads_fp16)
+        for _, sub in _subgraphs(node):  # a body's reads of this graph's weights count too
+            for t, fp16 in _outer_reads(sub, decisions):
+                readers.setdefault(t, []).append(fp16)
     internal: list[str] = []
     rounded_inputs: dict[str, str] = {}
     new_nodes = []
+    pending: list = []  # rounding nodes a body asked for, written before the subgraph op
+
+    def fp16_copy(t: str) -> str:
+        """The name of ``t`` rounded to fp16, written once in this graph (or asked of the outer one)."""
+        if t in rounded_inputs:
+            return rounded_inputs[t]
+        if t not in local and scope.hoist is not None:  # an outer tensor: round it where it lives
+            rounded_inputs[t] = scope.hoist(t)
+            return rounded_inputs[t]
+        if t in inits:
+            copy = f"{EMU}/fp16_init/{scope.prefix}{t}"
+            graph.initializer.append(numpy_helper.from_array(round_fp16(numpy_helper.to_array(inits[t])), copy))
+            internal.append(copy)
+        else:
+            copy = f"{EMU}/round/{scope.prefix}{t}"
+            pair, half = rounding.nodes(t, copy, f"{scope.prefix}{t}", "in")
+            pending.extend(pair)
+            internal.extend([*half, copy])
+        rounded_inputs[t] = copy
+        return copy
+
     for node in list(graph.node):
         decision = decisions[node.name]
         if decision.reads_fp16:
             for i, t in enumerate(node.input):
-                if not t or t not in floats or t in produced_fp16:
+                if not t or t not in floats or t in produced_fp16 or t in scope.fp16:
                     continue
-                if t in inits:
-                    if all(readers[t]):  # only fp16 readers: round the weight itself
-                        inits[t].CopyFrom(numpy_helper.from_array(round_fp16(numpy_helper.to_array(inits[t])), t))
-                        continue
-                    if t not in rounded_inputs:
-                        copy = f"{EMU}/fp16_init/{t}"
-                        graph.initializer.append(numpy_helper.from_array(round_fp16(numpy_helper.to_array(inits[t])), copy))
-                        rounded_inputs[t] = copy
-                        internal.append(copy)
-                elif t not in rounded_inputs:
-                    rounded = f"{EMU}/round/{t}"
-                    pair, half = rounding.nodes(t, rounded, t, "in")
-                    new_nodes += pair
-                    internal += [*half, rounded]
-                    rounded_inputs[t] = rounded
-                node.input[i] = rounded_inputs[t]
+                if t in inits and all(readers[t]):  # only fp16 readers: round the weight itself
+                    inits[t].CopyFrom(numpy_helper.from_array(round_fp16(numpy_helper.to_array(inits[t])), t))
+                    continue
+                node.input[i] = fp16_copy(t)
+        for attr_name, sub in _subgraphs(node):
+            inner = Scope(f"{scope.prefix}{node.name}/{attr_name}/", frozenset(scope.fp16 | produced_fp16), fp16_copy)
+            internal += _apply_rounding(sub, decisions, floats, rounding, scope=inner)
+        new_nodes += pending
+        pending.clear()
         new_nodes.append(node)
         # an fp16 copy/select op read fp16 values: its outputs are fp16 values already
         exact_fp16 = decision.dtype == "float16" and node.op_type in oplists.EXACT_OPS
@@ -191,17 +282,17 @@ def _apply_rounding(graph, decisions: dict[str, Decision], floats: set[str], rou
             if not t or t not in floats or exact_fp16:
                 continue
             if decision.dtype == "float16" or t in force:
-                raw = f"{EMU}/raw/{t}"
+                raw = f"{EMU}/raw/{scope.prefix}{t}"
                 node.output[i] = raw
-                pair, half = rounding.nodes(raw, t, t, "out")
+                pair, half = rounding.nodes(raw, t, f"{scope.prefix}{t}", "out")
                 new_nodes += pair
                 internal += [raw, *half]
-    if rounding.saturate and any(n.op_type == "Clip" and n.name.startswith(EMU) for n in new_nodes) and rounding.opset >= 11:
+    if not scope.prefix and rounding.clipped:  # the bounds live in the main graph; bodies see them
+        import numpy as np
+
         names = {i.name for i in graph.initializer}
         for name, value in ((f"{EMU}/sat_min", -FP16_MAX), (f"{EMU}/sat_max", FP16_MAX)):
             if name not in names:
-                import numpy as np
-
                 graph.initializer.append(numpy_helper.from_array(np.array(value, np.float32), name))
     del graph.node[:]
     graph.node.extend(new_nodes)
@@ -252,6 +343,26 @@ def _check_input_shape(settings: ConvertSettings, model) -> None:
                             Location(field="input_shape"))
 
 
+def _fix_input_shapes(graph, shapes: dict[str, list]) -> None:
+    """ATC builds a dynamic model at the ``--input_shape`` it is given: the emulated model takes that
+    shape too, so random inputs and feeds follow it (a dim given as -1 stays dynamic)."""
+    for vi in graph.input:
+        dims = shapes.get(vi.name)
+        if dims is None:
+            continue
+        model_dims = vi.type.tensor_type.shape.dim
+        where = Location(field="input_shape")
+        if len(dims) != len(model_dims):
+            raise UserError(f"input_shape gives '{vi.name}' {len(dims)} dims; the model's input has {len(model_dims)}", where)
+        for axis, (dim, value) in enumerate(zip(model_dims, dims)):
+            if not isinstance(value, int) or value <= 0:
+                continue
+            if dim.HasField("dim_value") and dim.dim_value > 0 and dim.dim_value != value:
+                raise UserError(f"input_shape gives '{vi.name}' axis {axis} = {value}; the model fixes it at "
+                                f"{dim.dim_value}", where)
+            dim.dim_value = value
+
+
 def _write_json(path: Path, data: Any) -> None:
     write_json_atomic(path, data, sort_keys=True)
 
@@ -286,40 +397,48 @@ def _node_infos(graph, floats: set[str], originals: dict[str, list[str]], orig_t
     ]
 
 
-def _name_nodes(graph, prefix: str = "") -> None:
+def _name_nodes(graph, prefix: str = "", seen: set[str] | None = None) -> None:
+    """Name every node, unique across the main graph and every body (plans, keep_dtype, dumps and
+    the rounding's internal names key on them); a duplicate gets a ``_N`` suffix."""
+    seen = set() if seen is None else seen
     for index, node in enumerate(graph.node):
         if not node.name:
             node.name = f"{prefix}{node.op_type}_{index}"
-        for attr in node.attribute:
-            for sub in (attr.g, *attr.graphs) if (attr.g.node or attr.graphs) else ():
-                _name_nodes(sub, f"{node.name}/{attr.name}/")
+        if node.name in seen:
+            suffix = 1
+            while f"{node.name}_{suffix}" in seen:
+                suffix += 1
+            node.name = f"{node.name}_{suffix}"
+        seen.add(node.name)
+        for attr_name, sub in _subgraphs(node):
+            _name_nodes(sub, f"{node.name}/{attr_name}/", seen)
 
 
-def _subgraph_names(graph) -> tuple[set[str], set[str]]:
-    """(node names, op types) inside every If/Loop/Scan body, at any depth."""
-    names, types = set(), set()
+def _body_nodes(graph, prefix: str = ""):
+    """(node, body path) of every node inside an If/Loop/Scan body, at any depth, in graph order."""
     for node in graph.node:
-        for attr in node.attribute:
-            for sub in (attr.g, *attr.graphs) if (attr.g.node or attr.graphs) else ():
-                names |= {n.name for n in sub.node}
-                types |= {n.op_type for n in sub.node}
-                deeper = _subgraph_names(sub)
-                names |= deeper[0]
-                types |= deeper[1]
-    return names, types
+        for attr_name, sub in _subgraphs(node):
+            path = f"{prefix}{node.name}/{attr_name}"
+            for inner in sub.node:
+                yield inner, path
+            yield from _body_nodes(sub, f"{path}/")
 
 
-def _round_subgraphs(graph, floats: set[str], policy: str, op_lists: Lists, rounding: Rounding) -> None:
-    """Round every If/Loop/Scan body like the main graph (the body reads the outer graph's tensors)."""
-    outer = {t: True for t in floats}
+def _plan_bodies(graph, decisions: dict[str, Decision], floats: set[str], policy: str, op_lists: Lists,
+                 cube_fp32: bool, outer: dict[str, str] | None = None) -> list[NodeInfo]:
+    """Decide every body's nodes (added to ``decisions``): a body reads the enclosing graphs'
+    tensors with the dtype their producers have. Returns the bodies' node infos."""
+    known = dict(outer or {})
+    known.update({t: decisions[n.name].dtype for n in graph.node for t in n.output if n.name in decisions})
+    infos: list[NodeInfo] = []
     for node in graph.node:
-        for attr in node.attribute:
-            for sub in (attr.g, *attr.graphs) if (attr.g.node or attr.graphs) else ():
-                sub_floats = _floats_in(sub, sub, outer)
-                infos = _node_infos(sub, sub_floats, {}, {})
-                decisions = plan(infos, policy, op_lists, ())
-                _round_subgraphs(sub, sub_floats, policy, op_lists, rounding)
-                _apply_rounding(sub, decisions, sub_floats, rounding)
+        for _, sub in _subgraphs(node):
+            sub_infos = _node_infos(sub, floats, {}, {})
+            body_inputs = tuple(i.name for i in sub.input if i.name in floats)
+            decisions.update(plan(sub_infos, policy, op_lists, body_inputs, outer=known, cube_fp32_input=cube_fp32))
+            infos += sub_infos
+            infos += _plan_bodies(sub, decisions, floats, policy, op_lists, cube_fp32, known)
+    return infos
 
 
 def _kernel_fp16(groups, infos: list[NodeInfo], policy: str, op_lists: Lists, graph_inputs) -> set[str]:
@@ -351,6 +470,7 @@ def convert_model(model_path: Path, out_dir: Path, settings: ConvertSettings, *,
     except Exception as exc:
         raise UserError(f"cannot read ONNX model: {exc}", Location(file=str(model_path))) from None
     _check_input_shape(settings, original)
+    _fix_input_shapes(model.graph, settings.input_shape)
     _name_nodes(original.graph)
     _name_nodes(model.graph)
     graph = model.graph
@@ -361,12 +481,14 @@ def convert_model(model_path: Path, out_dir: Path, settings: ConvertSettings, *,
     floats = _float_tensors(model)
     init_names = {i.name for i in graph.initializer}
     infos = _node_infos(graph, floats, fusion_plan.originals, orig_types)
-    sub_names, sub_types = _subgraph_names(graph)
-    names = {i.name for i in infos} | set(orig_types) | sub_names
-    types = {i.op_type for i in infos} | set(orig_types.values()) | sub_types
+    body_nodes = list(_body_nodes(graph))
+    names = {i.name for i in infos} | set(orig_types) | {n.name for n, _ in body_nodes}
+    types = {i.op_type for i in infos} | set(orig_types.values()) | {n.op_type for n, _ in body_nodes}
     op_lists = _lists(settings, names, types)
     graph_inputs = tuple(i.name for i in graph.input if i.name in floats and i.name not in init_names)
-    decisions = plan(infos, settings.policy, op_lists, graph_inputs)
+    cube_fp32 = oplists.cube_reads_fp32(settings.soc_version)
+    decisions = plan(infos, settings.policy, op_lists, graph_inputs, cube_fp32_input=cube_fp32)
+    body_infos = _plan_bodies(graph, decisions, floats, settings.policy, op_lists, cube_fp32)
     force = _kernel_fp16(fusion_plan.ub_groups, infos, settings.policy, op_lists, graph_inputs) & floats
     producer = {t: {"op_name": n.name, "op_type": n.op_type} for n in graph.node for t in n.output if t}
     node_type = {n.name: n.op_type for n in graph.node}
@@ -375,7 +497,6 @@ def convert_model(model_path: Path, out_dir: Path, settings: ConvertSettings, *,
             producer[t] = {"op_name": group.name, "op_type": node_type[group.name]}
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 17)
     rounding = Rounding(saturate=settings.effective_overflow_mode == "saturation", opset=opset)
-    _round_subgraphs(graph, floats, settings.policy, op_lists, rounding)
     internal = _apply_rounding(graph, decisions, floats, rounding, force)
     internal += [t for group in fusion_plan.ub_groups for t in group.internal]
     internal += _apply_aipp(graph, settings)
@@ -386,12 +507,26 @@ def convert_model(model_path: Path, out_dir: Path, settings: ConvertSettings, *,
 
     with atomic_path(out_dir / MODEL_FILE) as tmp:
         onnx.save(model, tmp)
+        check_loads(tmp)  # never leave a model that does not load: the error names the op
 
+    custom = custom_domain_ops([*((n.name, n.op_type, n.domain) for n in graph.node),
+                                *((n.name, n.op_type, n.domain) for n, _ in body_nodes)])
+    body_of = {n.name: path for n, path in body_nodes}
+    plan_nodes = {}
+    for info in (*infos, *body_infos):
+        entry = {"op_type": info.op_type, "dtype": decisions[info.name].dtype, "reason": decisions[info.name].reason,
+                 "reads_fp16": decisions[info.name].reads_fp16,
+                 "keepable": _keep_changes(info, decisions[info.name], settings.policy, op_lists, cube_fp32)}
+        if info.name in body_of:
+            entry["subgraph"] = body_of[info.name]  # 'IF_NODE/then_branch': where the body sits
+        plan_nodes[info.name] = entry
+    counts = count_dtypes(plan_nodes)
     _write_json(out_dir / "precision_plan.json", {
         "format": "ascendpipe-precision-plan/1", "precision_mode": settings.precision_mode,
         "precision_mode_v2": settings.precision_mode_v2,
-        "nodes": {i.name: {"op_type": i.op_type, "dtype": decisions[i.name].dtype, "reason": decisions[i.name].reason}
-                  for i in infos},
+        "nodes": plan_nodes,
+        "counts": counts,  # ops by dtype over every graph, Constant/Identity left out
+        "custom_domain_ops": custom,
         "overflow_mode": settings.effective_overflow_mode,
         # UB-fused kernels: where their intermediates are rounded (float16 also under keep_dtype)
         "ub_fusion": {g.name: {"pass": g.pass_name, "members": g.members,
@@ -404,9 +539,78 @@ def convert_model(model_path: Path, out_dir: Path, settings: ConvertSettings, *,
         remedy_paths[name] = write_text_atomic(out_dir / REMEDY_NAMES[name], text)
     argv = settings.atc_argv(str(model_path), "model")
     runtime = _tune_runtime(settings, out_dir)
-    record = {**settings.record(), "atc_argv": argv, "fusion": fusion_info, "runtime": runtime}
+    record = {**settings.record(), "atc_argv": argv, "fusion": fusion_info, "runtime": runtime,
+              "custom_domain_ops": custom}
     if workspace is not None:
         argv, record = workspace_relative(argv, workspace), workspace_relative(record, workspace)
     _write_json(out_dir / "convert.json", record)
-    counts = {d: sum(1 for x in decisions.values() if x.dtype == d) for d in ("float16", "float32", "other")}
-    return ConvertResult(out_dir / MODEL_FILE, out_dir, counts, remedy_paths, argv, fusion_info, decisions)
+    warnings = [custom_domain_warning(custom)] if custom else []
+    return ConvertResult(out_dir / MODEL_FILE, out_dir, counts, remedy_paths, argv, fusion_info, decisions, warnings)
+
+
+def _keep_changes(info: NodeInfo, decision: Decision, policy: str, op_lists: Lists, cube_fp32: bool) -> bool:
+    """Whether keep_dtype on this node would change what it computes (fix proposes only those)."""
+    if info.op_type in UNCOUNTED_OPS:
+        return False
+    kept = Lists(op_lists.white, op_lists.black, op_lists.keep_names | {info.name}, op_lists.keep_types, op_lists.sources)
+    would = decide(info, policy, kept, {}, cube_fp32)
+    return decision.reason.startswith("keep_dtype") or (would.dtype, would.reads_fp16) != (decision.dtype, decision.reads_fp16)
+
+
+# Ops that only pass a tensor on (or hold bodies whose ops are counted): counting them says nothing
+# about where the model computes.
+UNCOUNTED_OPS = frozenset({"Constant", "Identity", "If", "Loop", "Scan"})
+
+
+def count_dtypes(plan_nodes: dict[str, dict]) -> dict[str, int]:
+    """Ops by dtype over every graph (bodies included), Constant/Identity left out."""
+    counts = {"float16": 0, "float32": 0, "other": 0}
+    for entry in plan_nodes.values():
+        if entry["op_type"] not in UNCOUNTED_OPS:
+            counts[entry["dtype"]] += 1
+    return counts
+
+
+def custom_domain_ops(nodes) -> list[dict[str, str]]:
+    """Ops outside the default ONNX domain ((name, op_type, domain) triples). ATC would refuse them:
+    its ONNX parsers are registered per ``domain::version::type`` (E19010 "No parser is registered for
+    Op [..., optype [pkg.onnxscript.torch_lib.common::1::Cast]]", hiascend forum thread
+    0292174974303120058), and a model importing a second opset domain fails with E16005 ("only one
+    [--domain_version] is allowed", CANN error reference atlaserrorcode_15_0095)."""
+    return [{"op_name": name, "op_type": op_type, "domain": domain}
+            for name, op_type, domain in nodes if domain not in ("", "ai.onnx")]
+
+
+def custom_domain_warning(custom: list[dict[str, str]]) -> str:
+    shown = ", ".join(f"{c['op_name']} ({c['domain']}.{c['op_type']})" for c in custom[:5])
+    more = f" and {len(custom) - 5} more" if len(custom) > 5 else ""
+    return (f"warning: {len(custom)} op(s) outside the default ONNX domain: {shown}{more}; emulated with "
+            "onnxruntime's kernels, but ATC would reject them (E19010 no parser / E16005 a second opset "
+            "domain): export them as standard ONNX ops")
+
+
+def check_loads(path: str) -> None:
+    """The written model passes onnx's checker and loads in onnxruntime, else a UserError naming the op."""
+    import onnx
+    import onnxruntime as ort
+
+    try:
+        onnx.checker.check_model(path)
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL  # load checks, no work
+        options.log_severity_level = 3
+        ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+    except Exception as exc:
+        text = " ".join(str(exc).split())
+        raise UserError(f"the emulated model does not load: {text[:400]}", Location(op=_failing_op(text))) from None
+
+
+def _failing_op(text: str) -> str | None:
+    """The node an onnx checker or onnxruntime message names."""
+    import re
+
+    for pattern in (r'In Node, \("([^"]*)"', r"Name: ([^\s]+) OpType", r"node (?:name )?'?([^\s':]+)'? of type"):
+        found = re.search(pattern, text)
+        if found:
+            return found.group(1)
+    return None

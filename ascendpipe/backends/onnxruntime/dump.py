@@ -363,6 +363,8 @@ def first_samples(batches: list, max_batch: int, static: bool) -> dict[str, np.n
     first = dict(batches[0])
     if static:
         return first
+    if hasattr(batches[0], "head"):  # each input sliced on its own batch axis (a scalar whole)
+        return dict(batches[0].head(max_batch))
     return {name: array[:max_batch] for name, array in first.items()}
 
 
@@ -370,6 +372,7 @@ def run_stage(ctx):
     from ascendpipe.backends.onnxruntime.infer import stage_batches
     from ascendpipe.backends.onnxruntime.session import input_specs, make_session
     from ascendpipe.contract import StageResult, find_model_file, write_metrics
+    from ascendpipe.inputs import with_batch_axes
 
     params = ctx.params
     try:
@@ -379,7 +382,7 @@ def run_stage(ctx):
         if fusions == "auto":
             fusions = (upstream is not None and upstream.kind == "convert") or is_converted(model)
         max_batch = params.get("max_batch", 8)
-        specs = input_specs(make_session(model, fusions=False))
+        specs = with_batch_axes(input_specs(make_session(model, fusions=False)), params.get("batch_axes"))
         static = any(s.static_batch is not None for s in specs)
         batches, source = stage_batches(ctx, specs, batch_size=None if static else max_batch,
                                         seed=params.get("seed", 0))

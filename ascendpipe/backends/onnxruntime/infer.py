@@ -112,27 +112,38 @@ def _progress_stream(progress):
 class _OutputWriter:
     """One output's .npy, filled row by row through a memory map; renamed into place at the end."""
 
-    def __init__(self, path: Path, first: np.ndarray, batch_rows: int, total_rows: int, n_batches: int):
+    def __init__(self, path: Path, first: np.ndarray, batch_rows: int, total_rows: int, n_batches: int,
+                 axis: int = 0):
         self.path = path
-        self.batched = first.ndim >= 1 and first.shape[0] == batch_rows
-        shape = (total_rows, *first.shape[1:]) if self.batched else (n_batches, *first.shape)
-        self.item_shape = first.shape[1:] if self.batched else first.shape
+        if not (first.ndim > axis and first.shape[axis] == batch_rows):
+            axis = 0  # the declared batch axis does not hold the batch: fall back to axis 0
+        self.axis = axis  # a state output keeps its batch where the model has it ([2, B, H]: axis 1)
+        self.batched = first.ndim > axis and first.shape[axis] == batch_rows
+        rest = first.shape[:axis] + first.shape[axis + 1:]
+        shape = (*first.shape[:axis], total_rows, *first.shape[axis + 1:]) if self.batched else (n_batches, *first.shape)
+        self.item_shape = rest if self.batched else first.shape
         self._atomic = atomic_path(path)  # the one temp-file-and-rename (ascendpipe.fsutil)
         self.array = np.lib.format.open_memmap(self._atomic.__enter__(), mode="w+", dtype=first.dtype, shape=shape)
         self.shape, self.dtype = list(shape), str(first.dtype)
         self.row = 0
 
     def add(self, name: str, value: np.ndarray, valid: int) -> None:
-        item_shape = value.shape[1:] if self.batched else value.shape
+        axis = self.axis
+        item_shape = value.shape[:axis] + value.shape[axis + 1:] if self.batched else value.shape
         if tuple(item_shape) != tuple(self.item_shape):
             raise UserError(
                 f"output '{name}' changes shape between batches ({list(self.item_shape)} then {list(item_shape)}); "
                 "outputs are concatenated along axis 0",
                 hint="run with a batch size that keeps the output shape fixed",
             )
-        rows = value[:valid] if self.batched else value[np.newaxis]
-        self.array[self.row:self.row + len(rows)] = rows
-        self.row += len(rows)
+        if self.batched:
+            rows = np.moveaxis(np.moveaxis(value, axis, 0)[:valid], 0, axis)
+            index = (slice(None),) * axis + (slice(self.row, self.row + valid),)
+            self.array[index] = rows
+            self.row += valid
+        else:
+            self.array[self.row] = value
+            self.row += 1
 
     def close(self) -> None:
         self.array.flush()
@@ -169,6 +180,7 @@ def infer_model(model_path, batches: Sequence[dict], out_dir, *, warmup: int = 1
         raise UserError(f"unknown output names {', '.join(unknown)}; the model outputs {', '.join(sorted(known))}")
     for batch in batches:
         _check_batch(specs, batch)
+    out_axes = _output_batch_axes(session, batches[0])
 
     out_dir = Path(out_dir)
     outputs_dir = out_dir / OUTPUTS_DIR
@@ -202,7 +214,7 @@ def infer_model(model_path, batches: Sequence[dict], out_dir, *, warmup: int = 1
         for name, value in zip(names, values):
             if name not in writers:
                 writers[name] = _OutputWriter(outputs_dir / files[name], value, rows_of[index],
-                                              total_valid, len(batches))
+                                              total_valid, len(batches), out_axes.get(name, 0))
             writers[name].add(name, value, valid_of[index])
         bar.update(index + 1)
     for writer in writers.values():
@@ -231,7 +243,27 @@ def infer_model(model_path, batches: Sequence[dict], out_dir, *, warmup: int = 1
     return summary
 
 
+def _output_batch_axes(session, batch) -> dict[str, int]:
+    """Each output's batch axis: where its declared shape has the batch dim's name (a state output
+    [2, B, H] keeps its batch on axis 1), else 0."""
+    axes = getattr(batch, "axes", None) or {}
+    symbol = None
+    for spec in session.get_inputs():
+        axis = axes.get(spec.name, 0)
+        if axis is not None and len(spec.shape) > axis and isinstance(spec.shape[axis], str):
+            symbol = spec.shape[axis]
+            break
+    found = {}
+    for out in session.get_outputs():
+        shape = list(out.shape or [])
+        if symbol is not None and symbol in shape:
+            found[out.name] = shape.index(symbol)
+    return found
+
+
 def _rows(batch: dict) -> int:
+    if hasattr(batch, "rows"):  # an inputs.Batch knows each input's batch axis (a state's may be 1)
+        return batch.rows
     first = next(iter(batch.values()))
     return first.shape[0] if first.ndim else 1
 
@@ -257,11 +289,12 @@ def stage_batches(ctx, specs, *, batch_size: int | None, seed: int) -> tuple[lis
     """The stage's batches and a description of where they came from."""
     from ascendpipe.inputs import load_inputs, random_inputs
 
+    axes = ctx.params.get("batch_axes")
     if "inputs" in ctx.inputs:
         path = resolve_inputs_path(ctx.inputs["inputs"])
-        return load_inputs(path, specs, batch_size=batch_size), str(path)
+        return load_inputs(path, specs, batch_size=batch_size, batch_axes=axes), str(path)
     ctx.say(f"no inputs given: using random inputs (seed {seed})")
-    return [random_inputs(specs, seed=seed, batch_size=batch_size)], f"random(seed={seed})"
+    return [random_inputs(specs, seed=seed, batch_size=batch_size, batch_axes=axes)], f"random(seed={seed})"
 
 
 def run_stage(ctx):

@@ -20,6 +20,8 @@ def convert(ctx: StageContext) -> StageResult:
     metrics = {"ops_fp16": result.counts["float16"], "ops_fp32": result.counts["float32"],
                "ops_other": result.counts["other"]}
     write_metrics(ctx.out_dir, metrics)
+    for line in result.warnings:
+        ctx.say(line)
     ctx.say(f"converted {model} -> {result.model_path} ({metrics['ops_fp16']} ops fp16, {metrics['ops_fp32']} fp32)")
     ctx.say("equivalent: " + " ".join(result.atc_argv))
     return StageResult(

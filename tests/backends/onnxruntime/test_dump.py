@@ -53,9 +53,11 @@ def test_golden_dump_has_every_tensor_with_values_and_stats(tmp_path):
 def test_chunked_dump_equals_single_run(tmp_path):
     path, w, b = linear_model(tmp_path / "m.onnx")
     x = np.random.default_rng(1).standard_normal((6, 3)).astype(np.float32)
-    one = _index(dump_model(path, {"x": x}, tmp_path / "one", fusions=False))
-    many = _index(dump_model(path, {"x": x}, tmp_path / "many", fusions=False, memory_budget_bytes=50))
-    assert one["chunks"] == 1 and many["chunks"] == 4  # 6x2 floats = 48 bytes each: one tensor per run
+    one_stats, many_stats = {}, {}
+    one = _index(dump_model(path, {"x": x}, tmp_path / "one", fusions=False, stats=one_stats))
+    many = _index(dump_model(path, {"x": x}, tmp_path / "many", fusions=False, memory_budget_bytes=50, stats=many_stats))
+    assert one_stats["chunks"] == 1 and many_stats["chunks"] == 4  # 6x2 floats = 48 bytes each: one tensor per run
+    assert (tmp_path / "one/index.json").read_bytes() == (tmp_path / "many/index.json").read_bytes()
     assert [t["name"] for t in one["tensors"]] == [t["name"] for t in many["tensors"]]
     for a, b_ in zip(one["tensors"], many["tensors"]):
         np.testing.assert_array_equal(np.load(tmp_path / "one" / a["file"]), np.load(tmp_path / "many" / b_["file"]))

@@ -105,8 +105,13 @@ class CachedDump:
     def __repr__(self):
         return f"CachedDump(key={self.key[:12]}, digest={self.digest[:12]}, bytes={self.bytes})"
 
-    def __str__(self):  # what a message names: the folder of the dump's manifest in the cache
+    def __str__(self):  # what a message names
         return f"cached dump {self.key[:12]}"
+
+    def __fspath__(self) -> str:
+        """A name for messages that join it with a file name (``Path(dump) / entry["file"]``): the
+        dump's key file. The tensors are read through ``load_tensor``, never through this path."""
+        return os.path.join(os.path.dirname(str(self.objects.root)), REFS_DIR, self.key)
 
     def read_bytes(self, rel: str) -> bytes:
         """A file of the dump, hashed as read: a corrupted object is removed and raises ``CorruptObject``."""

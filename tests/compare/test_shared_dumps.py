@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -143,6 +144,7 @@ def test_corrupted_shared_object_is_never_used(tmp_path):
     cache = DumpCache(tmp_path / "cache")
     stored = cache.put("a" * 64, folder)
     np.testing.assert_array_equal(stored.load_tensor("tensors/00000.npy"), np.arange(6, dtype=np.float32).reshape(2, 3))
+    assert Path(stored) == tmp_path / "cache" / "dumps" / ("a" * 64)  # a name for messages, not read from
     path = cache.objects.path_of(stored.files["tensors/00000.npy"])
     data = bytearray(open(path, "rb").read())
     data[-1] ^= 1
@@ -223,7 +225,8 @@ def test_index_holds_no_path_and_is_the_same_from_any_folder(tmp_path):
     assert one.read_bytes() == two.read_bytes()
     text = one.read_text()
     assert str(tmp_path) not in text and json.loads(text)["model"] == "m.onnx"
-    assert json.loads(text)["graph"]["outputs"] == ["logits"]
+    graph = json.loads(text)["graph"]
+    assert graph["outputs"] == ["logits"] and graph["output_index"]["logits"] == 0
 
 
 def test_dump_keep_failing_and_first_k(tmp_path):

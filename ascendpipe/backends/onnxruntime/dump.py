@@ -178,7 +178,8 @@ def compact(value: np.ndarray, item: Planned) -> np.ndarray:
 
 
 def graph_summary(graph) -> dict:
-    """Graph outputs and op edges: {"outputs", "output_ops", "producers"} (op -> the ops it reads).
+    """Graph outputs and op edges: {"outputs", "output_ops", "producers" (op -> the ops it reads),
+    "output_index" (tensor -> its position among its op's outputs)}.
 
     Stored in a dump's index so a dump read without its model still knows which rows are outputs
     and which ops feed which (compare's ordering and advice)."""
@@ -190,8 +191,10 @@ def graph_summary(graph) -> dict:
     for i, node in enumerate(graph.node):
         producers[node.name or f"node_{i}"] = sorted({producer_of[x] for x in node.input if x in producer_of})
     outputs = [o.name for o in graph.output]
+    # each tensor's position among its op's outputs (msaccucmp's TensorIndex is op:output:<it>)
+    output_index = {out: k for node in graph.node for k, out in enumerate(node.output) if out}
     return {"outputs": outputs, "output_ops": [producer_of[o] for o in outputs if o in producer_of],
-            "producers": producers}
+            "producers": producers, "output_index": output_index}
 
 
 def _cast_to(node) -> int | None:

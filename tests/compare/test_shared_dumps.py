@@ -266,3 +266,16 @@ def test_dump_keep_failing_and_first_k(tmp_path):
     # the results themselves do not depend on what is kept
     same = [json.loads((f / "result.json").read_text()) for f in folders.values()]
     assert all(doc["rows"] == same[0]["rows"] and doc["first_failure"] == same[0]["first_failure"] for doc in same)
+
+
+def test_parallel_build_dumps_the_golden_once(workspace):
+    """``-j 2``: stages that want the same golden at once; one makes it, the others wait and read it."""
+    run = ascendpipe.build(str(workspace / "pipeline.yaml"), jobs=2, quiet=True)
+    assert all(s["state"] == "ran" for s in run["stages"].values())
+    assert len(list((workspace / "cache" / "dumps").glob("[0-9a-f]*"))) == 1
+    logs = [(workspace / "build" / f"compare__{v}.log").read_text() for v in VARIANTS]
+    made = sum("dumped by this stage" in text for text in logs)
+    made += "dump: made" in (workspace / "build" / "dump_golden.log").read_text()
+    assert made == 1
+    results = {v: json.loads((workspace / "build" / f"compare__{v}" / "result.json").read_text()) for v in VARIANTS}
+    assert results["fp16"]["first_failure"]["op_name"] == "sum" and results["fp32"]["first_failure"] is None

@@ -628,3 +628,84 @@ def loop_outer_reference(x: np.ndarray, trips: int = 3) -> np.ndarray:
         for _ in range(trips):
             acc = r(acc + h)
     return acc
+
+
+def text_detector(path: Path | str, *, size: int = 736, width: int = 16, blocks: int = 20, seed: int = 0) -> Path:
+    """A DBNet-shaped text detector (benchmarks: issue 21's 736x736 case): a stride-4 stem, four stages
+    of ``blocks`` residual blocks (Conv with folded BN bias, Relu, Conv, Add, Relu) at widths w, 2w, 4w,
+    8w, an FPN (1x1 laterals, nearest Resize x2 top-down Adds, 3x3 smoothing, upsampled to 1/4 and
+    concatenated) and a head (Conv, Relu, Resize x4, 1x1 Conv, Sigmoid) giving a [1, 1, size, size]
+    probability map. 20 blocks per stage: 430 nodes. Random weights, scaled so activations stay well
+    inside fp16's range (the emulated fp16 model compares with cosines near 1)."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(seed)
+    nodes, inits = [], []
+
+    def conv(x, cin, cout, k=3, stride=1, gain=1.0, relu=True):
+        n = len(nodes)
+        w = (rng.standard_normal((cout, cin, k, k)) * gain * np.sqrt(2.0 / (cin * k * k))).astype(np.float32)
+        b = (rng.standard_normal(cout) * 0.01).astype(np.float32)
+        inits.extend([numpy_helper.from_array(w, f"w{n}"), numpy_helper.from_array(b, f"b{n}")])
+        nodes.append(helper.make_node("Conv", [x, f"w{n}", f"b{n}"], [f"conv{n}"], name=f"/conv{n}/Conv",
+                                      strides=[stride, stride], pads=[k // 2] * 4))
+        if not relu:
+            return f"conv{n}"
+        nodes.append(helper.make_node("Relu", [f"conv{n}"], [f"relu{n}"], name=f"/relu{n}/Relu"))
+        return f"relu{n}"
+
+    def add(a, b, relu=True):
+        n = len(nodes)
+        nodes.append(helper.make_node("Add", [a, b], [f"add{n}"], name=f"/add{n}/Add"))
+        if not relu:
+            return f"add{n}"
+        nodes.append(helper.make_node("Relu", [f"add{n}"], [f"addrelu{n}"], name=f"/addrelu{n}/Relu"))
+        return f"addrelu{n}"
+
+    def up(x, factor):
+        n = len(nodes)
+        scales = f"scales{factor}"
+        if scales not in {i.name for i in inits}:
+            inits.append(numpy_helper.from_array(np.array([1, 1, factor, factor], np.float32), scales))
+        nodes.append(helper.make_node("Resize", [x, "", scales], [f"up{n}"], name=f"/up{n}/Resize", mode="nearest"))
+        return f"up{n}"
+
+    x = conv("image", 3, width, stride=2)
+    x = conv(x, width, width, stride=2)
+    feats, cin = [], width
+    for stage in range(4):
+        cout = width * 2 ** stage
+        for block in range(blocks):
+            stride = 2 if stage > 0 and block == 0 else 1
+            y = conv(x, cin, cout, stride=stride)
+            y = conv(y, cout, cout, gain=0.3, relu=False)
+            skip = conv(x, cin, cout, k=1, stride=stride, relu=False) if stride != 1 or cin != cout else x
+            x = add(y, skip)
+            cin = cout
+        feats.append(x)
+    laterals = [conv(f, width * 2 ** i, width, k=1, relu=False) for i, f in enumerate(feats)]
+    top = laterals[3]
+    merged = [top]
+    for lateral in reversed(laterals[:3]):
+        top = add(lateral, up(top, 2), relu=False)
+        merged.insert(0, top)
+    smoothed = [conv(m, width, width // 2 if width >= 8 else width, relu=False) for m in merged]
+    c = width // 2 if width >= 8 else width
+    pyramid = [smoothed[0]] + [up(s, 2 ** i) for i, s in enumerate(smoothed[1:], start=1)]
+    nodes.append(helper.make_node("Concat", pyramid, ["fuse"], name="/fuse/Concat", axis=1))
+    h = conv("fuse", 4 * c, c)
+    h = up(h, 4)
+    h = conv(h, c, 1, k=1, relu=False)
+    nodes.append(helper.make_node("Sigmoid", [h], ["prob"], name="/prob/Sigmoid"))
+    graph = helper.make_graph(nodes, "text_detector",
+                              [helper.make_tensor_value_info("image", TensorProto.FLOAT, [1, 3, size, size])],
+                              [helper.make_tensor_value_info("prob", TensorProto.FLOAT, [1, 1, size, size])], inits)
+    return _save(graph, path)
+
+
+def text_detector_inputs(seed: int = 0, size: int = 736) -> dict[str, np.ndarray]:
+    """A normalised-image-like input: smooth structure plus noise, about unit scale."""
+    rng = np.random.default_rng(seed)
+    yy, xx = np.mgrid[0:size, 0:size].astype(np.float32) / size
+    base = np.stack([np.sin(6.28 * (xx * (c + 1) + yy)) for c in range(3)])[None]
+    return {"image": (base + 0.3 * rng.standard_normal((1, 3, size, size))).astype(np.float32)}

@@ -22,25 +22,49 @@ from ascendpipe.contract import DUMP_FORMAT
 from ascendpipe.errors import Location, UserError
 
 
-def load_index(dump_dir: Path, what: str = "dump") -> dict:
-    path = Path(dump_dir) / "index.json"
-    if not path.is_file():
-        raise UserError(f"{what} directory {dump_dir} has no index.json; give a dump directory or a model", Location(file=str(dump_dir)))
-    try:
-        index = json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
-        raise UserError(f"{path} is not valid JSON: {exc.msg} (line {exc.lineno})", Location(file=str(path))) from None
+def load_index(dump_dir, what: str = "dump") -> dict:
+    """A dump's index: from a folder, or from a dump held in the cache (``store.dump_cache.CachedDump``)."""
+    if hasattr(dump_dir, "read_index"):
+        index = dump_dir.read_index()
+        path = dump_dir
+    else:
+        path = Path(dump_dir) / "index.json"
+        if not path.is_file():
+            raise UserError(f"{what} directory {dump_dir} has no index.json; give a dump directory or a model", Location(file=str(dump_dir)))
+        try:
+            index = json.loads(path.read_text())
+        except json.JSONDecodeError as exc:
+            raise UserError(f"{path} is not valid JSON: {exc.msg} (line {exc.lineno})", Location(file=str(path))) from None
     if index.get("format") != DUMP_FORMAT or not isinstance(index.get("tensors"), list):
         raise UserError(f"{path} is not an ascendpipe dump index (expected format '{DUMP_FORMAT}')", Location(file=str(path)))
     return index
 
 
-def _load_tensor(dump_dir: Path, entry: dict) -> np.ndarray:
+def _load_tensor(dump_dir, entry: dict) -> np.ndarray:
+    if hasattr(dump_dir, "load_tensor"):
+        return dump_dir.load_tensor(entry["file"])
     path = Path(dump_dir) / entry["file"]
     try:
         return np.load(path, allow_pickle=False)
     except (OSError, ValueError) as exc:
         raise UserError(f"cannot read tensor '{entry['name']}' from {path}: {exc}", Location(file=str(path))) from None
+
+
+def _as_dump(d):
+    """A dump folder as a Path; a cached dump as it is."""
+    return d if hasattr(d, "read_index") else Path(d)
+
+
+def dump_graph(dump_dir) -> dict:
+    """The graph facts of a dump's model: stored in its index (``graph``), else read from the model
+    its index names (older dumps name it by path; a relative one is relative to the dump folder)."""
+    index = load_index(dump_dir, "golden dump")
+    if isinstance(index.get("graph"), dict):
+        return index["graph"]
+    model = index.get("model")
+    if model and not hasattr(dump_dir, "read_index") and not Path(model).is_absolute():
+        model = Path(dump_dir) / model
+    return graph_info(model)
 
 
 def graph_info(model_path: Path | str | None) -> dict:
@@ -49,17 +73,9 @@ def graph_info(model_path: Path | str | None) -> dict:
         return {}
     import onnx
 
-    graph = onnx.load(str(model_path), load_external_data=False).graph
-    producer_of = {}
-    for i, node in enumerate(graph.node):
-        for out in node.output:
-            producer_of[out] = node.name or f"node_{i}"
-    producers = {}
-    for i, node in enumerate(graph.node):
-        producers[node.name or f"node_{i}"] = sorted({producer_of[x] for x in node.input if x in producer_of})
-    outputs = [o.name for o in graph.output]
-    return {"outputs": outputs, "output_ops": [producer_of[o] for o in outputs if o in producer_of], "producers": producers,
-            "output_index": output_indices(graph)}
+    from ascendpipe.backends.onnxruntime.dump import graph_summary
+
+    return graph_summary(onnx.load(str(model_path), load_external_data=False).graph)
 
 
 def output_indices(graph) -> dict[str, int]:
@@ -95,7 +111,7 @@ def _overflow(target_entry: dict, m: dict | None, golden_max: float | None, targ
     return None
 
 
-def _row(pos: int, pair: mapping.Pair, golden_dir: Path, target_dir: Path, limits: dict, outputs: set) -> dict:
+def _row(pos: int, pair: mapping.Pair, golden_dir, target_dir, limits: dict, outputs: set) -> dict:
     g, t = pair.golden, pair.target
     main = t or g
     row = {
@@ -173,7 +189,7 @@ def _metric_fields(m: dict | None, cells: dict[str, str]) -> dict:
     return fields | {k: (None if m is None else m[k]) for k in keys}
 
 
-def batch_rows(golden_dir: Path, target_dir: Path, *, limits: dict, tensor_map: dict, op_map: dict,
+def batch_rows(golden_dir, target_dir, *, limits: dict, tensor_map: dict, op_map: dict,
                outputs: set, pre_rows: list[dict] | None = None, origins: dict | None = None) -> list[dict]:
     """The rows of one batch, in graph order: ``pre_rows`` (complete rows, e.g. the AIPP check) first."""
     golden_index, target_index = load_index(golden_dir, "golden dump"), load_index(target_dir, "target dump")
@@ -246,8 +262,8 @@ def compare_dumps(
     ``pre_rows``: checks that come before every op (the AIPP check), already complete rows (with several
     batches, one list per batch); a failing one is picked by every strategy, ahead of the ops.
     ``target_settings``: the target's convert.json."""
-    golden_dirs = [Path(d) for d in golden_dir] if isinstance(golden_dir, (list, tuple)) else [Path(golden_dir)]
-    target_dirs = [Path(d) for d in target_dir] if isinstance(target_dir, (list, tuple)) else [Path(target_dir)]
+    golden_dirs = [_as_dump(d) for d in golden_dir] if isinstance(golden_dir, (list, tuple)) else [_as_dump(golden_dir)]
+    target_dirs = [_as_dump(d) for d in target_dir] if isinstance(target_dir, (list, tuple)) else [_as_dump(target_dir)]
     if len(golden_dirs) != len(target_dirs) or not golden_dirs:
         raise ValueError(f"{len(golden_dirs)} golden dumps for {len(target_dirs)} target dumps")
     if pre_rows and isinstance(pre_rows[0], dict):
@@ -261,7 +277,7 @@ def compare_dumps(
         rules = {**mapping.om_fusion_passes(om_json), **rules}
         origins = mapping.om_output_origins(om_json)  # msaccucmp's per-output mapping
     if graph is None:
-        graph = graph_info(load_index(golden_dirs[0], "golden dump").get("model"))
+        graph = dump_graph(golden_dirs[0])
     outputs = set(graph.get("outputs") or [])
     per_batch = [batch_rows(g, t, limits=limits, tensor_map=tensor_map, op_map=op_map, outputs=outputs, pre_rows=pre,
                             origins=origins)
@@ -290,9 +306,10 @@ def _tensor_positions(rows: list[dict], graph: dict, golden_dir: Path, target_di
     else the golden's, else its count among the op's rows) and say whether the golden is an NPU dump
     (an OM's: msaccucmp then keeps its Address column)."""
     golden_index = load_index(golden_dir, "golden dump")
-    target_model = load_index(target_dir, "target dump").get("model")
+    target_index = load_index(target_dir, "target dump")
     golden_pos = graph["output_index"] if "output_index" in graph else model_output_indices(golden_index.get("model"))
-    target_pos = model_output_indices(target_model)
+    target_graph = target_index.get("graph") if isinstance(target_index.get("graph"), dict) else {}
+    target_pos = target_graph.get("output_index") or model_output_indices(target_index.get("model"))
     seen: dict[str, int] = {}
     for r in rows:
         k = seen.get(r["op_name"], 0)

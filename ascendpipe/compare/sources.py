@@ -239,16 +239,34 @@ def _batch_dir(work_dir: Path, name: str, k: int) -> Path:
     return Path(work_dir) / (name if k == 0 else f"{name}_b{k}")
 
 
+def golden_dump(model: Path, feeds: dict, folder: Path, cache) -> tuple[object, bool]:
+    """The golden's dump for ``feeds``: from the shared cache (``store.dump_cache.DumpCache``: made
+    once for every compare stage that wants it), or, without a cache, dumped into ``folder``.
+    Returns (the dump: a folder or a ``CachedDump``, whether this call ran the model)."""
+    if cache is None:
+        return dump(model, feeds, folder, fusions=False), True
+    from ascendpipe.backends.onnxruntime.dump import cache_key
+
+    return cache.get_or_make(cache_key(model, feeds, fusions=False),
+                             lambda scratch: dump(model, feeds, scratch, fusions=False))
+
+
 def run_compare(golden: Path, target: Path, *, input_path: Path | None, work_dir: Path, limits: dict,
                 strategy: str = "first-overall", seed: int = 0, convert_stage: str = "convert",
                 golden_inputs: Path | None = None, backend: str = "onnxruntime", log=None, run_command=None,
-                stage: str = "compare", batch_axes: dict | None = None) -> tuple[dict, str | None]:
+                stage: str = "compare", batch_axes: dict | None = None, dump_cache=None, keep: str = "all",
+                keep_max: int | None = None, events: dict | None = None) -> tuple[dict, str | None]:
     """Resolve both sides, dump what needs dumping under ``work_dir``, compare. Returns (result, input note).
 
     ``input_path`` feeds the target (and the golden, unless ``golden_inputs`` is given or the target
     applies AIPP: see ``aipp_preprocessing``). An OM target (ascend backend) is dumped on the device
-    with the CANN tools (``log``, ``run_command``: the stage's log and tool runner)."""
+    with the CANN tools (``log``, ``run_command``: the stage's log and tool runner).
+    ``dump_cache``: golden dumps come from (and go to) this shared cache instead of ``work_dir``.
+    ``keep`` / ``keep_max``: which tensors of the dumps under ``work_dir`` stay after the compare
+    (``prune_dumps``). ``summary.dumps`` says what was kept and its bytes; ``events`` (if given)
+    receives what varies from run to run: whether this call dumped each golden batch itself."""
     from ascendpipe.compare.runner import compare_dumps, graph_info
+    from ascendpipe.store.objects import CorruptObject
 
     g, t = resolve_side(golden, "golden"), resolve_side(target, "target")
     if g.om_dir is not None:
@@ -265,15 +283,13 @@ def run_compare(golden: Path, target: Path, *, input_path: Path | None, work_dir
             raise UserError(f"golden_inputs '{golden_inputs}' gives {len(golden_batches)} batches for the target's "
                             f"{len(batches)}; give the same samples, preprocessed for the golden",
                             Location(file=str(golden_inputs), field="golden_inputs"))
-    golden_dumps, target_dumps, pre_rows = [], [], []
+    golden_feeds_by_batch, target_dumps, pre_rows = [], [], []
     for k, feeds in enumerate(batches):
         pre = aipp_preprocessing(g.model, t.settings, feeds or {}, golden_inputs, seed, convert_stage,
                                  golden_batch=golden_batches[k] if golden_batches else None)
         if pre.note and k == 0:
             notes.append(pre.note)
-        golden_feeds = pre.golden_feeds if pre.golden_feeds is not None else feeds
-        golden_dumps.append(g.dump_dir or dump(g.model, golden_feeds, _batch_dir(work_dir, "golden_dump", k),
-                                               fusions=False))
+        golden_feeds_by_batch.append(pre.golden_feeds if pre.golden_feeds is not None else feeds)
         if t.om_dir is not None:
             target_dumps.append(dump_om_side(t, feeds, _batch_dir(work_dir, "target_dump", k), backend=backend,
                                              log=log, run_command=run_command, stage=stage))
@@ -282,11 +298,106 @@ def run_compare(golden: Path, target: Path, *, input_path: Path | None, work_dir
                                                    fusions=True))
         pre_rows.append(pre.rows)
     graph = graph_info(g.model) if g.model else None
-    result = compare_dumps(golden_dumps, target_dumps, limits=limits, strategy=strategy, fused_map=t.fused_map,
-                           om_json=t.om_json, precision_plan=t.precision_plan, graph=graph, convert_stage=convert_stage,
-                           target_settings=t.settings, pre_rows=pre_rows)
+    made = []
+
+    def golden_dumps():
+        if g.dump_dir is not None:
+            return [g.dump_dir] * len(batches)
+        dumps = []
+        for k, feeds in enumerate(golden_feeds_by_batch):
+            found, ran = golden_dump(g.model, feeds, _batch_dir(work_dir, "golden_dump", k), dump_cache)
+            dumps.append(found)
+            made.append(ran)
+        return dumps
+
+    def compare(goldens):
+        return compare_dumps(goldens, target_dumps, limits=limits, strategy=strategy, fused_map=t.fused_map,
+                             om_json=t.om_json, precision_plan=t.precision_plan, graph=graph,
+                             convert_stage=convert_stage, target_settings=t.settings, pre_rows=pre_rows)
+
+    goldens = golden_dumps()
+    try:
+        result = compare(goldens)
+    except CorruptObject as exc:  # a shared golden's object went bad: it was removed; dump it again
+        if log is not None:
+            log.write(f"compare: {exc}; dumping the golden again\n")
+        for found in goldens:
+            if hasattr(found, "key"):
+                dump_cache.drop(found.key)
+        made.clear()
+        goldens = golden_dumps()
+        result = compare(goldens)
     if t.quantization:
         from ascendpipe.compare.advisor import quantization_report
 
         quantization_report(result, t.quantization, (graph or {}).get("producers"))
+    local = [Path(d) for d in target_dumps + goldens if not hasattr(d, "key") and _inside(d, work_dir)]
+    kept = prune_dumps(result["rows"], local, keep=keep, keep_max=keep_max)
+    shared = [{"batch": k, "key": d.key, "digest": d.digest, "bytes": d.bytes} for k, d in enumerate(goldens)
+              if hasattr(d, "key")]
+    local_target = [Path(d) for d in target_dumps if _inside(d, work_dir)]
+    result["summary"]["dumps"] = {
+        "keep": keep, "keep_max": keep_max, "kept_tensors": kept["tensors"], "of_tensors": kept["of"],
+        "bytes_kept": sum(folder_bytes(d) for d in local),
+        "target_bytes": sum(folder_bytes(d) for d in local_target),
+        "golden_shared": shared, "golden_shared_bytes": sum(x["bytes"] for x in shared),
+    }
+    if events is not None:
+        events["golden_dumped"] = list(made)
     return result, "; ".join(notes) or None
+
+
+def _inside(path, folder: Path) -> bool:
+    if hasattr(path, "key"):
+        return False
+    try:
+        Path(path).resolve().relative_to(Path(folder).resolve())
+        return True
+    except ValueError:
+        return False
+
+
+def folder_bytes(folder: Path) -> int:
+    return sum(p.stat().st_size for p in Path(folder).rglob("*") if p.is_file())
+
+
+def kept_tensors(rows: list[dict], keep: str, keep_max: int | None) -> set[str] | None:
+    """The tensor names (either side's) a dump keeps after the compare; None: every tensor.
+
+    ``keep``: "all" or "failing" (rows that failed: the tensors to look at); ``keep_max``: at most the
+    first K of those rows in graph order. Graph inputs are always kept (they reproduce the run)."""
+    if keep == "all" and keep_max is None:
+        return None
+    chosen = [r for r in rows if not r.get("pre") and (keep == "all" or r.get("failed"))]
+    if keep_max is not None:
+        chosen = chosen[:keep_max]
+    names = set()
+    for r in chosen:
+        names.update(x for x in (r.get("tensor"), r.get("golden_tensor")) if x)
+    return names
+
+
+def prune_dumps(rows: list[dict], folders: list[Path], *, keep: str, keep_max: int | None) -> dict:
+    """Drop from each dump folder the tensors ``kept_tensors`` does not keep; the index is rewritten
+    first (atomically) to list only what stays, with ``kept`` saying the rule. {"tensors", "of"}."""
+    from ascendpipe.fsutil import write_json_atomic
+
+    wanted = kept_tensors(rows, keep, keep_max)
+    total = kept_count = 0
+    for folder in folders:
+        index_path = Path(folder) / "index.json"
+        index = json.loads(index_path.read_text())
+        tensors = index["tensors"]
+        total += len(tensors)
+        if wanted is None:
+            kept_count += len(tensors)
+            continue
+        stay = [e for e in tensors if e.get("op_type") == "Input" or e["name"] in wanted]
+        gone = [e for e in tensors if not (e.get("op_type") == "Input" or e["name"] in wanted)]
+        index["tensors"] = stay
+        index["kept"] = {"rule": keep, "max": keep_max, "tensors": len(stay), "of": len(tensors)}
+        write_json_atomic(index_path, index, allow_nan=False)
+        for entry in gone:
+            (Path(folder) / entry["file"]).unlink(missing_ok=True)
+        kept_count += len(stay)
+    return {"tensors": kept_count, "of": total}

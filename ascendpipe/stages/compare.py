@@ -7,6 +7,12 @@ dir of either backend, an .onnx, or a dump dir),
 takes other data: with AIPP the first row checks the device's preprocessing against it).
 Outputs: result.csv, result.json, report.html and the first failure's remedy file, if any. Every
 batch of ``inputs`` is compared; each op's row shows its worst batch.
+Dumps: the golden's dump is shared (``store.dump_cache``): every compare stage (and dump stage) of the
+same golden model and inputs reads one dump in ``cache/``, made by the first that needs it; this
+stage's folder lists it in ``object_refs.json`` (so gc keeps it) and holds the target's dump
+(``target_dump/``, fp16 where the device keeps fp16). ``dump_keep: failing`` and/or ``dump_keep_max: K``
+keep only the failing / first K ops' tensors there after the compare (default: all).
+``summary.dumps`` in result.json and the ``dump_bytes`` metric say how many bytes of dumps it keeps.
 A target that is a device model the backend runs (an ascend convert dir, model.om) is dumped through
 the backend (``Backend.dump_model``: ais_bench + acl.json + msaccucmp) and compared through the OM
 JSON's op mapping; the backend may add its own compare beside ours (``Backend.compare_extras``: on
@@ -23,7 +29,7 @@ _THRESHOLD_PROPS = {name: {"type": "number"} for name in ("cosine", "relative_eu
 
 class CompareKind(StageKind):
     name = "compare"
-    version = "3"  # 3: msit's metric definitions, the robust decision, every batch
+    version = "4"  # 4: the golden's dump shared in cache/ (object_refs.json), dumps kept as dump_keep says
     summary = "per-op accuracy vs the fp32 golden (msit metrics), first failure and advice"
     input_fields = ("golden", "target", "inputs", "golden_inputs")
     required_inputs = ("golden", "target")
@@ -37,6 +43,9 @@ class CompareKind(StageKind):
             "batch_axes": {"type": "object", "additionalProperties": {"type": ["integer", "null"], "minimum": 0}},
             # ascend backend, OM target: also run `msit debug compare` (auto: where msit is found)
             "msit": {"enum": ["auto", "on", "off"], "default": "auto"},
+            # after the compare, keep only these ops' tensors in this stage's dumps (the shared golden stays whole)
+            "dump_keep": {"enum": ["all", "failing"], "default": "all"},
+            "dump_keep_max": {"type": "integer", "minimum": 0},  # at most the first K of them, in graph order
         },
     }
 
@@ -45,8 +54,10 @@ class CompareKind(StageKind):
         from ascendpipe.compare import thresholds as thr
         from ascendpipe.compare.sources import run_compare
         from ascendpipe.compare.writers import terminal_text, write_results
-        from ascendpipe.fsutil import write_text_atomic
+        from ascendpipe.fsutil import write_json_atomic, write_text_atomic
+        from ascendpipe.store.dump_cache import OBJECT_REFS, DumpCache, refs_document
 
+        events: dict = {}
         where = Location(stage=ctx.name, field="params.thresholds")
         limits = thr.resolve(ctx.thresholds, ctx.params.get("thresholds"), location=where)
         upstream = ctx.upstream.get("target")
@@ -57,9 +68,17 @@ class CompareKind(StageKind):
             convert_stage=convert_stage, golden_inputs=ctx.inputs.get("golden_inputs"),
             backend=ctx.backend, log=ctx.log, run_command=ctx.run_command, stage=ctx.name,
             batch_axes=ctx.params.get("batch_axes"),
+            dump_cache=DumpCache.for_workspace(ctx.workspace), keep=ctx.params.get("dump_keep", "all"),
+            keep_max=ctx.params.get("dump_keep_max"), events=events,
         )
+        dumps = result["summary"]["dumps"]
+        if dumps["golden_shared"]:  # gc keeps the shared golden while this output is recorded
+            refs = [{"what": f"golden dump, batch {x['batch']}", **{k: x[k] for k in ("digest", "key", "bytes")}}
+                    for x in dumps["golden_shared"]]
+            write_json_atomic(ctx.out_dir / OBJECT_REFS, refs_document(refs))
         write_results(result, ctx.out_dir, note)
         ctx.say(terminal_text(result, input_note=note))
+        ctx.say(dumps_line(dumps, events.get("golden_dumped", [])))
         remedies = {}
         first = result["first_failure"]
         for item in (first or {}).get("advice", []):
@@ -67,9 +86,22 @@ class CompareKind(StageKind):
                 remedies[item["file"]["name"]] = write_text_atomic(ctx.out_dir / item["file"]["name"], item["file"]["content"])
         s = result["summary"]
         metrics = {k: s[k] for k in ("first_failure_index", "failed_ops", "min_cosine", "output_cosine", "overflow_ops")}
+        metrics["dump_bytes"] = dumps["bytes_kept"]
         metrics.update(registry.get(ctx.backend).compare_extras(ctx, result))
         write_metrics(ctx.out_dir, metrics)
         info = {"first_failure": first and {k: first[k] for k in ("op_name", "op_type", "reason", "kind")},
-                "input": note, "thresholds": limits}
+                "input": note, "thresholds": limits, "golden_dumped_here": events.get("golden_dumped", [])}
         return StageResult(metrics=metrics, remedy_files=remedies, info=info)
 
+
+def dumps_line(dumps: dict, dumped_here: list[bool]) -> str:
+    """One line: the bytes of dumps this stage keeps, and the shared golden's."""
+    mb = 1e6
+    kept = "all tensors" if dumps["keep"] == "all" and dumps["keep_max"] is None else (
+        f"{dumps['kept_tensors']} of {dumps['of_tensors']} tensors ({dumps['keep']}"
+        + (f", first {dumps['keep_max']}" if dumps["keep_max"] is not None else "") + ")")
+    line = f"dumps kept in this stage: {dumps['bytes_kept'] / mb:.1f} MB ({kept})"
+    if dumps["golden_shared"]:
+        how = "dumped by this stage" if any(dumped_here) else "dumped once, by another stage or build"
+        line += f"; golden shared in cache/: {dumps['golden_shared_bytes'] / mb:.1f} MB ({how})"
+    return line

@@ -7,7 +7,7 @@ from ascendpipe.stages.base import StageKind
 
 class DumpKind(StageKind):
     name = "dump"
-    version = "1"
+    version = "2"  # 2: index.json without paths or run counts, graph facts in it, fp16 outputs as fp16
     summary = "dump every op output (tensors/*.npy + index.json); fusions off for a golden ONNX"
     input_fields = ("model", "inputs")
     required_inputs = ("model",)

@@ -31,7 +31,7 @@ import numpy as np
 
 from ascendpipe.contract import DUMP_FORMAT, DUMP_INDEX, DUMP_TENSORS_DIR
 from ascendpipe.errors import Location, UserError
-from ascendpipe.inputs import check_array, save_npy_atomic, write_json_atomic
+from ascendpipe.inputs import check_array, write_json_atomic
 from ascendpipe.onnxgraph import graph_input_specs
 
 INDEX_FILE = DUMP_INDEX
@@ -40,6 +40,9 @@ FORMAT = DUMP_FORMAT
 EMULATION_KEY = "ascendpipe.emulation"
 EMU_PREFIX = "ascendpipe_emu/"
 DEFAULT_MEMORY_BUDGET = 1 << 30  # bytes of marked outputs held at once
+# Bump when the bytes of a dump change for the same model and feeds (part of a shared dump's key).
+# 2: no path or run count in index.json, graph facts in it, fp16 ops' outputs stored as fp16
+DUMP_VERSION = 2
 
 _FLOAT = 1  # onnx.TensorProto.FLOAT
 _FLOAT16 = 10  # onnx.TensorProto.FLOAT16
@@ -55,6 +58,7 @@ class Planned:
     topo_index: int
     as_float16: bool = False  # leaves an emulation fp16 rounding: store as the device holds it
     size: int | None = None  # estimated bytes, None if unknown
+    device_fp16: bool = False  # its op runs in fp16 on the device: stored as fp16 when that is exact
 
 
 # --- pure logic ---------------------------------------------------------------------------------
@@ -111,11 +115,13 @@ def emulation_info(metadata: dict[str, str], where: Location) -> tuple[set[str],
 
 
 def plan_tensors(nodes: Iterable, graph_inputs: set[str], internal: set[str],
-                 producer: dict[str, dict]) -> list[Planned]:
+                 producer: dict[str, dict], fp16_ops: set[str] = frozenset()) -> list[Planned]:
     """The node outputs to dump, in topological (graph) order.
 
     ``nodes`` are onnx NodeProto-like (name, op_type, input, output, attribute). ``topo_index``
-    counts original ops only; an emulation node takes the index of the op it follows.
+    counts original ops only; an emulation node takes the index of the op it follows. ``fp16_ops``:
+    the ops the precision plan runs in fp16 (their float32 outputs are stored compactly, see
+    ``compact``).
     """
     plan, seen = [], set(graph_inputs)
     made_by: dict[str, object] = {}
@@ -140,8 +146,55 @@ def plan_tensors(nodes: Iterable, graph_inputs: set[str], internal: set[str],
                 op_type=source.get("op_type") or node.op_type,
                 topo_index=max(topo, 0),
                 as_float16=emu and _is_fp16_round_trip(node, made_by),
+                device_fp16=not emu and (node.name in fp16_ops or source.get("op_name") in fp16_ops),
             ))
     return plan
+
+
+def fp16_ops(precision_plan: dict | None) -> set[str]:
+    """The ops a converted model's precision_plan.json runs in fp16 (empty for anything else)."""
+    nodes = (precision_plan or {}).get("nodes")
+    if not isinstance(nodes, dict):
+        return set()
+    return {name for name, node in nodes.items() if isinstance(node, dict) and node.get("dtype") == "float16"}
+
+
+def compact(value: np.ndarray, item: Planned) -> np.ndarray:
+    """The array as stored: float16 where the device holds float16 and the values are exactly that.
+
+    A tensor leaving an emulation rounding is fp16 by construction. An fp16 op whose output is not
+    rounded again (Relu, Flatten, MaxPool of fp16 values, a fused kernel's inner op) holds fp16
+    values too, but that is checked element by element (bit-exact round trip, NaN and inf
+    included) rather than assumed: the dump never loses a bit, so compare reads the same numbers.
+    """
+    if value.dtype != np.float32 or not (item.as_float16 or item.device_fp16):
+        return value
+    with np.errstate(over="ignore", invalid="ignore"):
+        half = value.astype(np.float16)
+    if item.as_float16:
+        return half  # exact: the emulation already rounded to fp16
+    # (the conversion keeps the sign of zero, so equal values are equal bits up to NaN payloads)
+    return half if np.array_equal(half.astype(np.float32), value, equal_nan=True) else value
+
+
+def graph_summary(graph) -> dict:
+    """Graph outputs and op edges: {"outputs", "output_ops", "producers" (op -> the ops it reads),
+    "output_index" (tensor -> its position among its op's outputs)}.
+
+    Stored in a dump's index so a dump read without its model still knows which rows are outputs
+    and which ops feed which (compare's ordering and advice)."""
+    producer_of = {}
+    for i, node in enumerate(graph.node):
+        for out in node.output:
+            producer_of[out] = node.name or f"node_{i}"
+    producers = {}
+    for i, node in enumerate(graph.node):
+        producers[node.name or f"node_{i}"] = sorted({producer_of[x] for x in node.input if x in producer_of})
+    outputs = [o.name for o in graph.output]
+    # each tensor's position among its op's outputs (msaccucmp's TensorIndex is op:output:<it>)
+    output_index = {out: k for node in graph.node for k, out in enumerate(node.output) if out}
+    return {"outputs": outputs, "output_ops": [producer_of[o] for o in outputs if o in producer_of],
+            "producers": producers, "output_index": output_index}
 
 
 def _cast_to(node) -> int | None:
@@ -161,6 +214,16 @@ def _is_fp16_round_trip(node, made_by: dict) -> bool:
 
 
 # --- I/O ----------------------------------------------------------------------------------------
+
+def cache_key(model: Path, feeds: dict[str, np.ndarray], *, fusions: bool) -> str:
+    """The key of this model's dump for ``feeds`` in the shared dump cache (``store.dump_cache``)."""
+    from ascendpipe.store.dump_cache import dump_key
+    from ascendpipe.versions import package_version
+
+    tools = {dist: package_version(dist) for dist in ("onnxruntime", "onnx", "numpy")}
+    settings = {"format": FORMAT, "version": DUMP_VERSION, "fusions": bool(fusions)}
+    return dump_key(Path(model), feeds, settings=settings, tools=tools)
+
 
 def _probe_model(model, feeds: dict[str, np.ndarray]):
     """A weight-free copy for shape inference: big initializers become typed inputs, inputs get the feed's shapes.
@@ -240,10 +303,19 @@ def _entry(planned: Planned | None, name: str, array: np.ndarray, file: str) -> 
 
 
 def dump_model(model_path, feeds: dict[str, np.ndarray], out_dir, *, fusions: bool,
-               memory_budget_bytes: int | None = DEFAULT_MEMORY_BUDGET, log=None) -> Path:
-    """Dump every op output of the model for ``feeds``; return the path of ``index.json``."""
+               memory_budget_bytes: int | None = DEFAULT_MEMORY_BUDGET, log=None, stats: dict | None = None) -> Path:
+    """Dump every op output of the model for ``feeds``; return the path of ``index.json``.
+
+    The index depends only on the model's content and the feeds (no path, time or process id in
+    it), so the same dump has the same bytes wherever and whenever it is made (a shared, cached
+    dump can stand for it). ``stats``, if given, receives what is not content: the number of runs
+    (``chunks``) and the seconds spent.
+    """
+    import time
+
     import onnx
 
+    started = time.perf_counter()
     model_path = Path(model_path)
     where = Location(file=str(model_path))
     if not model_path.is_file():
@@ -262,14 +334,21 @@ def dump_model(model_path, feeds: dict[str, np.ndarray], out_dir, *, fusions: bo
     _check_feeds(specs, feeds, where)
     emulated = EMULATION_KEY in {p.key for p in model.metadata_props}
     internal, producer = emulation_info({p.key: p.value for p in model.metadata_props}, where)
-    plan = plan_tensors(model.graph.node, {i.name for i in model.graph.input}, internal, producer)
-    for planned, size in zip(plan, _estimate_sizes(model, feeds, [p.name for p in plan])):
-        planned.size = size
-    chunks = plan_chunks([p.size for p in plan], memory_budget_bytes)
+    half_ops = fp16_ops(_read_plan(model_path.parent)) if emulated else set()
+    plan = plan_tensors(model.graph.node, {i.name for i in model.graph.input}, internal, producer, half_ops)
+    if not fits_without_estimate(model, feeds, len(plan), memory_budget_bytes):
+        for planned, size in zip(plan, _estimate_sizes(model, feeds, [p.name for p in plan])):
+            planned.size = size
+        chunks = plan_chunks([p.size for p in plan], memory_budget_bytes)
+    else:
+        chunks = plan_chunks([0] * len(plan), None)
     existing_outputs = {o.name for o in model.graph.output}
+    summary = graph_summary(model.graph)
     del model  # the weights stay in memory once, as bytes, not also as a parsed proto
+    planned_at = time.perf_counter()
 
     out_dir = Path(out_dir)
+    (out_dir / INDEX_FILE).unlink(missing_ok=True)  # no index over half-rewritten tensors
     (out_dir / TENSORS_DIR).mkdir(parents=True, exist_ok=True)
     input_entries: dict[str, dict] = {}
     entries: list[dict | None] = _write_inputs(specs, feeds, out_dir / TENSORS_DIR, input_entries)
@@ -282,16 +361,54 @@ def dump_model(model_path, feeds: dict[str, np.ndarray], out_dir, *, fusions: bo
             log.write(f"dump: chunk {chunk_no + 1}/{len(chunks)}: {len(chunk)} tensors\n")
     index = {
         "format": FORMAT,
-        "model": str(model_path),
+        "model": model_path.name,  # the file name only: a path would differ between clones and folders
         "backend": "onnxruntime",
         "fusions": fusions,
         "emulated": emulated,
-        "chunks": len(chunks),
         "inputs": input_entries,
+        "graph": summary,
         "tensors": [e for e in entries if e is not None],
     }
     write_json_atomic(out_dir / INDEX_FILE, index)
+    if stats is not None:
+        stats.update(chunks=len(chunks), plan_seconds=planned_at - started,
+                     seconds=time.perf_counter() - started)
     return out_dir / INDEX_FILE
+
+
+def _read_plan(folder: Path) -> dict | None:
+    from ascendpipe.contract import PRECISION_PLAN
+
+    try:
+        return json.loads((folder / PRECISION_PLAN).read_text())
+    except (OSError, ValueError):
+        return None  # no plan: nothing is stored compactly beyond the emulation's own roundings
+
+
+def fits_without_estimate(model, feeds: dict[str, np.ndarray], tensors: int, budget: int | None) -> bool:
+    """Whether the budget holds every tensor by a generous bound, so the per-tensor estimate (ONNX
+    shape inference, ~30 ms on a ResNet-18) can be skipped and the model runs once.
+
+    The bound: ``tensors`` x ``GROWTH`` x the largest of the feeds and the initializers (an op output
+    of a convolutional or dense model is rarely over 32x that: a 64-channel stride-1 conv on a
+    3-channel image is 21x its input). Ops that make sizes from values (Expand, Tile, Resize,
+    ConstantOfShape, ...) or hold subgraphs void the bound: then shape inference decides. The
+    budget is a bound on a guess either way (unknown sizes are guessed too).
+    """
+    if budget is None:
+        return True
+    if any(node.op_type in _SIZE_FROM_VALUES for node in model.graph.node):
+        return False
+    largest = max([a.nbytes for a in feeds.values()] + [0])
+    for init in model.graph.initializer:
+        count = int(np.prod(init.dims, dtype=np.int64)) if init.dims else 1
+        largest = max(largest, count * 4)
+    return tensors * GROWTH * largest <= budget
+
+
+GROWTH = 32
+_SIZE_FROM_VALUES = frozenset({"Expand", "Tile", "Resize", "Upsample", "ConstantOfShape", "Pad", "Range",
+                               "NonZero", "Loop", "Scan", "If", "OneHot", "ConvTranspose"})
 
 
 def _run_chunk(model_bytes: bytes, planned: list[Planned], feeds: dict, out_dir: Path, entries: list,
@@ -299,6 +416,9 @@ def _run_chunk(model_bytes: bytes, planned: list[Planned], feeds: dict, out_dir:
     """One run returning this chunk's tensors; each is written, indexed and released in turn."""
     from ascendpipe.backends.onnxruntime.session import make_session
 
+    # Fusions off for a golden (ORT_DISABLE_ALL): measured one-shot (session + first run, CPU time) on
+    # a ResNet-18 at batch 8, ORT_ENABLE_ALL's faster convolutions are paid back by its longer session
+    # set-up (0.94 s vs 0.91 s, under load), so the golden keeps the plain kernels and its values.
     session = make_session(model_bytes, fusions=fusions, runtime_dir=runtime_dir)
     values = session.run([p.name for p in planned], feeds)
     del session
@@ -316,11 +436,18 @@ def _run_chunk(model_bytes: bytes, planned: list[Planned], feeds: dict, out_dir:
 def _write_tensor(item: Planned, value, out_dir: Path, position: int) -> dict | None:
     if not isinstance(value, np.ndarray):
         return None  # a sequence or map output: not a tensor
-    if item.as_float16 and value.dtype == np.float32:
-        value = value.astype(np.float16)  # exact: the emulation already rounded to fp16
+    value = compact(value, item)
     file = f"{TENSORS_DIR}/{position:05d}.npy"
-    save_npy_atomic(out_dir / file, value)
+    _save_npy(out_dir / file, value)
     return _entry(item, item.name, value, file)
+
+
+def _save_npy(path: Path, array: np.ndarray) -> None:
+    """One tensor file, written in place: the dump's index is removed before and written last
+    (atomically), so no index ever names a half-written file; a temp file and rename per tensor
+    cost more than the write of a small one."""
+    with open(path, "wb") as handle:
+        np.save(handle, np.ascontiguousarray(array), allow_pickle=False)
 
 
 def _check_feeds(specs, feeds: dict, where: Location) -> None:
@@ -337,7 +464,7 @@ def _write_inputs(specs, feeds, tensors_dir: Path, input_entries: dict) -> list[
     for position, spec in enumerate(specs):
         array = np.asarray(feeds[spec.name])
         file = f"{TENSORS_DIR}/{position:05d}.npy"
-        save_npy_atomic(tensors_dir.parent / file, array)
+        _save_npy(tensors_dir.parent / file, array)
         input_entries[spec.name] = {"shape": list(array.shape), "dtype": str(array.dtype)}
         entries.append(_entry(None, spec.name, array, file))
     return entries
@@ -369,10 +496,13 @@ def first_samples(batches: list, max_batch: int, static: bool) -> dict[str, np.n
 
 
 def run_stage(ctx):
+    """The dump stage: the dump of this model for these feeds comes from the shared dump cache when
+    another stage (a dump of the same model, a compare's golden) made it; else it is made and shared."""
     from ascendpipe.backends.onnxruntime.infer import stage_batches
     from ascendpipe.backends.onnxruntime.session import input_specs, make_session
     from ascendpipe.contract import StageResult, find_model_file, write_metrics
     from ascendpipe.inputs import with_batch_axes
+    from ascendpipe.store.dump_cache import DumpCache
 
     params = ctx.params
     try:
@@ -389,14 +519,26 @@ def run_stage(ctx):
         feeds = first_samples(batches, max_batch, static)
         budget = params.get("memory_budget_mb")
         ctx.say(f"dump {model} with fusions {'as converted' if fusions else 'off'}, inputs {source}")
-        index_path = dump_model(model, feeds, ctx.out_dir, fusions=bool(fusions), log=ctx.log,
-                                memory_budget_bytes=int(budget * (1 << 20)) if budget else DEFAULT_MEMORY_BUDGET)
+        stats: dict = {}
+
+        def make(folder):
+            dump_model(model, feeds, folder, fusions=bool(fusions), log=ctx.log, stats=stats,
+                       memory_budget_bytes=int(budget * (1 << 20)) if budget else DEFAULT_MEMORY_BUDGET)
+
+        cache = DumpCache.for_workspace(ctx.workspace)
+        shared, made = cache.get_or_make(cache_key(model, feeds, fusions=bool(fusions)), make)
+        shared.copy_to(ctx.out_dir)
+        ctx.say(f"dump: {'made' if made else 'taken from the shared dump cache'} (key {shared.key[:12]}, "
+                f"{shared.bytes} bytes)" + (f", {stats['chunks']} run(s), {stats['seconds']:.2f} s" if made else ""))
     except UserError as err:
         raise err.with_location(stage=ctx.name)
-    index = json.loads(index_path.read_text())
+    index = json.loads((ctx.out_dir / INDEX_FILE).read_text())
     tensors = index["tensors"]
     metrics = {"tensors": len(tensors), "tensors_with_nan": sum(1 for t in tensors if t["nan"]),
                "tensors_with_inf": sum(1 for t in tensors if t["inf"])}
     write_metrics(ctx.out_dir, metrics)
-    return StageResult(metrics=metrics, info={"model": str(model), "inputs": source, "fusions": bool(fusions),
-                                              "chunks": index["chunks"]})
+    info = {"model": str(model), "inputs": source, "fusions": bool(fusions), "shared_dump": shared.key,
+            "made": made}
+    if made:
+        info["chunks"] = stats["chunks"]
+    return StageResult(metrics=metrics, info=info)

@@ -3,7 +3,7 @@ import json
 import numpy as np
 import pytest
 
-from ascendpipe.backends.onnxruntime.dump import dump_model, plan_chunks, tensor_stats
+from ascendpipe.backends.onnxruntime.dump import dump_model, fits_without_estimate, plan_chunks, tensor_stats
 from ascendpipe.errors import UserError
 
 from tests.modelzoo import conv2d_reference, conv_model, emulated_model, linear_model, linear_reference
@@ -53,9 +53,11 @@ def test_golden_dump_has_every_tensor_with_values_and_stats(tmp_path):
 def test_chunked_dump_equals_single_run(tmp_path):
     path, w, b = linear_model(tmp_path / "m.onnx")
     x = np.random.default_rng(1).standard_normal((6, 3)).astype(np.float32)
-    one = _index(dump_model(path, {"x": x}, tmp_path / "one", fusions=False))
-    many = _index(dump_model(path, {"x": x}, tmp_path / "many", fusions=False, memory_budget_bytes=50))
-    assert one["chunks"] == 1 and many["chunks"] == 4  # 6x2 floats = 48 bytes each: one tensor per run
+    one_stats, many_stats = {}, {}
+    one = _index(dump_model(path, {"x": x}, tmp_path / "one", fusions=False, stats=one_stats))
+    many = _index(dump_model(path, {"x": x}, tmp_path / "many", fusions=False, memory_budget_bytes=50, stats=many_stats))
+    assert one_stats["chunks"] == 1 and many_stats["chunks"] == 4  # 6x2 floats = 48 bytes each: one tensor per run
+    assert (tmp_path / "one/index.json").read_bytes() == (tmp_path / "many/index.json").read_bytes()
     assert [t["name"] for t in one["tensors"]] == [t["name"] for t in many["tensors"]]
     for a, b_ in zip(one["tensors"], many["tensors"]):
         np.testing.assert_array_equal(np.load(tmp_path / "one" / a["file"]), np.load(tmp_path / "many" / b_["file"]))
@@ -99,3 +101,17 @@ def test_model_with_external_weights_dumps_from_its_directory(tmp_path):
     by_name = {t["name"]: t for t in index["tensors"]}
     np.testing.assert_allclose(np.load(tmp_path / "d" / by_name["y"]["file"]), linear_reference(x, w, b)[0],
                                rtol=1e-5, atol=1e-6)
+
+
+def test_shape_inference_is_skipped_only_when_a_generous_bound_fits(tmp_path):
+    import onnx
+
+    from tests.modelzoo import text_detector
+
+    path, _, _ = linear_model(tmp_path / "m.onnx")
+    model = onnx.load(str(path))
+    x = {"x": np.ones((4, 3), np.float32)}  # 48 bytes; weights 24 bytes: 32 x 48 x 4 tensors = 6144
+    assert fits_without_estimate(model, x, 4, 6144) and not fits_without_estimate(model, x, 4, 6143)
+    assert fits_without_estimate(model, x, 4, None)
+    detector = onnx.load(str(text_detector(tmp_path / "d.onnx", size=32, width=4, blocks=1)))
+    assert not fits_without_estimate(detector, {"image": np.ones((1, 3, 32, 32), np.float32)}, 10, 1 << 40)  # Resize

@@ -1,0 +1,271 @@
+"""Shared dumps in the content-addressed cache: a model's dump for one feed is made once.
+
+Every compare stage of a pipeline dumps the same fp32 golden for the same inputs, and two ``dump``
+stages of one model dump the same tensors: a dump is keyed on what decides its bytes (the model's
+content and the files beside it that the run reads, the feeds' content, the dump settings, the tool
+versions) and stored as a folder object in ``cache/objects/`` (the store's ``.dir`` manifest plus
+one object per file), with ``cache/dumps/<key>`` naming the folder's digest. It survives
+``rm -rf build``; ``gc`` keeps it while a recorded stage output lists it in its ``object_refs.json``
+(``OBJECT_REFS``), and drops it with the last such output.
+
+Concurrency: the first stage to want a key takes a per-key ``flock`` and makes the dump; another
+stage (a ``-j 2`` thread, a Ray worker on the same host) waits for the lock and then finds it made.
+Every write is atomic (a temp folder, objects renamed into place, the key file replaced last), so a
+kill leaves either no entry or a whole one; the store's objects are never partial.
+
+Reading: a cached dump is read in place, from the objects (no copy); each file is hashed as it is
+read, so a corrupted object is reported (``CorruptObject``) and removed, never used.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+from ascendpipe.store.hashing import DIR_SUFFIX, hash_bytes, hash_file, manifest_bytes
+from ascendpipe.store.objects import CorruptObject, ObjectStore
+
+KEY_FORMAT = 1  # bump when what goes into a key changes
+REFS_DIR = "dumps"
+OBJECT_REFS = "object_refs.json"  # in a stage's output folder: cache objects that folder's files stand for
+OBJECT_REFS_FORMAT = "ascendpipe-object-refs/1"
+SIDE_FILES = ("runtime.json", "precision_plan.json")  # read by a dump beside the model (session options, compaction)
+
+
+# --- keys (pure but for reading the files they name) ---------------------------------------------
+
+def feeds_digest(feeds: dict) -> str:
+    """sha256 over each feed's name, dtype, shape and bytes (in name order)."""
+    import numpy as np
+
+    h = hashlib.sha256()
+    for name in sorted(feeds):
+        array = np.ascontiguousarray(feeds[name])
+        h.update(json.dumps([name, array.dtype.str, list(array.shape)]).encode())
+        h.update(memoryview(array).cast("B"))
+    return h.hexdigest()
+
+
+def model_files(model: Path) -> dict[str, str]:
+    """The files whose content decides the model's run: the model, its external weights, and the
+    side files a dump reads beside it; name (relative to the model's folder) -> sha256."""
+    model = Path(model)
+    files = {model.name: hash_file(str(model))}
+    for rel in _external_data(model):
+        path = model.parent / rel
+        files[rel] = hash_file(str(path)) if path.is_file() else "missing"
+    for name in SIDE_FILES:
+        path = model.parent / name
+        if path.is_file():
+            files[name] = hash_file(str(path))
+    return files
+
+
+def _external_data(model: Path) -> list[str]:
+    """Locations of external weights (parsing the model without them; cheap for such models)."""
+    with open(model, "rb") as handle:
+        head = handle.read()
+    if b"location" not in head:  # external data entries carry the key "location"
+        return []
+    import onnx
+
+    try:
+        proto = onnx.load_model_from_string(head)
+    except Exception:
+        return []  # the dump reports the unreadable model
+    locations = set()
+    for init in proto.graph.initializer:
+        if init.data_location == onnx.TensorProto.EXTERNAL:
+            locations.update(e.value for e in init.external_data if e.key == "location")
+    return sorted(locations)
+
+
+def dump_key(model: Path, feeds: dict, *, settings: dict, tools: dict) -> str:
+    """The key of a dump: model files, feeds, dump settings (fusions, format, compaction) and tool versions."""
+    doc = {"key_format": KEY_FORMAT, "model": model_files(model), "feeds": feeds_digest(feeds),
+           "settings": settings, "tools": tools}
+    return hash_bytes(json.dumps(doc, sort_keys=True, separators=(",", ":")).encode())
+
+
+# --- the cache ------------------------------------------------------------------------------------
+
+class CachedDump:
+    """A dump folder held in the object store, read in place."""
+
+    def __init__(self, objects: ObjectStore, key: str, digest: str, entries: list[dict]):
+        self.objects = objects
+        self.key = key
+        self.digest = digest
+        self.files = {e["path"]: e["hash"] for e in entries}
+        self.bytes = sum(int(e.get("size", 0)) for e in entries)
+        self._index = None
+
+    def __repr__(self):
+        return f"CachedDump(key={self.key[:12]}, digest={self.digest[:12]}, bytes={self.bytes})"
+
+    def __str__(self):  # what a message names
+        return f"cached dump {self.key[:12]}"
+
+    def __fspath__(self) -> str:
+        """A name for messages that join it with a file name (``Path(dump) / entry["file"]``): the
+        dump's key file. The tensors are read through ``load_tensor``, never through this path."""
+        return os.path.join(os.path.dirname(str(self.objects.root)), REFS_DIR, self.key)
+
+    def read_bytes(self, rel: str) -> bytes:
+        """A file of the dump, hashed as read: a corrupted object is removed and raises ``CorruptObject``."""
+        digest = self.files.get(rel)
+        if digest is None:
+            raise FileNotFoundError(f"{rel} is not in {self}")
+        with open(self.objects.path_of(digest), "rb") as handle:
+            data = handle.read()
+        found = hash_bytes(data)
+        if found != digest:
+            try:
+                os.unlink(self.objects.path_of(digest))
+            except OSError:
+                pass
+            raise CorruptObject(digest, found)
+        return data
+
+    def read_index(self) -> dict:
+        if self._index is None:
+            self._index = json.loads(self.read_bytes("index.json"))
+        return self._index
+
+    def load_tensor(self, rel: str):
+        """A tensor file as a read-only array viewing the verified bytes (no second copy)."""
+        import io
+
+        import numpy as np
+
+        data = self.read_bytes(rel)
+        stream = io.BytesIO(data)
+        fmt = np.lib.format
+        version = fmt.read_magic(stream)
+        read_header = fmt.read_array_header_1_0 if version == (1, 0) else fmt.read_array_header_2_0
+        shape, fortran, dtype = read_header(stream)
+        count = int(np.prod(shape, dtype=np.int64)) if shape else 1
+        array = np.frombuffer(data, dtype=dtype, count=count, offset=stream.tell())
+        return array.reshape(shape[::-1]).T if fortran else array.reshape(shape)
+
+    def copy_to(self, dest: Path) -> None:
+        """The dump as a plain folder at ``dest`` (created; files verified as copied)."""
+        from ascendpipe.fsutil import write_bytes_atomic
+
+        for rel in sorted(self.files):
+            write_bytes_atomic(Path(dest) / rel, self.read_bytes(rel))
+
+
+class DumpCache:
+    def __init__(self, cache_root: str | os.PathLike):
+        self.root = Path(cache_root)
+        self.objects = ObjectStore(str(self.root))
+        self.refs = self.root / REFS_DIR
+
+    @classmethod
+    def for_workspace(cls, workspace: str | os.PathLike) -> "DumpCache":
+        from ascendpipe.engine.workspace import Workspace
+
+        return cls(Workspace(str(workspace)).cache_root)
+
+    def _ref(self, key: str) -> Path:
+        return self.refs / key
+
+    def get(self, key: str) -> CachedDump | None:
+        """The cached dump of ``key`` if it is whole (its manifest and every file present); else None."""
+        try:
+            digest = self._ref(key).read_text().strip()
+        except OSError:
+            return None
+        if not digest.endswith(DIR_SUFFIX):
+            return None
+        try:
+            with open(self.objects.path_of(digest), "rb") as handle:
+                data = handle.read()
+        except OSError:
+            return None
+        if hash_bytes(data) + DIR_SUFFIX != digest:
+            return None
+        entries = json.loads(data)
+        if not all(os.path.exists(self.objects.path_of(e["hash"])) for e in entries):
+            return None  # gc or a hand removed part of it: dump again
+        return CachedDump(self.objects, key, digest, entries)
+
+    def drop(self, key: str) -> None:
+        try:
+            self._ref(key).unlink()
+        except OSError:
+            pass
+
+    def put(self, key: str, folder: Path, *, move: bool = False) -> CachedDump:
+        """Store a dump folder under ``key``. ``move``: the folder's files are renamed into the store
+        (the folder is the caller's scratch), else copied."""
+        from ascendpipe.fsutil import copy_atomic, write_text_atomic
+
+        folder = Path(folder)
+        entries = []
+        for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+            rel = path.relative_to(folder).as_posix()
+            digest = hash_file(str(path))
+            entries.append({"path": rel, "size": path.stat().st_size, "hash": digest})
+            target = self.objects.path_of(digest)
+            if os.path.exists(target):
+                continue
+            if move:
+                os.makedirs(os.path.dirname(target), exist_ok=True)
+                try:
+                    os.replace(path, target)  # atomic: the object appears whole or not at all
+                    continue
+                except OSError:  # another file system: copy instead
+                    pass
+            copy_atomic(path, target)
+        manifest = manifest_bytes(entries)
+        digest = hash_bytes(manifest) + DIR_SUFFIX
+        from ascendpipe.fsutil import write_bytes_atomic
+
+        if not os.path.exists(self.objects.path_of(digest)):
+            write_bytes_atomic(self.objects.path_of(digest), manifest)
+        write_text_atomic(self._ref(key), digest + "\n")  # last: the key names a whole dump
+        return CachedDump(self.objects, key, digest, entries)
+
+    def get_or_make(self, key: str, make) -> tuple[CachedDump, bool]:
+        """(the dump of ``key``, whether this call made it). ``make(folder)`` writes a dump folder."""
+        import fcntl
+        import shutil
+        import tempfile
+
+        found = self.get(key)
+        if found is not None:
+            return found, False
+        self.refs.mkdir(parents=True, exist_ok=True)
+        with open(self.refs / f".lock-{key}", "a+") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # released on close, or by the kernel if killed
+            try:
+                found = self.get(key)  # made while we waited
+                if found is not None:
+                    return found, False
+                scratch = Path(tempfile.mkdtemp(dir=self.refs, prefix=f".tmp-{key[:12]}-"))
+                try:
+                    make(scratch / "dump")
+                    return self.put(key, scratch / "dump", move=True), True
+                finally:
+                    shutil.rmtree(scratch, ignore_errors=True)
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def refs_document(objects: list[dict]) -> dict:
+    """``object_refs.json``: the cache objects a stage's results were computed from, each
+    {"what", "digest", ...} (a shared dump: its folder digest, key and bytes)."""
+    return {"format": OBJECT_REFS_FORMAT, "objects": objects}
+
+
+def referenced_objects(document: bytes) -> list[str]:
+    """The digests an ``object_refs.json`` names (for gc); [] for anything unreadable."""
+    try:
+        doc = json.loads(document)
+        return [o["digest"] for o in doc.get("objects", []) if isinstance(o.get("digest"), str)]
+    except (ValueError, AttributeError, TypeError):
+        return []

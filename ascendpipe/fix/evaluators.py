@@ -159,6 +159,10 @@ def _set_prefix(raw_stages: dict, stage) -> str:
     return f"stages.{stage.base}.params"
 
 
+_STANDALONE_HINT = ("; to fix on the output cosine alone, run standalone mode: "
+                    "ascendpipe fix --golden MODEL.onnx --input X.npy --min-cosine 0.99")
+
+
 def resolve_target(pipeline, raw_stages: dict, *, stage: str, metric: str, golden_stage: str | None,
                    compare_stage: str | None, kind: str = "convert") -> PipelineTarget:
     """Resolve ``--stage``, ``--metric STAGE.NAME``, ``--golden-stage`` and ``--compare-stage``.
@@ -172,8 +176,15 @@ def resolve_target(pipeline, raw_stages: dict, *, stage: str, metric: str, golde
                   and convert in _closure(stages, n)]
     if not downstream:
         raise UserError(f"no stage '{metric_base}' depends on '{convert}'; --metric names the eval stage downstream "
-                        f"of the {'quantized' if kind == 'quantize' else 'converted'} model", Location(field="--metric"))
+                        f"of the {'quantized' if kind == 'quantize' else 'converted'} model"
+                        + ("" if kind == "quantize" else _STANDALONE_HINT), Location(field="--metric"))
     metric_stage = downstream[0]
+    if stages[metric_stage].kind == "compare" and golden_stage is None:
+        # a compare stage's metrics have no golden counterpart to hold them against: the golden
+        # input of a compare is a model, not a stage that reports output_cosine
+        raise UserError(f"pipeline mode needs an eval stage: --metric names a metric of an eval of the converted model "
+                        f"(e.g. eval.mAP), held against the same metric of the golden's eval; '{metric_stage}' is a "
+                        f"compare stage{_STANDALONE_HINT}", Location(stage=metric_stage, field="--metric"))
     if golden_stage is None:
         golden_stage = stages[metric_stage].upstream.get("golden")
         if golden_stage is None:
@@ -260,6 +271,10 @@ class PipelineEvaluator:
         metrics = record.get("metrics") or {}
         if self.target.metric not in metrics or not isinstance(metrics[self.target.metric], (int, float)):
             known = ", ".join(sorted(k for k, v in metrics.items() if isinstance(v, (int, float)))) or "none"
+            if stage == self.target.golden_stage and stage != self.target.metric_stage:
+                raise UserError(f"pipeline mode needs an eval stage of the golden model: the golden stage '{stage}' has no "
+                                f"metric '{self.target.metric}' (it reports: {known}); name one with --golden-stage"
+                                f"{_STANDALONE_HINT}", Location(stage=stage, field="--golden-stage"))
             raise UserError(f"stage '{stage}' has no metric '{self.target.metric}'; it reports: {known}",
                             Location(stage=stage, field="--metric"))
         return float(metrics[self.target.metric])

@@ -238,8 +238,10 @@ class PipelineEvaluator:
 
         t = self.target
         targets = [t.metric_stage, t.golden_stage] + ([t.compare] if t.compare else [])
+        # argv marks the run as a fix attempt (the runs page and `runs` tell it from a user's build)
+        argv = ["ascendpipe", "fix", self.path, *targets, *(f"--set={line}" for line in self.overrides + list(set_lines))]
         return ascendpipe.build(self.path, targets, set=self.overrides + list(set_lines), backend=self.backend,
-                                quiet=True)
+                                quiet=True, argv=argv)
 
     def _attempt(self, remedy) -> tuple[dict, float]:
         """Build one attempt and record it: (run record, its metric); sets ``golden_metric``."""

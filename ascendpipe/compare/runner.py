@@ -243,7 +243,8 @@ def compare_dumps(
     summary = summarize(rows, failures)
     summary["batches"] = len(golden_dirs)
     return {"rows": rows, "first_failure": failures[0] if failures else None, "failures": failures,
-            "summary": summary, "thresholds": limits, "strategy": strategy}
+            "summary": summary, "thresholds": limits, "strategy": strategy,
+            "precision_plan": precision_plan}  # for report.html's device dtypes; not in result.json
 
 
 def _cosine_of(row: dict) -> float | None:

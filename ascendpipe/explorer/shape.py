@@ -14,7 +14,7 @@ import math
 from datetime import datetime
 
 # Metrics an engineer looks at first, in this order; any other numeric metric follows.
-KEY_METRICS = ("mAP", "top1", "rank1", "map50", "map", "top5", "rank5", "output_cosine", "min_cosine",
+KEY_METRICS = ("mAP", "top1", "accuracy", "acc", "rank1", "map50", "map", "top5", "rank5", "output_cosine", "min_cosine",
                "failed_ops", "overflow_ops", "latency_ms", "throughput")
 # Settings always shown in the variants table when present, whether or not they vary.
 KEY_PARAMS = ("precision_mode", "precision_mode_v2", "keep_dtype")

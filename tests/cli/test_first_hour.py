@@ -125,3 +125,20 @@ def test_fix_pipeline_mode_without_an_eval_stage_says_what_it_needs(failing_comp
     code = cli(["fix", "pipeline.yaml", "--stage", "convert@fp16", "--metric", "eval.mAP"])
     err = capsys.readouterr().err
     assert code == 2 and "no stage 'eval'" in err and "ascendpipe fix --golden" in err
+
+
+def test_fix_attempts_are_recorded_as_such_and_runs_says_so(tmp_path, chdir_to, capsys):
+    """A fix attempt is a partial build the user did not type: its record says `fix` made it."""
+    from ascendpipe.fix.evaluators import PipelineEvaluator, PipelineTarget
+
+    ws = Workspace(tmp_path / "ws")
+    chdir_to(ws.root)
+    ws.build()
+    target = PipelineTarget("convert@fp16", "score", "acc", "prep", "compare@fp16", "stages.convert.matrix.fp16")
+    evaluator = PipelineEvaluator(str(ws.pipeline), target, tolerance=0.01, build_dir=ws.root / "build")
+    record = evaluator._build(["stages.convert.matrix.fp16.keep_dtype=[sum]"])
+    assert record["argv"][:2] == ["ascendpipe", "fix"]
+    assert "--set=stages.convert.matrix.fp16.keep_dtype=[sum]" in record["argv"]
+    assert cli(["runs"]) == 0
+    lines = capsys.readouterr().out.splitlines()[2:]
+    assert "(fix attempt)" in lines[0] and "(fix attempt)" not in lines[1]

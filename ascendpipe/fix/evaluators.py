@@ -247,8 +247,9 @@ class PipelineEvaluator:
         """Build one attempt and record it: (run record, its metric); sets ``golden_metric``."""
         run = self._build(self.set_lines(remedy))
         self.runs.append(run.get("id"))
+        metric = self._metric(run, self.target.metric_stage)  # first: an unknown name is the metric's problem
         self.golden_metric = self._metric(run, self.target.golden_stage)
-        return run, self._metric(run, self.target.metric_stage)
+        return run, metric
 
     def evaluate(self, remedy: frozenset) -> Result:
         t = self.target

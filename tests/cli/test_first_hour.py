@@ -125,6 +125,12 @@ def test_fix_pipeline_mode_without_an_eval_stage_says_what_it_needs(failing_comp
     code = cli(["fix", "pipeline.yaml", "--stage", "convert@fp16", "--metric", "eval.mAP"])
     err = capsys.readouterr().err
     assert code == 2 and "no stage 'eval'" in err and "ascendpipe fix --golden" in err
+    # a golden stage named by hand that reports no such metric: the same advice, located at it
+    code = cli(["fix", "pipeline.yaml", "--stage", "convert@fp16", "--metric", "compare.output_cosine", "--golden-stage", "prep"])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "stage 'prep'" in err and "pipeline mode needs an eval stage of the golden model" in err
+    assert "ascendpipe fix --golden MODEL.onnx" in err
 
 
 def test_fix_attempts_are_recorded_as_such_and_runs_says_so(tmp_path, chdir_to, capsys):

@@ -74,6 +74,9 @@ def _parser(only: str | None) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=module.HELP, description=getattr(module, "DESCRIPTION", module.HELP),
                            formatter_class=_HelpFormatter)
         module.add_arguments(p)
+        hidden = [s for a in p._actions for s in a.option_strings if "_" in s and s.replace("_", "-") in a.option_strings]
+        if hidden:  # the formatter leaves them out of the list: say once that they work
+            p.epilog = f"Each flag also takes the spelling with underscores, as ATC and ais_bench write it ({hidden[0]}, ...)."
         p.set_defaults(_main=module.main)
     return parser
 

@@ -76,6 +76,7 @@ def test_help_lists_each_flag_once(command, shown, hidden, capsys):
         assert s in text
     for h in hidden:
         assert h not in text
+    assert "Each flag also takes the spelling with underscores" in text
 
 
 def test_the_underscore_spelling_is_still_accepted():

@@ -76,7 +76,7 @@ def _parser(only: str | None) -> argparse.ArgumentParser:
         module.add_arguments(p)
         hidden = [s for a in p._actions for s in a.option_strings if "_" in s and s.replace("_", "-") in a.option_strings]
         if hidden:  # the formatter leaves them out of the list: say once that they work
-            p.epilog = f"Each flag also takes the spelling with underscores, as ATC and ais_bench write it ({hidden[0]}, ...)."
+            p.epilog = "Each flag also takes the spelling with underscores, as ATC and ais_bench write it."
         p.set_defaults(_main=module.main)
     return parser
 

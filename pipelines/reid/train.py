@@ -2,8 +2,9 @@
 
 Threads: ``--threads N`` (the pipeline passes ``params.threads``, default 1), else ``OMP_NUM_THREADS``,
 else 1. One thread because the other stages and other builds share the machine: with 2 cores under a
-load of 4 to 9, 20 epochs of the ReID network took 21 s on one thread and 275 s on two. The count is a param so that it is part of the
-stage key (float reductions may round differently with another count)."""
+load of 4 to 9, 20 epochs of the ReID network took 21 s on one thread and 275 s on two. The count is
+a param so that it is part of the stage key (float reductions may round differently with another
+count)."""
 
 from __future__ import annotations
 

@@ -276,7 +276,11 @@ def _complete(pipeline, ws, db, hasher, objects, run: dict, order: list[str], re
     pipeline_key = ws.rel_pipeline(pipeline.path)
     for name in order:
         stage = pipeline.stages[name]
-        decision, comps = executor.decide(stage)
+        try:
+            decision, comps = executor.decide(stage)
+        except UserError as exc:  # e.g. a dep that no longer exists: the next build says the same
+            result["will_run"][name] = [str(exc)]
+            continue
         if not decision.stale:
             continue
         key = executor.keys[name]

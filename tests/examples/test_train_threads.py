@@ -4,6 +4,7 @@ that oversubscribes a loaded machine (issue 23 item 17)."""
 from __future__ import annotations
 
 import importlib.util
+import sys
 from pathlib import Path
 
 import pytest
@@ -27,8 +28,16 @@ def test_by_hand_it_honours_omp_num_threads(example, monkeypatch):
     path = REPO / "pipelines" / example / "train.py"
     spec = importlib.util.spec_from_file_location(f"train_{example}", path)
     module = importlib.util.module_from_spec(spec)
-    monkeypatch.syspath_prepend(str(path.parent))
-    spec.loader.exec_module(module)
+    # train.py puts its folder on sys.path and imports its network module by a bare name ("net"):
+    # undo both, or a later test's own net.py would be shadowed
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    before = set(sys.modules)
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        for name in ("net", "reid_net"):
+            if name not in before:
+                sys.modules.pop(name, None)
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     assert module.threads(None) == 1
     monkeypatch.setenv("OMP_NUM_THREADS", "3")

@@ -26,18 +26,19 @@ def validate(path: str, *, set=(), backend: str | None = None) -> dict:
 
 def build(path: str, stages=(), *, force=False, dry_run=False, jobs=None, set=(), backend=None, keep_going=False,
           run_cache=True, wait=True, quiet=False, stream=None, run_command=None, executor="local", address=None,
-          remote=None, use_remote=True, retries=2) -> dict:
+          remote=None, use_remote=True, retries=2, argv=None) -> dict:
     """Build a pipeline; returns the run record (``show RUN --json``'s shape).
 
     ``executor="ray"`` runs stages as Ray tasks (on ``address``, the Ray instance this process is
-    already connected to, or a new local one); ``remote`` overrides the remote cache URL."""
+    already connected to, or a new local one); ``remote`` overrides the remote cache URL; ``argv`` is
+    what the run record says made it (``fix`` marks its attempts so)."""
     from ascendpipe.engine.build import BuildOptions
     from ascendpipe.engine.build import build as _build
 
     options = BuildOptions(
         targets=list(stages), force=force, dry_run=dry_run, jobs=jobs, overrides=list(set), backend=backend,
         keep_going=keep_going, use_run_cache=run_cache, wait_for_lock=wait, quiet=quiet,
-        argv=["ascendpipe.build", str(path)], run_command=run_command, executor=executor, address=address,
+        argv=list(argv) if argv else ["ascendpipe.build", str(path)], run_command=run_command, executor=executor, address=address,
         remote=remote, use_remote=use_remote, retries=retries,
     )
     return _build(str(path), options, stream=stream if stream is not None else (io.StringIO() if quiet else sys.stdout))

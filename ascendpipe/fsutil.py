@@ -14,6 +14,24 @@ import os
 TEMP_PREFIX = ".tmp-"
 
 
+_UMASK: list[int] = []
+
+
+def _umask() -> int:
+    """The process umask, read once (setting it to read it back is not thread-safe, so not per write)."""
+    if not _UMASK:
+        try:
+            with open("/proc/self/status") as f:  # Linux: readable without changing it
+                _UMASK.extend(int(line.split()[1], 8) for line in f if line.startswith("Umask:"))
+        except (OSError, ValueError, IndexError):
+            pass
+        if not _UMASK:
+            old = os.umask(0o022)
+            os.umask(old)
+            _UMASK.append(old)
+    return _UMASK[0]
+
+
 class atomic_path:
     """``with atomic_path(target) as tmp:`` write the file at ``tmp`` (any writer: np.save, onnx.save,
     shutil.copyfile); on success it replaces ``target``, on an exception it is removed.
@@ -35,6 +53,9 @@ class atomic_path:
 
     def __exit__(self, exc_type, exc, tb) -> bool:
         if exc_type is None:
+            # mkstemp makes the file 0600; give it what open() would (0644 under umask 022), so a page
+            # or a result another user reads is not private by accident
+            os.chmod(self.tmp, 0o666 & ~_umask())
             os.replace(self.tmp, self.path)
         elif os.path.exists(self.tmp):
             os.unlink(self.tmp)

@@ -39,6 +39,8 @@ def main(args) -> int:
         print(f"the pipeline as written gives run {result['run']}'s params: no overrides file")
     if result["restored"]:
         print(f"restored from the cache: {', '.join(result['restored'])}")
+    if result.get("from_run_cache"):
+        print(f"not in run {result['run']}, restored from the run-cache: {', '.join(result['from_run_cache'])}")
     if result["in_place"]:
         print(f"already in place: {len(result['in_place'])} stage(s)")
     for problem in result["problems"]:

@@ -27,8 +27,10 @@ _FLAGS = [
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     for flag, text, required in _FLAGS:
-        parser.add_argument(f"--{flag}", f"--{flag.replace('-', '_')}", dest=flag.replace("-", "_"),
-                            required=required, help=text)
+        spellings = dict.fromkeys([f"--{flag}", f"--{flag.replace('-', '_')}"])  # ATC's underscores too, once
+        parser.add_argument(*spellings, dest=flag.replace("-", "_"), required=required, help=text)
+    parser.add_argument("--json", action="store_true",
+                        help='print {"model", "output", "precision_mode", "ops": {"float16", "float32", "other"}, "remedy_files", "atc_argv"}')
 
 
 def params_from_args(args: argparse.Namespace) -> dict:
@@ -49,6 +51,14 @@ def main(args: argparse.Namespace) -> int:
     for line in result.warnings:
         print(line, file=sys.stderr)
     c = result.counts
+    if args.json:
+        from ascendpipe.cli.common import print_json
+
+        print_json({"model": str(result.model_path), "output": str(result.out_dir),
+                    "precision_mode": settings.precision_mode_v2 or settings.precision_mode, "ops": dict(c),
+                    "remedy_files": {k: str(v) for k, v in sorted(result.remedy_files.items())},
+                    "atc_argv": list(result.atc_argv)})
+        return 0
     print(f"{result.model_path}: {c['float16']} ops fp16, {c['float32']} ops fp32, {c['other']} non-float "
           f"({settings.precision_mode_v2 or settings.precision_mode})")
     for name, path in sorted(result.remedy_files.items()):

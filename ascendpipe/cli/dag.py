@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ascendpipe.cli.common import add_pipeline_args
+from ascendpipe.cli.common import add_pipeline_args, print_json
 
 HELP = "print the stage graph as text, Mermaid or Graphviz dot"
 
@@ -10,6 +10,16 @@ HELP = "print the stage graph as text, Mermaid or Graphviz dot"
 def add_arguments(p) -> None:
     add_pipeline_args(p)
     p.add_argument("--format", choices=["text", "mermaid", "dot"], default="text")
+    p.add_argument("--json", action="store_true",
+                   help='print {"pipeline", "order": [NAME...], "stages": {NAME: {"kind", "needs": [NAME...]}}}')
+
+
+def as_json(pipeline, graph) -> dict:
+    from ascendpipe.graph.dag import topo_order
+
+    order = topo_order(pipeline, graph)
+    return {"pipeline": pipeline.path, "order": order,
+            "stages": {n: {"kind": pipeline.stages[n].kind, "needs": list(graph[n])} for n in order}}
 
 
 def render(pipeline, graph, fmt: str) -> str:
@@ -40,5 +50,8 @@ def main(args) -> int:
     from ascendpipe.graph.dag import edges
 
     pipeline = load(args.pipeline, set=args.overrides, backend=args.backend)
+    if args.json:
+        print_json(as_json(pipeline, edges(pipeline)))
+        return 0
     print(render(pipeline, edges(pipeline), args.format), end="")
     return 0

@@ -21,6 +21,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-batch", "--max_batch", dest="max_batch", type=int, default=8)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--memory-budget-mb", "--memory_budget_mb", dest="memory_budget_mb", type=float)
+    parser.add_argument("--json", action="store_true",
+                        help='print {"index", "tensors", "fusions", "nan_or_inf": [TENSOR...]}')
 
 
 def main(args: argparse.Namespace) -> int:
@@ -43,6 +45,11 @@ def main(args: argparse.Namespace) -> int:
                             fusions=fusions, memory_budget_bytes=budget)
     index = json.loads(index_path.read_text())
     bad = [t["name"] for t in index["tensors"] if t["nan"] or t["inf"]]
+    if args.json:
+        from ascendpipe.cli.common import print_json
+
+        print_json({"index": str(index_path), "tensors": len(index["tensors"]), "fusions": bool(fusions), "nan_or_inf": bad})
+        return 0
     print(f"dumped {len(index['tensors'])} tensors (fusions {'on' if fusions else 'off'}) to {index_path}")
     if bad:
         print(f"{len(bad)} tensors hold NaN or Inf; first: {bad[0]}")

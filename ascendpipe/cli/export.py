@@ -24,7 +24,9 @@ def add_arguments(p) -> None:
 
 def main(args) -> int:
     from ascendpipe.api import export_mlflow
+    from ascendpipe.explorer.mlflow_export import require_mlflow
 
+    require_mlflow()  # before the workspace is opened: nothing to do without the extra
     result = export_mlflow(args.runs, tracking_uri=args.tracking_uri, experiment=args.experiment, workspace=args.workspace)
     if args.json:
         print_json(result)

@@ -38,6 +38,21 @@ COMMANDS = {
 }
 
 
+class _HelpFormatter(argparse.HelpFormatter):
+    """Help without the underscore spellings of flags (``--batch_size`` beside ``--batch-size``):
+    they are accepted as ATC writes them, but listing both doubles every line."""
+
+    def _format_action_invocation(self, action):
+        strings = list(action.option_strings)
+        if len(strings) > 1:
+            hyphenated = {s for s in strings if "_" not in s}
+            strings = [s for s in dict.fromkeys(strings) if "_" not in s or s.replace("_", "-") not in hyphenated]
+            action = argparse.Action(strings, action.dest, nargs=action.nargs, default=action.default,
+                                     type=action.type, choices=action.choices, required=action.required,
+                                     help=action.help, metavar=action.metavar)
+        return super()._format_action_invocation(action)
+
+
 def _parser(only: str | None) -> argparse.ArgumentParser:
     from ascendpipe import __version__
 
@@ -57,8 +72,12 @@ def _parser(only: str | None) -> argparse.ArgumentParser:
                 raise
             sub.add_parser(name, help=f"(unavailable: {exc})")
             continue
-        p = sub.add_parser(name, help=module.HELP, description=getattr(module, "DESCRIPTION", module.HELP))
+        p = sub.add_parser(name, help=module.HELP, description=getattr(module, "DESCRIPTION", module.HELP),
+                           formatter_class=_HelpFormatter)
         module.add_arguments(p)
+        hidden = [s for a in p._actions for s in a.option_strings if "_" in s and s.replace("_", "-") in a.option_strings]
+        if hidden:  # the formatter leaves them out of the list: say once that they work
+            p.epilog = "Each flag also takes the spelling with underscores, as ATC and ais_bench write it."
         p.set_defaults(_main=module.main)
     return parser
 
@@ -69,7 +88,14 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     only = argv[0] if argv and argv[0] in COMMANDS else None
     parser = _parser(only)
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        # `build P --force data`: argparse gives every positional its values in the first run of
+        # positionals, so a STAGE after an option is left over; it is still a STAGE.
+        if isinstance(getattr(args, "stages", None), list) and not any(a.startswith("-") for a in extra):
+            args.stages.extend(extra)
+        else:
+            parser.parse_args(argv)  # argparse's own one-line error and exit 2
     if not getattr(args, "_main", None):
         parser.print_help()
         return 2

@@ -15,6 +15,7 @@ def add_arguments(p) -> None:
 
 def main(args) -> int:
     from ascendpipe.api import runs
+    from ascendpipe.explorer.shape import is_fix_attempt
 
     records = runs(args.workspace, args.limit)
     if args.json:
@@ -26,7 +27,10 @@ def main(args) -> int:
         for st in r["stages"].values():
             counts[st["state"]] = counts.get(st["state"], 0) + 1
         summary = ", ".join(f"{v} {k}" for k, v in sorted(counts.items()))
-        rows.append([str(r["id"]), r["started"] or "", r["pipeline"] or "", r["backend"] or "", r["state"] or "", summary])
+        state = r["state"] or ""
+        if is_fix_attempt(r):  # a build `ascendpipe fix` made while searching
+            state += " (fix attempt)"
+        rows.append([str(r["id"]), r["started"] or "", r["pipeline"] or "", r["backend"] or "", state, summary])
     if not rows:
         print("no runs recorded yet")
         return 0

@@ -15,6 +15,7 @@ def add_arguments(p) -> None:
 
 def main(args) -> int:
     from ascendpipe.api import show
+    from ascendpipe.engine.progress import first_failure_text
 
     record = show(args.run, args.workspace)
     if args.json:
@@ -26,6 +27,10 @@ def main(args) -> int:
         print(f"\n  {name} [{st['kind']}] {st['state']}{dur}")
         if st.get("error"):
             print(f"    error: {st['error']}")
+        first = first_failure_text(st.get("info"))
+        if first:
+            reason = ((st.get("info") or {}).get("first_failure") or {}).get("reason")
+            print(f"    first failure {first}" + (f": {reason}" if reason else ""))
         for k, v in (st.get("params") or {}).items():
             print(f"    param   {k} = {fmt_value(v)}")
         for k, v in (st.get("tools") or {}).items():

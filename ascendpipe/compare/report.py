@@ -8,7 +8,7 @@ import math
 from pathlib import Path
 
 TEMPLATE = Path(__file__).resolve().parent.parent / "report" / "templates" / "compare.html.j2"
-WIDTH, HEIGHT, PAD_L, PAD_R, PAD_T, PAD_B = 960, 300, 56, 64, 16, 36
+WIDTH, HEIGHT, PAD_L, PAD_R, PAD_T, PAD_B = 1000, 320, 74, 84, 16, 58
 
 
 def _finite(v) -> float | None:
@@ -56,24 +56,66 @@ def chart_svg(rows: list[dict], first_index: int | None) -> str:
         if pos is not None:
             parts.append(f'<line x1="{x(pos):.1f}" x2="{x(pos):.1f}" y1="{PAD_T}" y2="{PAD_T + plot_h}" '
                          f'stroke="#d62728" stroke-dasharray="4 3" stroke-width="1.5"/>'
-                         f'<text x="{x(pos) + 4:.1f}" y="{PAD_T + 12}" fill="#d62728">first failure: '
+                         f'<text x="{x(pos) + (-4 if pos > n / 2 else 4):.1f}" y="{PAD_T + 12}" fill="#d62728" '
+                         f'text-anchor="{"end" if pos > n / 2 else "start"}">first failure: '
                          f'{html.escape(points[pos]["op_name"])}</text>')
-    cos_line = " ".join(f"{x(i):.1f},{y_cos(c):.1f}" for i, c in enumerate(cos_vals) if c is not None)
-    rel_line = " ".join(f"{x(i):.1f},{y_rel(v):.1f}" for i, v in enumerate(rel) if v is not None)
-    parts.append(f'<polyline points="{rel_line}" fill="none" stroke="#d62728" stroke-width="1.5"/>')
-    parts.append(f'<polyline points="{cos_line}" fill="none" stroke="#1f77b4" stroke-width="2"/>')
+    step = max(1, math.ceil(n / 16))  # x ticks: the row index (the table's #) of every step-th compared op
+    for i in range(0, n, step):
+        parts.append(f'<line x1="{x(i):.1f}" x2="{x(i):.1f}" y1="{PAD_T + plot_h}" y2="{PAD_T + plot_h + 4}" stroke="#999"/>'
+                     f'<text class="x-tick" x="{x(i):.1f}" y="{PAD_T + plot_h + 16}" text-anchor="middle" fill="#555">'
+                     f'{points[i]["index"]}</text>')
+    for series, values, y, colour, width in (("rel", rel, y_rel, "#d62728", 1.5), ("cosine", cos_vals, y_cos, "#1f77b4", 2)):
+        for k, run in enumerate(_segments(values)):  # a NaN (inf/NaN in a tensor) is a gap, not a line through it
+            pts = " ".join(f"{x(i):.1f},{y(values[i]):.1f}" for i in run)
+            parts.append(f'<polyline class="curve-{series}" data-segment="{k}" points="{pts}" fill="none" '
+                         f'stroke="{colour}" stroke-width="{width}"/>')
     for i, r in enumerate(points):  # failed points as red dots, with a tooltip per point
         c = cos_vals[i]
-        yy = y_cos(c) if c is not None else PAD_T + plot_h
         colour = "#d62728" if r["failed"] else "#1f77b4"
-        parts.append(f'<circle cx="{x(i):.1f}" cy="{yy:.1f}" r="{3.5 if r["failed"] else 2}" fill="{colour}">'
-                     f'<title>#{r["index"]} {html.escape(r["op_name"])} ({html.escape(r["op_type"])}) cosine '
-                     f'{c if c is not None else "NaN"}</title></circle>')
-    parts.append(f'<text x="{PAD_L}" y="{HEIGHT - 8}" fill="#1f77b4">— cosine similarity (left)</text>'
-                 f'<text x="{PAD_L + 220}" y="{HEIGHT - 8}" fill="#d62728">— max relative error (right, log)</text>'
-                 f'<text x="{PAD_L + plot_w}" y="{HEIGHT - 8}" text-anchor="end" fill="#555">graph order →</text>')
+        title = (f'<title>#{r["index"]} {html.escape(r["op_name"])} ({html.escape(r["op_type"])}) cosine '
+                 f'{c if c is not None else "NaN: the tensor holds inf/NaN"}</title>')
+        if c is None:  # no cosine: a hollow mark on the axis, so the gap in the line is explained
+            parts.append(f'<circle class="nan-mark" cx="{x(i):.1f}" cy="{PAD_T + plot_h:.1f}" r="4" fill="#fff" '
+                         f'stroke="{colour}" stroke-width="1.5">{title}</circle>')
+        else:
+            parts.append(f'<circle cx="{x(i):.1f}" cy="{y_cos(c):.1f}" r="{3.5 if r["failed"] else 2}" fill="{colour}">{title}</circle>')
+    mid = PAD_T + plot_h / 2
+    parts.append(f'<text class="axis-title y-left" x="14" y="{mid:.1f}" transform="rotate(-90 14 {mid:.1f})" '
+                 f'text-anchor="middle" fill="#1f77b4">cosine similarity</text>'
+                 f'<text class="axis-title y-right" x="{WIDTH - 10}" y="{mid:.1f}" transform="rotate(90 {WIDTH - 10} {mid:.1f})" '
+                 f'text-anchor="middle" fill="#d62728">max relative error (log10)</text>'
+                 f'<text class="axis-title x-axis" x="{PAD_L + plot_w / 2:.1f}" y="{PAD_T + plot_h + 34}" text-anchor="middle" '
+                 f'fill="#333">row # of each compared op, in graph order →</text>'
+                 f'<text x="{PAD_L}" y="{HEIGHT - 6}" fill="#555">hollow mark on the axis: no cosine (the tensor holds inf/NaN); '
+                 f'the lines break there</text>')
     parts.append("</svg>")
     return "".join(parts)
+
+
+def _segments(values: list) -> list[list[int]]:
+    """Indices of each run of finite values: ``[1, None, 2, 3]`` -> ``[[0], [2, 3]]``."""
+    runs, cur = [], []
+    for i, v in enumerate(values):
+        if v is None:
+            if cur:
+                runs.append(cur)
+            cur = []
+        else:
+            cur.append(i)
+    if cur:
+        runs.append(cur)
+    return runs
+
+
+def device_dtypes(rows: list[dict], precision_plan: dict | None) -> list[str | None]:
+    """The dtype the device computes each row's op in, from the precision plan (fp16 for a Conv under
+    force_fp16), where the dump shows the emulation's tensor dtype; None where the plan says nothing."""
+    nodes = (precision_plan or {}).get("nodes") or {}
+    out = []
+    for r in rows:
+        dtype = (nodes.get(r.get("op_name")) or {}).get("dtype")
+        out.append(dtype if dtype in ("float16", "float32") else None)
+    return out
 
 
 def report_html(result: dict, doc: dict) -> str:
@@ -83,9 +125,11 @@ def report_html(result: dict, doc: dict) -> str:
     first = doc["first_failure"]
     env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)
     template = env.from_string(TEMPLATE.read_text(encoding="utf-8"))
+    device = device_dtypes(doc["rows"], result.get("precision_plan"))
+    rows = [{**row, "device_dtype": d} for row, d in zip(doc["rows"], device)]
     return template.render(
         chart=chart_svg(result["rows"], first["index"] if first else None),
-        rows=doc["rows"],
+        rows=rows,
         first=first,
         summary=doc["summary"],
         thresholds=doc["thresholds"],

@@ -298,7 +298,8 @@ def compare_dumps(
     summary = summarize(rows, failures)
     summary["batches"] = len(golden_dirs)
     return {"rows": rows, "first_failure": failures[0] if failures else None, "failures": failures,
-            "summary": summary, "thresholds": limits, "strategy": strategy, "golden_is_npu_dump": golden_npu}
+            "summary": summary, "thresholds": limits, "strategy": strategy, "golden_is_npu_dump": golden_npu,
+            "precision_plan": precision_plan}  # for report.html's device dtypes; not in result.json
 
 
 def _tensor_positions(rows: list[dict], graph: dict, golden_dir: Path, target_dir: Path) -> bool:

@@ -123,13 +123,14 @@ def build(path: str, options: BuildOptions, stream=None) -> dict:
             if scale_out is not None:
                 scale_out.close()
     progress.summary({n: executor.outcomes[n] for n in order if n in executor.outcomes}, time.monotonic() - started, run_id)
-    if not options.quiet:
-        from ascendpipe.engine.progress import headline
-
-        progress.write(headline(pipeline, executor.outcomes, order))
     from ascendpipe.records import run_record
 
     record = run_record(db, run_id)
+    if not options.quiet:
+        from ascendpipe.engine.progress import headline
+
+        infos = {n: st.get("info") for n, st in record["stages"].items()}
+        progress.write(headline(pipeline, executor.outcomes, order, infos=infos))
     db.close()
     return record
 

@@ -72,14 +72,28 @@ HEADLINE_KINDS = ("eval", "compare", "profile", "tune", "export")
 _SKIP = ("delta_rank5", "delta_rank10")
 
 
-def headline(pipeline, outcomes: dict, order: list[str], limit: int = 8) -> str:
+def first_failure_text(info: dict | None) -> str:
+    """``/ReduceSum (ReduceSum, TbeReduceElemwiseFusionPass, overflow)`` from a compare stage's info."""
+    ff = (info or {}).get("first_failure")
+    if not isinstance(ff, dict) or not ff.get("op_name"):
+        return ""
+    detail = ", ".join(str(v) for v in (ff.get("op_type"), ff.get("pass_name"), ff.get("kind")) if v)
+    return f"{ff['op_name']} ({detail})" if detail else str(ff["op_name"])
+
+
+def headline(pipeline, outcomes: dict, order: list[str], limit: int = 8, infos: dict | None = None) -> str:
+    """``infos``: stage -> its recorded info (a compare's first failure is named by op, not by index)."""
     lines = []
     for name in order:
         o = outcomes.get(name)
         stage = pipeline.stages[name]
         if o is None or stage.kind not in HEADLINE_KINDS or not o.metrics:
             continue
-        items = [(k, v) for k, v in o.metrics.items() if isinstance(v, (int, float)) and k not in _SKIP][:limit]
+        first = first_failure_text((infos or {}).get(name))
+        items = [(k, v) for k, v in o.metrics.items() if isinstance(v, (int, float)) and k not in _SKIP
+                 and not (first and k == "first_failure_index")][:limit]
         text = "  ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in items)
+        if first:
+            text = f"first failure {first}  {text}"
         lines.append(f"  {name:<28} {text}")
     return ("metrics:\n" + "\n".join(lines) + "\n") if lines else ""

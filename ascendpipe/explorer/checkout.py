@@ -178,7 +178,7 @@ def checkout(run_ref, stages=(), *, workspace: str, settings_only: bool = False,
 
     display_argv = argv or f"ascendpipe checkout {run['id']}" + "".join(f" {s}" for s in stages)
     result = {"run": run["id"], "pipeline": run["pipeline"], "overrides_file": os.path.relpath(ofile, ws.root) if all_lines else None,
-              "overrides": all_lines, "restored": [], "in_place": [], "will_run": {}, "problems": problems}
+              "overrides": all_lines, "restored": [], "in_place": [], "from_run_cache": [], "will_run": {}, "problems": problems}
     for n in not_built:
         result["will_run"][n] = [f"it {recorded[n].get('state')} in run {run['id']}"]
     with BuildLock(ws):  # no build reads the overrides or the outputs half-way through
@@ -193,7 +193,10 @@ def checkout(run_ref, stages=(), *, workspace: str, settings_only: bool = False,
         pipeline = resolve(path, (), None)  # as the next build will: the file just written applies
         _, db, hasher, objects = open_stores(pipeline)
         try:
-            _restore(pipeline, ws, db, hasher, objects, run, [n for n in edges_order(pipeline) if n in built], result)
+            order = edges_order(pipeline)
+            _restore(pipeline, ws, db, hasher, objects, run, [n for n in order if n in built], result)
+            if everything:
+                _complete(pipeline, ws, db, hasher, objects, run, [n for n in order if n not in recorded], result)
         finally:
             hasher.flush()
             db.close()
@@ -259,3 +262,42 @@ def _restore(pipeline, ws, db, hasher, objects, run: dict, order: list[str], res
         if stage.always_changed:
             result["will_run"][name] = ["always_changed"]
         db.set_stage_state(pipeline_key, name, key=key, components=comps, outs=dict(outs), metrics=rec.get("metrics") or {}, run_id=run["id"])
+
+
+def _complete(pipeline, ws, db, hasher, objects, run: dict, order: list[str], result: dict) -> None:
+    """The pipeline's stages the run did not build: a partial run (a fix attempt builds only the
+    stages it measures) leaves them built for other settings, so the next build would rerun them
+    (dump@fp16 after checking out a fix attempt). Each stale one comes back from the run-cache when
+    its key is there; otherwise the result says the next build runs it."""
+    from ascendpipe.engine.executor import StageExecutor
+    from ascendpipe.store.objects import CorruptObject
+
+    executor = StageExecutor(pipeline, ws, db, hasher, objects, run_id=run["id"])  # the state just restored
+    pipeline_key = ws.rel_pipeline(pipeline.path)
+    for name in order:
+        stage = pipeline.stages[name]
+        try:
+            decision, comps = executor.decide(stage)
+        except UserError as exc:  # e.g. a dep that no longer exists: the next build says the same
+            result["will_run"][name] = [str(exc)]
+            continue
+        if not decision.stale:
+            continue
+        key = executor.keys[name]
+        entry = None if stage.always_changed else db.cache_get(key)
+        if entry is not None and set(entry["outs"]) == set(stage.outs):
+            try:
+                for digest in entry["outs"].values():
+                    objects.verify(digest)
+                for out, digest in entry["outs"].items():
+                    objects.restore(digest, ws.abs(out))
+                    hasher.forget(out)
+            except (FileNotFoundError, CorruptObject):
+                entry = None
+        if entry is None:
+            result["will_run"][name] = [f"not built in run {run['id']} (a partial run, such as a fix attempt)"] + decision.reasons[:1]
+            continue
+        executor.state[name] = {"components": comps, "outs": dict(entry["outs"]), "key": key}  # its dependents see it fresh
+        db.set_stage_state(pipeline_key, name, key=key, components=comps, outs=dict(entry["outs"]),
+                           metrics=entry.get("metrics") or {}, run_id=run["id"])
+        result["from_run_cache"].append(name)

@@ -71,11 +71,22 @@ def _ms(text: str | None) -> int | None:
         return None
 
 
-def _client(tracking_uri: str | None):
+MISSING = "exporting to MLflow needs the mlflow package: pip install 'ascendpipe[mlflow]'"
+
+
+def require_mlflow() -> None:
+    """A located one-line error when the mlflow extra is absent, before anything else is touched."""
     try:
-        from mlflow.tracking import MlflowClient
+        import mlflow.entities  # noqa: F401  (the first mlflow module export() needs)
+        import mlflow.tracking  # noqa: F401
     except ImportError:
-        raise UserError("exporting to MLflow needs the mlflow package: pip install 'ascendpipe[mlflow]'") from None
+        raise UserError(MISSING) from None
+
+
+def _client(tracking_uri: str | None):
+    require_mlflow()
+    from mlflow.tracking import MlflowClient
+
     uri = tracking_uri or os.environ.get("MLFLOW_TRACKING_URI")
     if uri and (uri.startswith("file:") or "://" not in uri):
         # a file store is what the user asked for; MLflow 3 refuses it unless opted in
@@ -154,9 +165,9 @@ def _artifacts(run: dict, objects, folder: str) -> list[str]:
 
 
 def export(db, objects, workspace: str, runs: list[dict], *, tracking_uri: str | None = None, experiment: str | None = None) -> dict:
+    client, uri = _client(tracking_uri)  # says how to install mlflow before any mlflow import
     from mlflow.entities import Metric, Param, RunTag
 
-    client, uri = _client(tracking_uri)
     workspace_id = db.workspace_id()
     by_experiment: dict[str, str] = {}
     existing_by_exp: dict[str, dict] = {}

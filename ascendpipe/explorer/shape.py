@@ -14,7 +14,7 @@ import math
 from datetime import datetime
 
 # Metrics an engineer looks at first, in this order; any other numeric metric follows.
-KEY_METRICS = ("mAP", "top1", "rank1", "map50", "map", "top5", "rank5", "output_cosine", "min_cosine",
+KEY_METRICS = ("mAP", "top1", "accuracy", "acc", "rank1", "map50", "map", "top5", "rank5", "output_cosine", "min_cosine",
                "failed_ops", "overflow_ops", "latency_ms", "throughput")
 # Settings always shown in the variants table when present, whether or not they vary.
 KEY_PARAMS = ("precision_mode", "precision_mode_v2", "keep_dtype")
@@ -100,6 +100,51 @@ def curve(result: dict) -> dict:
     }
 
 
+def is_fix_attempt(run: dict) -> bool:
+    """A build that ``ascendpipe fix`` made (its argv says so): one attempt of a remedy search."""
+    argv = list(run.get("argv") or [])
+    return len(argv) >= 2 and argv[1] == "fix"
+
+
+def curve_distance(a: dict, b: dict) -> float:
+    """How differently two compare stages see the graph: the mean |cosine A - cosine B| over the ops
+    both compared (an op whose cosine is NaN on one side only counts as 1), plus the output cosines'."""
+    ca, cb = dict(zip(a["ops"], a["cosine"])), dict(zip(b["ops"], b["cosine"]))
+    shared = [op for op in a["ops"] if op in cb]
+    if not shared:
+        return 1.0 + abs(len(a["ops"]) - len(b["ops"]))
+    diffs = [(abs(ca[op] - cb[op]) if ca[op] is not None and cb[op] is not None else
+              (0.0 if ca[op] is None and cb[op] is None else 1.0)) for op in shared]
+    last_a = next((v for v in reversed(a["cosine"]) if v is not None), 0.0)
+    last_b = next((v for v in reversed(b["cosine"]) if v is not None), 0.0)
+    return sum(diffs) / len(diffs) + abs(last_a - last_b)
+
+
+def overlay_default(runs: list[dict], curve_of: dict, curves: dict) -> list[str]:
+    """The overlay's two compare stages when the URL names none: the two that differ most, looked for
+    in the newest run with two different curves (a sweep's own variants), else over every run.
+    Two identical curves (a restored stage in two runs) never make the default when another pair differs."""
+    ids = [(f"{run_id}:{stage}", run_id, curve_of[(run_id, stage)]) for run_id, stage in curve_of]
+    ids.sort(key=lambda t: (-t[1], t[0]))
+
+    def best(cands):
+        top, pair = 0.0, None
+        for i, (ia, _, da) in enumerate(cands):
+            for ib, _, db in cands[i + 1:]:
+                if da == db:
+                    continue
+                d = curve_distance(curves[da], curves[db])
+                if d > top:
+                    top, pair = d, [ia, ib]
+        return pair
+
+    for run in runs:  # newest first
+        pair = best([c for c in ids if c[1] == run["id"]])
+        if pair:
+            return pair
+    return best(ids) or [c[0] for c in ids[:2]]
+
+
 def _remedies(stage_name: str, st: dict, blobs: dict) -> list[dict]:
     out = []
     for rf in st.get("remedy_files") or []:
@@ -132,7 +177,7 @@ def _run_json(run: dict, blobs: dict, curve_of: dict) -> dict:
             entry["curve"] = curve_of[(run["id"], name)]
         stages[name] = entry
     return {"id": run["id"], "pipeline": run.get("pipeline"), "started": run.get("started"), "state": run.get("state"),
-            "backend": run.get("backend"), "stages": stages}
+            "backend": run.get("backend"), "fix_attempt": is_fix_attempt(run), "stages": stages}
 
 
 def _changed_params(prev: dict | None, run: dict) -> list[str]:
@@ -185,7 +230,8 @@ def _variant_rows(run: dict) -> list[dict]:
         failed = [n for n in names if run["stages"][n].get("state") in ("failed", "skipped")]
         rows.append({"run": run["id"], "pipeline": run.get("pipeline"), "variant": key or NO_VARIANT, "stages": names,
                      "settings": settings, "metrics": metrics, "remedy": remedy,
-                     "first_failure": "; ".join(dict.fromkeys(failures)) or None, "failed": failed})
+                     "first_failure": "; ".join(dict.fromkeys(failures)) or None, "failed": failed,
+                     "fix_attempt": is_fix_attempt(run)})
     return rows
 
 
@@ -289,7 +335,9 @@ def page_model(runs: list[dict], curves: dict, *, workspace: str, generated: str
     for values in per_run.values():
         for k, vs in values.items():
             seen_values.setdefault(k, set()).add(tuple(sorted(vs)))
-    ranked = sorted(seen_values, key=lambda k: (len(seen_values[k]) == 1, _metric_rank(k)[0], -len(seen_values[k]), _metric_rank(k)))
+    # varying metrics first, and among them the key metrics in KEY_METRICS order (accuracy before a
+    # timing, which varies in every run because it is noisy, not because a setting moved it)
+    ranked = sorted(seen_values, key=lambda k: (len(seen_values[k]) == 1, _metric_rank(k), -len(seen_values[k])))
     run_metric_cols = ranked[:MAX_RUN_METRIC_COLUMNS]
     run_rows = []
     for run in runs:
@@ -319,6 +367,7 @@ def page_model(runs: list[dict], curves: dict, *, workspace: str, generated: str
             "variants": list(variants), "modes": modes, "remedy": remedy, "metrics": metric_cells,
             "changed": _changed_params(by_pipeline_prev[run["id"]], run),
             "argv": " ".join(run.get("argv") or []),
+            "fix_attempt": is_fix_attempt(run),
         })
 
     rows_out = []
@@ -334,6 +383,7 @@ def page_model(runs: list[dict], curves: dict, *, workspace: str, generated: str
             curve_of[(run_id, stage)] = digest
     data = {
         "workspace": workspace, "generated": generated,
+        "overlayDefault": overlay_default(runs, curve_of, curves),
         "runs": [_run_json(run, blobs, curve_of) for run in runs],
         "rows": [{"run": r["run"], "pipeline": r["pipeline"], "variant": r["variant"],
                   "settings": {k: show(v) for k, v in r["settings"].items()}, "metrics": r["metrics"]} for r in variant_rows],

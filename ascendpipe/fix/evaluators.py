@@ -174,6 +174,10 @@ def _set_prefix(raw_stages: dict, stage) -> str:
     return f"stages.{stage.base}.params"
 
 
+_STANDALONE_HINT = ("; to fix on the output cosine alone, run standalone mode: "
+                    "ascendpipe fix --golden MODEL.onnx --input X.npy --min-cosine 0.99")
+
+
 def resolve_target(pipeline, raw_stages: dict, *, stage: str, metric: str, golden_stage: str | None,
                    compare_stage: str | None, kind: str = "convert") -> PipelineTarget:
     """Resolve ``--stage``, ``--metric STAGE.NAME``, ``--golden-stage`` and ``--compare-stage``.
@@ -187,8 +191,15 @@ def resolve_target(pipeline, raw_stages: dict, *, stage: str, metric: str, golde
                   and convert in _closure(stages, n)]
     if not downstream:
         raise UserError(f"no stage '{metric_base}' depends on '{convert}'; --metric names the eval stage downstream "
-                        f"of the {'quantized' if kind == 'quantize' else 'converted'} model", Location(field="--metric"))
+                        f"of the {'quantized' if kind == 'quantize' else 'converted'} model"
+                        + ("" if kind == "quantize" else _STANDALONE_HINT), Location(field="--metric"))
     metric_stage = downstream[0]
+    if stages[metric_stage].kind == "compare" and golden_stage is None:
+        # a compare stage's metrics have no golden counterpart to hold them against: the golden
+        # input of a compare is a model, not a stage that reports output_cosine
+        raise UserError(f"pipeline mode needs an eval stage: --metric names a metric of an eval of the converted model "
+                        f"(e.g. eval.mAP), held against the same metric of the golden's eval; '{metric_stage}' is a "
+                        f"compare stage{_STANDALONE_HINT}", Location(stage=metric_stage, field="--metric"))
     if golden_stage is None:
         golden_stage = stages[metric_stage].upstream.get("golden")
         if golden_stage is None:
@@ -242,15 +253,18 @@ class PipelineEvaluator:
 
         t = self.target
         targets = [t.metric_stage, t.golden_stage] + ([t.compare] if t.compare else [])
+        # argv marks the run as a fix attempt (the runs page and `runs` tell it from a user's build)
+        argv = ["ascendpipe", "fix", self.path, *targets, *(f"--set={line}" for line in self.overrides + list(set_lines))]
         return ascendpipe.build(self.path, targets, set=self.overrides + list(set_lines), backend=self.backend,
-                                quiet=True)
+                                quiet=True, argv=argv)
 
     def _attempt(self, remedy) -> tuple[dict, float]:
         """Build one attempt and record it: (run record, its metric); sets ``golden_metric``."""
         run = self._build(self.set_lines(remedy))
         self.runs.append(run.get("id"))
+        metric = self._metric(run, self.target.metric_stage)  # first: an unknown name is the metric's problem
         self.golden_metric = self._metric(run, self.target.golden_stage)
-        return run, self._metric(run, self.target.metric_stage)
+        return run, metric
 
     def evaluate(self, remedy: frozenset) -> Result:
         t = self.target
@@ -279,6 +293,10 @@ class PipelineEvaluator:
         metrics = record.get("metrics") or {}
         if self.target.metric not in metrics or not isinstance(metrics[self.target.metric], (int, float)):
             known = ", ".join(sorted(k for k, v in metrics.items() if isinstance(v, (int, float)))) or "none"
+            if stage == self.target.golden_stage and stage != self.target.metric_stage:
+                raise UserError(f"pipeline mode needs an eval stage of the golden model: the golden stage '{stage}' has no "
+                                f"metric '{self.target.metric}' (it reports: {known}); name one with --golden-stage"
+                                f"{_STANDALONE_HINT}", Location(stage=stage, field="--golden-stage"))
             raise UserError(f"stage '{stage}' has no metric '{self.target.metric}'; it reports: {known}",
                             Location(stage=stage, field="--metric"))
         return float(metrics[self.target.metric])

@@ -89,7 +89,10 @@ class CompareKind(StageKind):
         metrics["dump_bytes"] = dumps["bytes_kept"]
         metrics.update(registry.get(ctx.backend).compare_extras(ctx, result))
         write_metrics(ctx.out_dir, metrics)
-        info = {"first_failure": first and {k: first[k] for k in ("op_name", "op_type", "reason", "kind")},
+        if first:  # the op, its kind and its ATC pass: what the build summary and `show` name
+            first_info = {k: first.get(k) for k in ("op_name", "op_type", "reason", "kind")}
+            first_info["pass_name"] = result["rows"][first["index"]].get("pass_name") if "index" in first else None
+        info = {"first_failure": first_info if first else None,
                 "input": note, "thresholds": limits, "golden_dumped_here": events.get("golden_dumped", [])}
         return StageResult(metrics=metrics, remedy_files=remedies, info=info)
 

@@ -174,6 +174,18 @@ def _load_checkpoint(model, path: Path, key: str | None, stage: str) -> None:
         raise UserError(f"checkpoint {path} does not fit the model: {' '.join(first[:2])[:300]}", where) from None
 
 
+def legacy_exporter_kwargs(export) -> dict:
+    """``{"dynamo": False}`` where ``torch.onnx.export`` takes it: recent torch (2.13 here) defaults to
+    the dynamo exporter, which needs ``onnxscript``; older torch has no such argument and refuses it."""
+    import inspect
+
+    try:
+        params = inspect.signature(export).parameters
+    except (TypeError, ValueError):
+        return {}
+    return {"dynamo": False} if "dynamo" in params else {}
+
+
 def _torch_export(torch, model, args, onnx_path: Path, p: dict, ctx: StageContext) -> None:
     import warnings
 
@@ -183,8 +195,8 @@ def _torch_export(torch, model, args, onnx_path: Path, p: dict, ctx: StageContex
             warnings.simplefilter("always")
             torch.onnx.export(model, args, str(onnx_path), input_names=p["input_names"],
                               output_names=p.get("output_names"), opset_version=p["opset"],
-                              dynamic_axes=_normalise_dynamic_axes(p.get("dynamic_axes")), dynamo=False,
-                              do_constant_folding=True)
+                              dynamic_axes=_normalise_dynamic_axes(p.get("dynamic_axes")),
+                              do_constant_folding=True, **legacy_exporter_kwargs(torch.onnx.export))
         for w in caught:
             ctx.say(f"torch.onnx.export: {w.category.__name__}: {str(w.message).splitlines()[0]}")
     except Exception as exc:

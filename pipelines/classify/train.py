@@ -1,4 +1,10 @@
-"""Train the digits classifier for a few seconds on CPU (seeded, 2 threads)."""
+"""Train the digits classifier for a few seconds on CPU (seeded; one thread unless told).
+
+Threads: ``--threads N`` (the pipeline passes ``params.threads``, default 1), else ``OMP_NUM_THREADS``,
+else 1. One thread because the other stages and other builds share the machine: with 2 cores under a
+load of 4 to 9, 20 epochs of the ReID network took 21 s on one thread and 275 s on two. The count is
+a param so that it is part of the stage key (float reductions may round differently with another
+count)."""
 
 from __future__ import annotations
 
@@ -16,16 +22,26 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from net import build  # noqa: E402
 
 
+def threads(given: int | None) -> int:
+    if given is not None and given > 0:
+        return given
+    try:
+        return max(1, int(os.environ.get("OMP_NUM_THREADS", "1")))
+    except ValueError:
+        return 1
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--data", required=True)
     parser.add_argument("--out", required=True)
     parser.add_argument("--metrics", required=True)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: $OMP_NUM_THREADS, else 1)")
     parser.add_argument("--epochs", type=int, default=8)
     args = parser.parse_args()
     torch.manual_seed(args.seed)
-    torch.set_num_threads(2)
+    torch.set_num_threads(threads(args.threads))
     x = torch.from_numpy(np.load(Path(args.data) / "train" / "images.npy"))
     y = torch.from_numpy(np.load(Path(args.data) / "train" / "labels.npy"))
     model = build()

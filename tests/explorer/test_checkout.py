@@ -129,3 +129,32 @@ def test_run_forms_and_the_cli(tmp_path, chdir_to):
     with redirect_stderr(io.StringIO()) as err, redirect_stdout(io.StringIO()):
         assert cli(["checkout", "latest~5"]) == 2
     assert err.getvalue().count("\n") == 1 and "only 3 runs are recorded" in err.getvalue()
+
+
+def test_checkout_of_a_partial_run_brings_back_the_stages_it_did_not_build(tmp_path):
+    """A fix attempt builds only the stages it measures; checking one out left the others (dump@fp16
+    in the ReID story) built for other settings, so `build` reran them (issue 23 item 11)."""
+    import yaml
+
+    ws = Workspace(tmp_path / "ws")
+    data = yaml.safe_load(ws.pipeline.read_text())
+    data["stages"]["dump"] = {"kind": "dump", "model": "convert", "inputs": "data/probe.npy"}
+    ws.pipeline.write_text(yaml.safe_dump(data, sort_keys=False))
+    keep = ["stages.convert.matrix.fp16.keep_dtype=[sum,sqrt]"]
+    ws.build()
+    partial = ws.build("compare@fp16", set=keep)  # like a fix attempt: no dump@fp16
+    assert "dump@fp16" not in partial["stages"]
+    ws.build()
+
+    first = ascendpipe.api.checkout(partial["id"], workspace=str(ws.root))
+    assert set(first["will_run"]) == {"dump@fp16"}  # never built with these settings: said, not hidden
+    assert "not built in run" in first["will_run"]["dump@fp16"][0]
+    rebuilt = ws.build()
+    assert {n for n, s in rebuilt["stages"].items() if s["state"] == "ran"} == {"dump@fp16"}
+    (ws.root / "pipeline.overrides").unlink()  # the pipeline as written again
+    ws.build()
+
+    second = ascendpipe.api.checkout(partial["id"], workspace=str(ws.root))
+    assert second["will_run"] == {} and second["from_run_cache"] == ["dump@fp16"]
+    again = ws.build()
+    assert {s["state"] for s in again["stages"].values()} == {"fresh"}

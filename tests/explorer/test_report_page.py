@@ -127,12 +127,23 @@ def test_page_in_headless_chromium(page, many_runs):
     assert states == set(), "unchanged-only rows are hidden while 'changed only' is ticked"
     # the overlay: two cosine curves (and two max-rel-error curves), each with a point per compared op
     curves = dom.find("polyline", inside="overlay-svg", class_="curve-cosine")
-    assert [c["attrs"]["data-series"] for c in curves] == ["a", "b"]
-    a_points, b_points = (c["attrs"]["points"].split() for c in curves)
+    assert sorted({c["attrs"]["data-series"] for c in curves}) == ["a", "b"]
+    a_points, b_points = ([p for c in curves if c["attrs"]["data-series"] == side for p in c["attrs"]["points"].split()]
+                          for side in "ab")
     expected = compared_cosines(many_runs, [(keep, "compare@fp32"), (first, "compare@fp16")])
     assert [len(a_points), len(b_points)] == expected  # a point per op whose cosine is finite
     assert min(expected) >= 2 and a_points != b_points
-    assert len(dom.find("polyline", inside="overlay-svg", class_="curve-rel")) == 2
+    # fp16's overflowing sum has no cosine (inf/NaN): its curve has a gap there, two segments, no line through it
+    b_segments = [c["attrs"]["points"].split() for c in curves if c["attrs"]["data-series"] == "b"]
+    a_segments = [c for c in curves if c["attrs"]["data-series"] == "a"]
+    assert len(a_segments) == 1 and len(b_segments) == 2
+    gap_x = (float(b_segments[0][-1].split(",")[0]), float(b_segments[1][0].split(",")[0]))
+    a_xs = [float(p.split(",")[0]) for p in a_points]
+    assert any(gap_x[0] < xx < gap_x[1] for xx in a_xs), "the gap is where an op has no finite cosine"
+    assert {c["attrs"]["data-series"] for c in dom.find("polyline", inside="overlay-svg", class_="curve-rel")} == {"a", "b"}
+    # both axes are labelled
+    titles = {e["text"] for e in dom.find("text", inside="overlay-svg", class_="axis-title")}
+    assert {"cosine", "max rel. error"} <= titles and any(t.startswith("op index") for t in titles)
     # the metric chart: one bar per variant of the chosen run, and the compare of A vs B names the overflow
     assert dom.find("line", inside="overlay-svg", class_="first-failure")
     assert len(dom.find("rect", inside="chart-svg", class_="bar")) == 2

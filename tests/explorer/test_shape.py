@@ -66,3 +66,46 @@ def test_fresh_stages_show_the_remedy_files_and_failure_of_their_key():
     m = page_model([built, noop], {}, workspace="/w", generated="now")
     row = next(r for r in m["rows"] if r["run"] == 2 and r["variant"] == "b")
     assert [f["name"] for f in row["remedy"]] == ["keep_dtype"] and row["first_failure"] == "/Sum (overflow)"
+
+
+def test_the_accuracy_metric_comes_before_a_noisy_timing():
+    """A throughput varies in every run because it is noisy; it used to be the runs table's first metric."""
+    runs = []
+    for i, (mode, m) in enumerate([("force_fp16", 0.05), ("force_fp16", 0.05), ("allow_fp32_to_fp16", 0.89)], start=1):
+        r = run(i, mode, m)
+        r["stages"]["infer@b"] = stage("infer", {}, {"throughput": 700.0 + 17 * i, "latency_ms_mean": 1.2 + i / 10})
+        runs.append(r)
+    m = page_model(runs, {}, workspace="/w", generated="now")
+    assert m["run_metric_cols"][0] == "eval.mAP"
+    # mAP takes two values over the three runs, the throughput three: still mAP first
+    assert m["run_metric_cols"].index("infer.throughput") > m["run_metric_cols"].index("eval.mAP")
+    assert m["metric_cols"][0] == "eval.mAP"
+
+
+def test_the_overlay_defaults_to_the_two_compares_that_differ_most():
+    flat_curve = {"ops": ["a", "b", "c"], "cosine": [1.0, 1.0, 1.0], "max_rel_error": [0.0, 0.0, 0.0], "failed": [False] * 3}
+    broken = {"ops": ["a", "b", "c"], "cosine": [1.0, None, 0.0], "max_rel_error": [0.0, None, 1.0], "failed": [False, True, True]}
+    slight = {"ops": ["a", "b", "c"], "cosine": [1.0, 0.999, 0.998], "max_rel_error": [0.0, 0.01, 0.02], "failed": [False] * 3}
+    curves = {"d-flat": flat_curve, "d-broken": broken, "d-slight": slight}
+    r1 = run(1, "force_fp16", 0.05)
+    r2 = run(2, "force_fp16", 0.05)
+    for r in (r1, r2):
+        for name in ("compare@a", "compare@c"):
+            r["stages"][name] = stage("compare", {}, {"output_cosine": 1.0})
+    # the newest run holds two identical curves (restored) and one a little off; the older one a broken fp16
+    index = {(2, "compare@a"): "d-flat", (2, "compare@b"): "d-flat", (2, "compare@c"): "d-slight",
+             (1, "compare@a"): "d-flat", (1, "compare@b"): "d-broken", (1, "compare@c"): "d-slight"}
+    m = page_model([r1, r2], curves, workspace="/w", generated="now", curve_index=index)
+    pair = m["data"]["overlayDefault"]
+    assert sorted(pair) in (["2:compare@a", "2:compare@c"], ["2:compare@b", "2:compare@c"])  # never a with b: identical
+    index[(2, "compare@c")] = "d-flat"  # now the newest run's curves are all the same: look further back
+    m = page_model([r1, r2], curves, workspace="/w", generated="now", curve_index=index)
+    assert sorted(m["data"]["overlayDefault"]) in (["1:compare@a", "1:compare@b"], ["1:compare@b", "1:compare@c"])
+
+
+def test_fix_attempts_are_marked():
+    attempt = run(3, "force_fp16", 0.05)
+    attempt["argv"] = ["ascendpipe", "fix", "p.yaml", "eval@b", "--set=stages.convert.matrix.b.keep_dtype=[/Sum]"]
+    m = page_model([run(1, "force_fp16", 0.05), attempt], {}, workspace="/w", generated="now")
+    assert [(r["id"], r["fix_attempt"]) for r in m["runs"]] == [(3, True), (1, False)]
+    assert {r["run"] for r in m["rows"] if r["fix_attempt"]} == {3}

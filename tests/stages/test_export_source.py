@@ -122,3 +122,22 @@ def test_source_rejects_a_broken_model(tmp_path, make_ctx):
     with pytest.raises(UserError, match="not a readable ONNX model") as err:
         SourceKind().run(ctx)
     assert "stage 'src'" in str(err.value)
+
+
+def test_the_legacy_exporter_is_asked_for_only_where_torch_takes_it():
+    """torch 2.13's export wants onnxscript unless dynamo=False; an older torch refuses the argument."""
+    from ascendpipe.stages.export import legacy_exporter_kwargs
+
+    def old_export(model, args, f, input_names=None, opset_version=None):
+        return None
+
+    def new_export(model, args, f, *, dynamo=True, opset_version=None):
+        return None
+
+    assert legacy_exporter_kwargs(old_export) == {}
+    assert legacy_exporter_kwargs(new_export) == {"dynamo": False}
+    torch = pytest.importorskip("torch", reason="pip install torch (the examples extra)")
+    import inspect
+
+    takes = "dynamo" in inspect.signature(torch.onnx.export).parameters
+    assert legacy_exporter_kwargs(torch.onnx.export) == ({"dynamo": False} if takes else {})

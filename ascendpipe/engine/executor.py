@@ -55,6 +55,9 @@ class StageExecutor:
         self._tool_cache: dict[tuple, dict] = {}
         self._produced = {o for st in pipeline.stages.values() for o in st.outs}
         self.on_start = None  # callback(name, reasons) when a stage starts running
+        self.running: set[str] = set()  # stages being decided or done now (an interrupt fails them)
+        self._phase: dict[str, tuple] = {}  # stage -> (what it is doing, the path that involves)
+        self.record_errors: list[str] = []  # failures the database could not take
         self.keys: dict[str, str] = {}  # stage -> key of its latest decision
         # scale-out (engine/ray_executor.py, engine/remote_sync.py): a shared remote cache consulted
         # after the local run-cache, and a runner that runs a stage elsewhere; None: here only
@@ -127,46 +130,85 @@ class StageExecutor:
         return os.path.join(self.pipeline.build_dir, f"{stage_folder(stage.name)}.log")
 
     def execute(self, name: str) -> Outcome:
+        """Decide and do one stage. Whatever goes wrong (the stage, storing its outputs, recording it)
+        ends as a ``failed`` outcome with a one-line reason, never as an exception doit would drop."""
         stage = self.pipeline.stages[name]
         started = time.monotonic()
+        with self._lock:
+            self.running.add(name)
+            self._phase[name] = ("deciding", None)
         try:
-            outcome = self._execute(stage, started)
-        except StageFailed as exc:
-            outcome = Outcome(name, "failed", error=exc.message, log=exc.log_path, duration=time.monotonic() - started)
-            self._record_failure(stage, outcome)
-        except UserError as exc:
-            outcome = Outcome(name, "failed", error=str(exc), duration=time.monotonic() - started)
-            self._record_failure(stage, outcome)
+            try:
+                outcome = self._execute(stage, started)
+            except StageFailed as exc:
+                outcome = Outcome(name, "failed", error=exc.message, log=exc.log_path, duration=time.monotonic() - started)
+                self._record_failure(stage, outcome)
+            except UserError as exc:
+                outcome = Outcome(name, "failed", error=str(exc), duration=time.monotonic() - started)
+                self._record_failure(stage, outcome)
+            except KeyboardInterrupt as exc:  # SIGINT, or SIGTERM turned into one by the build
+                self.interrupt_stage(name, getattr(exc, "signal_name", "SIGINT"), time.monotonic() - started)
+                raise
+            except Exception as exc:  # an OS error (full disk, read-only folder, E2BIG), sqlite, a bug
+                from ascendpipe.engine.failures import explain
+
+                doing, path = self._phase.get(name, (None, None))
+                outcome = Outcome(name, "failed", error=explain(exc, path, doing), duration=time.monotonic() - started,
+                                  log=self.log_path(stage) if doing == "running" else None)
+                self._record_failure(stage, outcome)
+        finally:
+            with self._lock:
+                self.running.discard(name)
         with self._lock:
             self.outcomes[name] = outcome
         return outcome
+
+    def interrupt_stage(self, name: str, signal_name: str, duration: float = 0.0) -> None:
+        """Record a stage a signal stopped as failed (its outputs were not stored: it reruns next time)."""
+        stage = self.pipeline.stages[name]
+        outcome = Outcome(name, "failed", error=f"interrupted by {signal_name}", duration=duration)
+        with self._lock:
+            if self.outcomes.get(name) is not None:
+                return
+            self.outcomes[name] = outcome
+        self._record_failure(stage, outcome)
+
+    def _set_phase(self, stage, doing: str, path: str | None) -> None:
+        with self._lock:
+            self._phase[stage.name] = (doing, path)
 
     def _execute(self, stage, started: float) -> Outcome:
         decision, comps = self.decide(stage)
         key = self.keys[stage.name]
         if not decision.stale:
             old = self.state[stage.name]
+            self._set_phase(stage, "recording", self.db.path)
             self._record(stage, "fresh", key, comps, old["outs"], old["metrics"], [], {}, [], 0.0, None, state_update=False, cache=False)
             return Outcome(stage.name, "fresh", outputs=old["outs"], metrics=old["metrics"])
         note = None
         if self.use_run_cache and stage.name not in self.forced and not stage.always_changed:
+            self._set_phase(stage, "restoring from the cache", self.ws.abs(stage.outs[0]) if stage.outs else None)
             restored, note = self._try_restore(stage, key)
             if restored is not None:
                 duration = time.monotonic() - started
+                self._set_phase(stage, "recording", self.db.path)
                 self._record(stage, "restored", key, comps, restored["outs"], restored["metrics"], restored["remedy"], restored["info"], decision.reasons, duration, None, state_update=True, cache=False)
                 return Outcome(stage.name, "restored", decision.reasons, duration, restored["metrics"], restored["outs"], note=restored.get("note"))
         log = self.log_path(stage)
         if self.on_start is not None:
             self.on_start(stage.name, decision.reasons)
+        self._set_phase(stage, "running", self.ws.abs(stage.outs[0]) if stage.outs else self.ws.abs(log))
         if self.runner is not None:  # another process or host runs it; outputs come back stored
             result, outputs = self.runner.run_and_store(self, stage, log)
         else:
             result = self._run(stage, log)
             for out in stage.outs:
                 self.hasher.forget(out)
+            self._set_phase(stage, "storing outputs", self.objects.root)
             outputs = self._store_outputs(stage)
         remedy = self._remedy_blobs(stage, result)
         duration = time.monotonic() - started
+        self._set_phase(stage, "recording", self.db.path)
         self._record(stage, "ran", key, comps, outputs, result.metrics, remedy, result.info, decision.reasons, duration, log, state_update=True, cache=True)
         return Outcome(stage.name, "ran", decision.reasons, duration, result.metrics, outputs, log=log, note=note)
 
@@ -302,10 +344,18 @@ class StageExecutor:
                 self.state[stage.name] = {"key": key, "components": comps, "outs": outputs, "metrics": metrics, "run_id": self.run_id}
 
     def _record_failure(self, stage, outcome: Outcome) -> None:
+        """Best effort: when the database cannot take it (a full disk), the failure still stands in
+        memory, the build still fails, and ``record_errors`` says what could not be written."""
         from ascendpipe.engine.stage_record import StageRecord
 
         rec = StageRecord.failure(self._next_seq(), stage, outcome).row()
-        self.db.record_fresh(self.run_id, [rec])
+        try:
+            self.db.record_fresh(self.run_id, [rec])
+        except Exception as exc:
+            from ascendpipe.engine.failures import explain
+
+            with self._lock:
+                self.record_errors.append(f"stage '{stage.name}' not recorded: {explain(exc, self.db.path, 'recording')}")
 
     def record_skipped(self, name: str, because: str) -> None:
         stage = self.pipeline.stages[name]

@@ -165,6 +165,15 @@ class Database:
 
         return self._tx(tx)
 
+    def mark_crashed(self) -> list[int]:
+        """Runs still `running` become `crashed`: called under the build lock, so their owner is gone
+        (killed, or the machine went down). Returns their ids."""
+        with self._lock:
+            ids = [r[0] for r in self.conn.execute("SELECT id FROM runs WHERE state='running' ORDER BY id")]
+        if ids:
+            self._tx(lambda c: c.executemany("UPDATE runs SET state='crashed' WHERE id=?", [(i,) for i in ids]))
+        return ids
+
     def finish_run(self, run_id: int, state: str) -> None:
         finished = time.strftime("%Y-%m-%dT%H:%M:%S%z")
         self._tx(lambda c: c.execute("UPDATE runs SET finished=?, state=? WHERE id=?", (finished, state, run_id)))

@@ -69,18 +69,27 @@ def status(path: str, stages=(), *, set=(), backend=None) -> dict:
 
 
 def _db_for(workspace: str | None):
+    """The workspace's database for a command that reads records: never made here (a `runs` in the
+    wrong folder must not turn that folder into a workspace)."""
     from ascendpipe.engine.workspace import Workspace
     from ascendpipe.store.db import Database
 
-    root = os.path.abspath(workspace or _find_workspace_from_cwd())
-    return Database(Workspace(root).db_path)
+    ws = Workspace(os.path.abspath(workspace or _find_workspace_from_cwd()))
+    return Database(ws.db_path, create=False, cache_root=ws.cache_root)
 
 
 def _find_workspace_from_cwd() -> str:
-    from ascendpipe.config.model import find_workspace
+    """The nearest folder from the current one up that holds ``.ascendpipe/`` (a build made it)."""
+    from ascendpipe.errors import UserError
 
-    # find_workspace starts from a file's folder: name a (hypothetical) file in the current one
-    return find_workspace(os.path.join(os.getcwd(), "pipeline.yaml"))
+    start = folder = os.getcwd()
+    while True:
+        if os.path.isdir(os.path.join(folder, ".ascendpipe")):
+            return folder
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            raise UserError(f"no workspace here (no .ascendpipe/ found from {start} up); run `ascendpipe build` first")
+        folder = parent
 
 
 def runs(workspace: str | None = None, limit: int | None = None) -> list[dict]:

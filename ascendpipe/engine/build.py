@@ -64,7 +64,7 @@ def open_stores(pipeline):
     from ascendpipe.store.objects import ObjectStore
 
     ws = Workspace(pipeline.workspace)
-    db = Database(ws.db_path)
+    db = Database(ws.db_path, cache_root=ws.cache_root)
     hasher = Hasher(db, ws.root)
     objects = ObjectStore(ws.cache_root)
     return ws, db, hasher, objects

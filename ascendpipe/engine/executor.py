@@ -227,12 +227,18 @@ class StageExecutor:
                 self.objects.restore(digest, self.ws.abs(out))
                 self.hasher.forget(out)
         except FileNotFoundError:
-            self.db.cache_drop(key)
+            self._drop_entry(key)
             return None, "cache object missing, rebuilt"
         except CorruptObject as exc:
-            self.db.cache_drop(key)
+            self._drop_entry(key)
             return None, f"{exc}; rebuilt"
         return entry, None
+
+    def _drop_entry(self, key: str) -> None:
+        from ascendpipe.store.runcache import remove_entry
+
+        remove_entry(self.ws.cache_root, key)
+        self.db.cache_drop(key)
 
     def _run(self, stage, log: str):
         os.makedirs(os.path.dirname(self.ws.abs(log)), exist_ok=True)
@@ -338,6 +344,10 @@ class StageExecutor:
         if state == "fresh":
             self.db.record_fresh(self.run_id, [rec])
             return
+        if cache:  # its copy in cache/ first: a lost database is rebuilt from these (store/runcache.py)
+            from ascendpipe.store.runcache import write_entry
+
+            write_entry(self.ws.cache_root, key, stage.name, outputs, metrics, remedy, info)
         self.db.record_stage(self.run_id, self.pipeline_key, rec, state_update=state_update, cache_key=key if cache else None)
         if state_update:
             with self._lock:

@@ -37,16 +37,23 @@ def _sqlite_kind(exc: BaseException) -> str | None:
         return "readonly"
     if "malformed" in text or "not a database" in text:
         return "corrupt"
+    if "disk i/o error" in text:
+        return "io"
     return None
 
 
 def describe(exc: BaseException, path: str | None = None, free: int | None = None, doing: str | None = None) -> str:
     """One line for ``exc``; ``path`` is where it happened when the exception does not say, ``free``
     the bytes left on that file system, ``doing`` what was being done (``storing outputs``)."""
-    where = getattr(exc, "filename", None) or path
+    where = (getattr(exc, "filename2", None) if getattr(exc, "errno", None) in _FULL else None) \
+        or getattr(exc, "filename", None) or path  # shutil names the source first, the full one second
+    if where and os.path.basename(str(where)).startswith(".tmp-"):
+        where = os.path.dirname(str(where))  # a temp file's folder is what the user knows
     during = f" while {doing}" if doing else ""
     code = getattr(exc, "errno", None) if isinstance(exc, OSError) else None
     kind = _sqlite_kind(exc)
+    if kind == "io" and free is not None and free < (1 << 20):
+        kind = "full"  # SQLite says "disk I/O error" when it cannot grow its -wal/-shm on a full disk
     if code in _FULL or kind == "full":
         return (f"no space left on the device{during} (writing {where}; {human_bytes(free)} free there); "
                 "free some space and build again")
@@ -82,9 +89,9 @@ def free_bytes(path: str | None) -> int | None:
 
 
 def explain(exc: BaseException, path: str | None = None, doing: str | None = None) -> str:
-    where = getattr(exc, "filename", None) or path
+    where = getattr(exc, "filename2", None) or getattr(exc, "filename", None) or path
     return describe(exc, path, free_bytes(where) if _needs_space(exc) else None, doing)
 
 
 def _needs_space(exc: BaseException) -> bool:
-    return (isinstance(exc, OSError) and exc.errno in _FULL) or _sqlite_kind(exc) == "full"
+    return (isinstance(exc, OSError) and exc.errno in _FULL) or _sqlite_kind(exc) in ("full", "io")

@@ -48,18 +48,215 @@ def _uj(text):
     return json.loads(text) if text else None
 
 
-class Database:
-    def __init__(self, path: str):
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        self.path = path
-        self._lock = threading.RLock()
+def _kind(exc) -> str | None:
+    text = str(exc).lower()
+    if "disk is full" in text:
+        return "full"
+    if "readonly" in text or "read-only" in text:
+        return "readonly"
+    if "malformed" in text or "not a database" in text:
+        return "corrupt"
+    if "disk i/o error" in text:
+        return "io"
+    return None
+
+
+def _marker(path: str) -> str:
+    return path + ".damaged"
+
+
+def _mark_damaged(path: str) -> None:
+    """Remember a damaged page met while running, for the next opening to repair."""
+    try:
+        with open(_marker(path), "w") as f:
+            f.write(time.strftime("%Y-%m-%dT%H:%M:%S%z") + "\n")
+    except OSError:
+        pass
+
+
+def _unmark_damaged(path: str) -> None:
+    try:
+        os.unlink(_marker(path))
+    except FileNotFoundError:
+        pass
+
+
+class DatabaseDamaged(UserError):
+    """A page of the database cannot be read: the command stops here; the next opening repairs it."""
+
+
+class _Conn:
+    """The sqlite3 connection, with a damaged page or a full disk turned into one clear error."""
+
+    __slots__ = ("_conn", "_db")
+
+    def __init__(self, conn, db):
+        self._conn = conn
+        self._db = db
+
+    def _call(self, fn, *args):
         try:
-            self.conn = sqlite3.connect(path, timeout=60, check_same_thread=False, isolation_level=None)
-            self.conn.execute("PRAGMA journal_mode=WAL")
-            self.conn.execute("PRAGMA synchronous=NORMAL")
-            self._migrate()
+            return fn(*args)
         except sqlite3.DatabaseError as exc:
-            raise UserError(f"the workspace database {path} cannot be read ({exc}); move it away to start afresh") from None
+            self._db._raise_for(exc)
+            raise
+
+    def execute(self, *args):
+        return self._call(self._conn.execute, *args)
+
+    def executemany(self, *args):
+        return self._call(self._conn.executemany, *args)
+
+    def executescript(self, *args):
+        return self._call(self._conn.executescript, *args)
+
+    def close(self):
+        self._conn.close()
+
+
+class Database:
+    """``create=False``: a command that only reads (runs, show) never makes a database appear.
+
+    A damaged database (unreadable, empty, or a malformed page) is moved aside to
+    ``ascendpipe.db.damaged-<time>`` and a new one is made from the run-cache entries in
+    ``cache/runs/`` (``store/runcache.py``), so what was built is restored rather than rerun; the run
+    history it held is lost, and ``notes`` says so. A full disk is a clear error, never a repair.
+    """
+
+    def __init__(self, path: str, *, create: bool = True, cache_root: str | None = None):
+        self.path = path
+        self.cache_root = cache_root or os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(path))), "cache")
+        self.notes: list[str] = []
+        self._lock = threading.RLock()
+        self.conn = None
+        if not os.path.lexists(path):
+            if not create:
+                raise UserError(f"no workspace database at {path}: nothing was built here yet; run `ascendpipe build PIPELINE` first")
+            self._create()
+        damage = self._damage()
+        if damage is None:
+            try:
+                self._connect()
+            except DatabaseDamaged as exc:
+                damage = f"damaged ({exc.__cause__ or 'a malformed page'})"
+            except sqlite3.DatabaseError as exc:
+                kind = _kind(exc)
+                if kind in ("full", "io", "readonly"):
+                    raise self._storage_error(exc) from None
+                damage = f"unreadable ({exc})"
+        if damage is not None:
+            self._repair(damage)
+
+    # -- opening, creating, repairing ------------------------------------------------------------
+    def _connect(self) -> None:
+        conn = sqlite3.connect(self.path, timeout=60, check_same_thread=False, isolation_level=None)
+        try:
+            # no memory map over the database file: a store into a block a full disk cannot give is
+            # SIGBUS (the process dies without a word); reads and writes report SQLITE_FULL instead
+            conn.execute("PRAGMA mmap_size=0")
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            self.conn = _Conn(conn, self)
+            self._migrate()
+        except BaseException:
+            conn.close()
+            self.conn = None
+            raise
+
+    def _create(self) -> None:
+        """A new database is made under a temp name and renamed into place, so a database file of
+        0 bytes is never one being created: it can only be one that lost its content."""
+        from ascendpipe.fsutil import atomic_path
+
+        os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
+        try:
+            with atomic_path(self.path) as tmp:
+                conn = sqlite3.connect(tmp, isolation_level=None)
+                try:
+                    conn.executescript(_SCHEMA)
+                    conn.execute("INSERT INTO meta VALUES('schema_version', ?)", (str(SCHEMA_VERSION),))
+                finally:
+                    conn.close()
+        except (OSError, sqlite3.DatabaseError) as exc:
+            raise self._storage_error(exc) from None
+
+    def _damage(self) -> str | None:
+        """Why the database file cannot be used as it is, or None."""
+        try:
+            st = os.stat(self.path)
+        except OSError as exc:
+            return f"unreadable ({exc.strerror})"
+        import stat
+
+        if not stat.S_ISREG(st.st_mode):
+            return "not a file"
+        if st.st_size == 0:
+            return "empty (0 bytes)"
+        if not os.access(self.path, os.R_OK | os.W_OK):
+            return "unreadable (permission denied)"
+        if os.path.exists(_marker(self.path)):
+            return "damaged (a malformed page was met)"
+        return None
+
+    def _storage_error(self, exc) -> UserError:
+        from ascendpipe.engine.failures import explain
+
+        return UserError(explain(exc, self.path, "opening the workspace database"))
+
+    def _raise_for(self, exc) -> None:
+        kind = _kind(exc)
+        if kind == "corrupt":
+            _mark_damaged(self.path)
+            raise DatabaseDamaged(
+                f"the workspace database {self.path} is damaged ({exc}); the next command moves it aside and "
+                "rebuilds it from cache/"
+            ) from exc
+        if kind in ("full", "readonly", "io"):
+            raise self._storage_error(exc) from None
+
+    def _repair(self, why: str) -> None:
+        import sys
+
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        aside = f"{self.path}.damaged-{stamp}"
+        try:
+            for suffix in ("-wal", "-shm", ""):
+                if os.path.lexists(self.path + suffix):
+                    os.replace(self.path + suffix, aside + suffix)
+            _unmark_damaged(self.path)
+            self._create()
+            self._connect()
+        except OSError as exc:
+            raise UserError(f"the workspace database {self.path} is {why} and cannot be moved aside ({exc.strerror}); "
+                            "move it away by hand") from None
+        recovered = self.import_entries()
+        note = (f"the workspace database {self.path} was {why}: moved to {os.path.basename(aside)} and rebuilt from "
+                f"{recovered} run-cache entr{'y' if recovered == 1 else 'ies'} in cache/ (stages built before are restored, "
+                "not rerun); the run history it held is lost")
+        self.notes.append(note)
+        sys.stderr.write(f"ascendpipe: {note}\n")
+
+    def import_entries(self) -> int:
+        """Fill the run-cache index (and remedy blobs) from ``cache/runs/``; returns how many."""
+        from ascendpipe.store.runcache import read_entries
+
+        rows, blobs = [], []
+        for e in read_entries(self.cache_root):
+            remedy = []
+            for b in e.get("remedy") or []:
+                if isinstance(b, dict) and "hash" in b:
+                    if "content" in b:
+                        blobs.append((b["hash"], b["content"]))
+                    remedy.append({k: v for k, v in b.items() if k != "content"})
+            rows.append((e["key"], e.get("stage"), _j(e["outs"]), _j(e.get("metrics") or {}), _j(remedy),
+                         _j(e.get("info") or {}), time.time()))
+
+        def tx(c):
+            c.executemany("INSERT OR IGNORE INTO blobs VALUES(?,?)", blobs)
+            c.executemany("INSERT OR IGNORE INTO run_cache VALUES(?,?,?,?,?,?,?)", rows)
+
+        self._tx(tx)
+        return len(rows)
 
     def _migrate(self) -> None:
         with self._lock:
@@ -78,7 +275,8 @@ class Database:
                 self.conn.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(SCHEMA_VERSION),))
 
     def close(self) -> None:
-        self.conn.close()
+        if self.conn is not None:
+            self.conn.close()
 
     # -- transactions --------------------------------------------------------------------------
     def _tx(self, fn):
@@ -87,7 +285,10 @@ class Database:
             try:
                 result = fn(self.conn)
             except BaseException:
-                self.conn.execute("ROLLBACK")
+                try:
+                    self.conn.execute("ROLLBACK")
+                except Exception:
+                    pass  # the error that got us here says more
                 raise
             self.conn.execute("COMMIT")
             return result

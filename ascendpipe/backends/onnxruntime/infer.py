@@ -109,6 +109,21 @@ def _progress_stream(progress):
 
 # --- output writing -----------------------------------------------------------------------------
 
+def _reserve(path: str) -> None:
+    """Allocate the memory-mapped file's blocks now. open_memmap makes a sparse file, and a store
+    through the map into a block the file system cannot allocate (a full disk) is SIGBUS: the process
+    dies without a word. With the blocks reserved a full disk is an OSError (ENOSPC) here instead."""
+    if not hasattr(os, "posix_fallocate"):  # macOS: no such call; the map stays sparse there
+        return
+    fd = os.open(path, os.O_RDWR)
+    try:
+        size = os.fstat(fd).st_size
+        if size:
+            os.posix_fallocate(fd, 0, size)
+    finally:
+        os.close(fd)
+
+
 class _OutputWriter:
     """One output's .npy, filled row by row through a memory map; renamed into place at the end."""
 
@@ -118,7 +133,14 @@ class _OutputWriter:
         shape = (total_rows, *first.shape[1:]) if self.batched else (n_batches, *first.shape)
         self.item_shape = first.shape[1:] if self.batched else first.shape
         self._atomic = atomic_path(path)  # the one temp-file-and-rename (ascendpipe.fsutil)
-        self.array = np.lib.format.open_memmap(self._atomic.__enter__(), mode="w+", dtype=first.dtype, shape=shape)
+        tmp = self._atomic.__enter__()
+        try:
+            self.array = np.lib.format.open_memmap(tmp, mode="w+", dtype=first.dtype, shape=shape)
+            _reserve(tmp)
+        except BaseException:
+            self.array = None
+            self._atomic.__exit__(OSError, None, None)  # removes the temp file
+            raise
         self.shape, self.dtype = list(shape), str(first.dtype)
         self.row = 0
 

@@ -285,11 +285,13 @@ class StageExecutor:
                     result = kind.run(ctx)
                 except (StageFailed, UserError):
                     raise
-                except Exception as exc:  # a kind's bug: keep the traceback in the log, fail the stage
+                except Exception as exc:  # a kind's bug or the OS (a full disk): keep the traceback in the log
                     import traceback
 
+                    from ascendpipe.engine.failures import explain
+
                     logf.write(traceback.format_exc())
-                    raise StageFailed(stage.name, f"{type(exc).__name__}: {exc}", log) from exc
+                    raise StageFailed(stage.name, explain(exc, tmp), log) from exc
             if result.metrics and not os.path.exists(os.path.join(tmp, METRICS_FILE)):
                 write_metrics(_P(tmp), result.metrics)
             # remedy paths are inside the temp folder: make them relative to the final one

@@ -292,7 +292,7 @@ class StageExecutor:
 
                     logf.write(traceback.format_exc())
                     raise StageFailed(stage.name, explain(exc, tmp), log) from exc
-            if result.metrics and not os.path.exists(os.path.join(tmp, METRICS_FILE)):
+            if result.metrics and getattr(kind, "metrics_in_outputs", True) and not os.path.exists(os.path.join(tmp, METRICS_FILE)):
                 write_metrics(_P(tmp), result.metrics)
             # remedy paths are inside the temp folder: make them relative to the final one
             result.remedy_files = {n: os.path.relpath(str(p), tmp) if os.path.isabs(str(p)) else str(p) for n, p in result.remedy_files.items()}

@@ -174,8 +174,12 @@ def _check_batch(specs, batch: dict) -> None:
 
 def infer_model(model_path, batches: Sequence[dict], out_dir, *, warmup: int = 1, loops: int = 1,
                 progress=None, output_names: Sequence[str] | None = None, session=None,
-                source: str | None = None) -> dict:
-    """Run ``batches`` through the model; write ``outputs/*.npy`` and ``summary.json``; return the summary."""
+                source: str | None = None, timings_in_file: bool = True, workspace=None) -> dict:
+    """Run ``batches`` through the model; write ``outputs/*.npy`` and ``summary.json``; return the summary.
+
+    ``timings_in_file=False`` (a pipeline stage): summary.json keeps only what the outputs determine
+    (no timings, no pid; paths relative to ``workspace``), so two builds write it byte-identical and
+    a downstream stage is cut off when the outputs did not change; the returned summary has it all."""
     from ascendpipe.backends.onnxruntime.session import input_specs, make_session
 
     if loops < 1 or warmup < 0:
@@ -249,8 +253,24 @@ def infer_model(model_path, batches: Sequence[dict], out_dir, *, warmup: int = 1
         "outputs": {name: {"file": f"{OUTPUTS_DIR}/{w.path.name}", "shape": w.shape, "dtype": w.dtype}
                     for name, w in writers.items()},
     }
-    write_json_atomic(out_dir / SUMMARY_FILE, summary)
+    write_json_atomic(out_dir / SUMMARY_FILE, summary if timings_in_file else deterministic_summary(summary, workspace))
     return summary
+
+
+TIMING_KEYS = ("NPU_compute_time", "H2D_latency", "D2H_latency", "throughput", "npu_compute_time_list", "pid",
+               "latency_ms")
+
+
+def deterministic_summary(summary: dict, workspace=None) -> dict:
+    """The keys of a summary that the model and inputs fix, paths made workspace-relative."""
+    from ascendpipe.fsutil import workspace_relative
+
+    kept = {k: v for k, v in summary.items() if k not in TIMING_KEYS}
+    # warm-up and loop counts shape the timings only: with them the outputs would differ by a setting
+    # that cannot change a value, and every stage downstream would rerun
+    kept["args"] = {k: v for k, v in kept.get("args", {}).items() if k not in ("warmup_count", "loop")}
+    kept["timings"] = "in the run record: `ascendpipe show RUN` (info.latency and the stage's metrics)"
+    return workspace_relative(kept, workspace) if workspace is not None else kept
 
 
 def _rows(batch: dict) -> int:
@@ -288,7 +308,7 @@ def stage_batches(ctx, specs, *, batch_size: int | None, seed: int) -> tuple[lis
 
 def run_stage(ctx):
     from ascendpipe.backends.onnxruntime.session import input_specs, make_session
-    from ascendpipe.contract import StageResult, find_model_file, write_metrics
+    from ascendpipe.contract import StageResult, find_model_file
 
     params = ctx.params
     try:
@@ -298,12 +318,17 @@ def run_stage(ctx):
                                         seed=params.get("seed", 0))
         summary = infer_model(model, batches, ctx.out_dir, warmup=params.get("warmup", 1),
                               loops=params.get("loops", 1), progress=ctx.log, session=session,
-                              output_names=params.get("output_names"), source=source)
+                              output_names=params.get("output_names"), source=source,
+                              timings_in_file=False, workspace=ctx.workspace)
     except UserError as err:
         raise err.with_location(stage=ctx.name)
     ctx.say(console_summary(summary))
+    # timings are the run record's (metrics, info.latency), never the outputs': outputs feed keys
     metrics = {"latency_ms_mean": summary["latency_ms"]["mean"], "latency_ms_p99": summary["latency_ms"]["p99"],
                "throughput": summary["throughput"]}
-    write_metrics(ctx.out_dir, metrics)
-    return StageResult(metrics=metrics, info={"model": str(model), "inputs": source, "samples": summary["samples"],
-                                              "batch_size": summary["batch_size"]})
+    from ascendpipe.fsutil import workspace_relative
+
+    latency = {k: summary[k] for k in ("NPU_compute_time", "H2D_latency", "D2H_latency", "latency_ms", "throughput")}
+    latency["warmup_count"], latency["loop"] = summary["args"]["warmup_count"], summary["args"]["loop"]
+    return StageResult(metrics=metrics, info=workspace_relative({"model": str(model), "inputs": source, "samples": summary["samples"],
+                                                                 "batch_size": summary["batch_size"], "latency": latency}, ctx.workspace))

@@ -124,10 +124,15 @@ def diff(run_a: str | int, run_b: str | int, workspace: str | None = None) -> di
         db.close()
 
 
-def gc(workspace: str | None = None, *, dry_run: bool = False) -> dict:
+def gc(workspace: str | None = None, *, dry_run: bool = False, keep_runs: int | None = None) -> dict:
+    """Drop unneeded cache objects and ``.tmp-*`` leftovers of killed builds; with ``keep_runs``, also
+    the run records but the newest ``keep_runs`` and those that built a current output."""
     from ascendpipe.engine.gc import collect
+    from ascendpipe.errors import UserError
 
-    return collect(os.path.abspath(workspace or _find_workspace_from_cwd()), dry_run=dry_run)
+    if keep_runs is not None and keep_runs < 0:
+        raise UserError(f"--runs must be 0 or more, got {keep_runs}")
+    return collect(os.path.abspath(workspace or _find_workspace_from_cwd()), dry_run=dry_run, keep_runs=keep_runs)
 
 
 def _workspace_root(workspace: str | None) -> str:

@@ -344,7 +344,8 @@ class Database:
         self._tx(lambda c: c.execute("DELETE FROM run_cache WHERE key=?", (key,)))
 
     def cache_prune(self, keep: set[str]) -> None:
-        """Drop run-cache entries whose outputs are not all in ``keep``."""
+        """Drop run-cache entries whose outputs are not all in ``keep`` (their files in cache/runs/
+        go with them at gc)."""
         doomed = [e["key"] for e in self.cache_entries() if not set(e["outs"].values()) <= keep]
         self._tx(lambda c: c.executemany("DELETE FROM run_cache WHERE key=?", [(k,) for k in doomed]))
 
@@ -374,6 +375,32 @@ class Database:
         if ids:
             self._tx(lambda c: c.executemany("UPDATE runs SET state='crashed' WHERE id=?", [(i,) for i in ids]))
         return ids
+
+    def prune_runs(self, keep: int, *, dry_run: bool = False) -> tuple[list[int], list[int]]:
+        """Drop run records but the newest ``keep``, the runs that built a current output (checkout
+        and the explorer read those) and any still running; then the remedy blobs nothing names.
+        Returns (removed ids, kept ids), newest first."""
+        with self._lock:
+            ids = [r[0] for r in self.conn.execute("SELECT id FROM runs ORDER BY id DESC")]
+            current = {r[0] for r in self.conn.execute("SELECT DISTINCT run_id FROM stage_state") if r[0] is not None}
+            running = {r[0] for r in self.conn.execute("SELECT id FROM runs WHERE state='running'")}
+        kept = set(ids[:max(0, keep)]) | current | running
+        doomed = [i for i in ids if i not in kept]
+        if doomed and not dry_run:
+            def tx(c):
+                for start in range(0, len(doomed), 500):
+                    chunk = doomed[start:start + 500]
+                    marks = ",".join("?" * len(chunk))
+                    c.execute(f"DELETE FROM stage_runs WHERE run_id IN ({marks})", chunk)
+                    c.execute(f"DELETE FROM runs WHERE id IN ({marks})", chunk)
+                named = set()
+                for (remedy,) in c.execute("SELECT remedy FROM stage_runs UNION ALL SELECT remedy FROM run_cache"):
+                    named.update(b.get("hash") for b in (_uj(remedy) or []) if isinstance(b, dict))
+                unnamed = [(h,) for (h,) in c.execute("SELECT hash FROM blobs") if h not in named]
+                c.executemany("DELETE FROM blobs WHERE hash=?", unnamed)
+
+            self._tx(tx)
+        return doomed, [i for i in ids if i in kept]
 
     def finish_run(self, run_id: int, state: str) -> None:
         finished = time.strftime("%Y-%m-%dT%H:%M:%S%z")
@@ -486,6 +513,16 @@ class Database:
         with self._lock:
             r = self.conn.execute("SELECT content FROM blobs WHERE hash=?", (digest,)).fetchone()
         return r[0] if r else None
+
+    def recorded_outputs(self) -> set[str]:
+        """Every output path a stage state or a run record names (where a killed build leaves temps)."""
+        paths: set[str] = set()
+        with self._lock:
+            for (outs,) in self.conn.execute("SELECT outs FROM stage_state UNION SELECT DISTINCT outs FROM stage_runs"):
+                value = _uj(outs)
+                if isinstance(value, dict):
+                    paths.update(value)
+        return paths
 
     def referenced_hashes(self, current_only: bool = False) -> set[str]:
         """Every output hash the run-cache or the current state still names (what gc must keep)."""

@@ -131,6 +131,7 @@ def build(path: str, options: BuildOptions, stream=None) -> dict:
             name = getattr(exc, "signal_name", "SIGINT")
             for running in sorted(executor.running):
                 executor.interrupt_stage(running, name)
+            _stop_descendants()  # stage commands (and what they started) must not run on unrecorded
             raise
         finally:
             _finish(executor, order, progress, state, doit_rc, hasher, db, run_id, scale_out)
@@ -212,6 +213,37 @@ def _overlay(record: dict, executor, order) -> None:
     state = getattr(executor, "final_state", None)
     if state and record.get("state") in (None, "running"):
         record["state"] = state
+
+
+def _stop_descendants() -> None:
+    """SIGTERM every process descended from this one (a stage's shell and what it started; with -j N
+    the commands other threads are waiting on). Found through /proc, so never anything else in the
+    process group (a `| tee`, the calling script); elsewhere only what subprocess itself kills."""
+    import signal
+
+    try:
+        entries = [e for e in os.listdir("/proc") if e.isdigit()]
+    except OSError:
+        return
+    children: dict[int, list[int]] = {}
+    for entry in entries:
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                stat = f.read().decode(errors="replace")
+            ppid = int(stat.rsplit(")", 1)[1].split()[1])  # the name may hold spaces and parentheses
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(int(entry))
+    todo, found = [os.getpid()], []
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    for pid in found:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except OSError:
+            pass
 
 
 class _Signals:

@@ -58,6 +58,7 @@ class StageExecutor:
         self.running: set[str] = set()  # stages being decided or done now (an interrupt fails them)
         self._phase: dict[str, tuple] = {}  # stage -> (what it is doing, the path that involves)
         self.record_errors: list[str] = []  # failures the database could not take
+        self._interrupted: set[str] = set()  # stages a signal stopped (their record says so)
         self.keys: dict[str, str] = {}  # stage -> key of its latest decision
         # scale-out (engine/ray_executor.py, engine/remote_sync.py): a shared remote cache consulted
         # after the local run-cache, and a runner that runs a stage elsewhere; None: here only
@@ -160,6 +161,8 @@ class StageExecutor:
             with self._lock:
                 self.running.discard(name)
         with self._lock:
+            if name in self._interrupted:  # the signal's record stands: its command was killed for it
+                return self.outcomes[name]
             self.outcomes[name] = outcome
         return outcome
 
@@ -171,6 +174,7 @@ class StageExecutor:
             if self.outcomes.get(name) is not None:
                 return
             self.outcomes[name] = outcome
+            self._interrupted.add(name)
         self._record_failure(stage, outcome)
 
     def _set_phase(self, stage, doing: str, path: str | None) -> None:
@@ -359,6 +363,9 @@ class StageExecutor:
         """Best effort: when the database cannot take it (a full disk), the failure still stands in
         memory, the build still fails, and ``record_errors`` says what could not be written."""
         from ascendpipe.engine.stage_record import StageRecord
+
+        if stage.name in self._interrupted and not (outcome.error or "").startswith("interrupted by "):
+            return  # a stage a signal stopped keeps that record, not its killed command's exit code
 
         rec = StageRecord.failure(self._next_seq(), stage, outcome).row()
         try:

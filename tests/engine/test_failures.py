@@ -166,3 +166,28 @@ def test_a_killed_build_is_recorded_crashed_at_the_next_build(ws):
     again = ws.build()
     assert again["state"] == "done" and again["id"] == killed["id"] + 1
     assert ascendpipe.show(killed["id"], workspace=str(ws.root))["state"] == "crashed"
+
+
+PARALLEL = """\
+stages:
+  a: {kind: run, cmd: "sleep 29.71 && echo a > data/a.txt", outs: [data/a.txt]}
+  b: {kind: run, cmd: "touch started.flag && sleep 29.71 && echo b > data/b.txt", outs: [data/b.txt]}
+"""
+
+
+def test_sigterm_with_parallel_stages_stops_every_command_and_records_each(ws):
+    import time
+
+    ws.pipeline(PARALLEL)
+    proc = _spawn_build(ws, "-j", "2")
+    _wait_for(ws.root / "started.flag", proc)
+    time.sleep(0.5)  # both shells are up
+    os.kill(proc.pid, signal.SIGTERM)  # the build alone, as a service manager would
+    out, err = proc.communicate(timeout=20)  # not the 30 s the commands would take
+    assert proc.returncode == 143, (out, err)
+    run = ascendpipe.show("latest", workspace=str(ws.root))
+    assert run["state"] == "interrupted"
+    assert {n: (s["state"], s["error"]) for n, s in run["stages"].items()} == {
+        "a": ("failed", "interrupted by SIGTERM"), "b": ("failed", "interrupted by SIGTERM")}
+    stray = subprocess.run(["pgrep", "-f", "sleep 29.71"], capture_output=True, text=True).stdout.split()
+    assert stray == []  # the shells and their sleeps were stopped, not orphaned

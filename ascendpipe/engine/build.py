@@ -373,7 +373,10 @@ def _decide_all(pipeline, graph, order) -> dict:
                 result[name] = entry
             else:
                 result[name] = {"state": "fresh", "reasons": []}
-        hasher.flush()
+        try:
+            hasher.flush()
+        except UserError:
+            pass  # the stat cache is only a cache: a full disk must not fail `status`
         return result
     finally:
         db.close()

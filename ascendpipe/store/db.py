@@ -166,19 +166,34 @@ class Database:
     def _create(self) -> None:
         """A new database is made under a temp name and renamed into place, so a database file of
         0 bytes is never one being created: it can only be one that lost its content."""
-        from ascendpipe.fsutil import atomic_path
+        import tempfile
 
-        os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
+        from ascendpipe.fsutil import TEMP_PREFIX
+
+        folder = os.path.dirname(self.path) or "."
+        tmp = None
         try:
-            with atomic_path(self.path) as tmp:
-                conn = sqlite3.connect(tmp, isolation_level=None)
-                try:
-                    conn.executescript(_SCHEMA)
-                    conn.execute("INSERT INTO meta VALUES('schema_version', ?)", (str(SCHEMA_VERSION),))
-                finally:
-                    conn.close()
+            os.makedirs(folder, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=folder, prefix=f"{TEMP_PREFIX}{os.path.basename(self.path)}.", suffix=".tmp")
+            os.close(fd)
+            conn = sqlite3.connect(tmp, isolation_level=None)
+            try:
+                conn.executescript(_SCHEMA)
+                conn.execute("INSERT INTO meta VALUES('schema_version', ?)", (str(SCHEMA_VERSION),))
+            finally:
+                conn.close()
+            try:
+                os.link(tmp, self.path)  # never over one another command made meanwhile (a build's)
+            except FileExistsError:
+                pass
+            except OSError:  # a file system without hard links: the rename, still atomic
+                if not os.path.lexists(self.path):
+                    os.replace(tmp, self.path)
         except (OSError, sqlite3.DatabaseError) as exc:
             raise self._storage_error(exc) from None
+        finally:
+            if tmp is not None and os.path.exists(tmp):
+                os.unlink(tmp)
 
     def _damage(self) -> str | None:
         """Why the database file cannot be used as it is, or None."""

@@ -52,4 +52,5 @@ def main(args) -> int:
         print_json(record)
     if args.dry_run:
         return 1 if record["would_run"] else 0
-    return 1 if any(s["state"] == "failed" for s in record["stages"].values()) else 0
+    failed = record.get("state") in ("failed", "interrupted") or any(s["state"] == "failed" for s in record["stages"].values())
+    return 1 if failed else 0

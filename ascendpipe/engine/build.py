@@ -122,6 +122,7 @@ def build(path: str, options: BuildOptions, stream=None) -> dict:
 
                 # something is stale: only now reach the remote and start or join Ray (a no-op never does)
                 jobs = scale_out.start(options.jobs, order) if scale_out is not None else (options.jobs or 1)
+                _check_doit_db(ws.doit_db)
                 doit_rc = run_stages(order, graph, execute, on_skip, jobs=jobs, keep_going=options.keep_going,
                                      dep_file=ws.doit_db, on_error=on_error)
             state = "done"
@@ -150,6 +151,24 @@ def build(path: str, options: BuildOptions, stream=None) -> dict:
     return record
 
 
+def _check_doit_db(path: str) -> None:
+    """doit's own state file holds nothing of ours (staleness is decided by the executor): one that
+    is not SQLite (a crash, a full disk) is removed rather than let doit stop the build over it."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(16)
+    except FileNotFoundError:
+        return
+    except OSError:
+        head = b""
+    if head != b"SQLite format 3\x00":
+        for suffix in ("", "-journal", "-wal", "-shm"):
+            try:
+                os.unlink(path + suffix)
+            except FileNotFoundError:
+                pass
+
+
 def _fail(executor, name: str, message: str) -> None:
     """A stage doit saw fail outside the executor's own handling: failed, with its reason."""
     from ascendpipe.engine.executor import Outcome
@@ -169,8 +188,13 @@ def _finish(executor, order, progress, state, doit_rc, hasher, db, run_id, scale
     from ascendpipe.engine.executor import Outcome
     from ascendpipe.engine.stage_record import StageRecord
 
-    why = ("not run: the build was interrupted" if state == "interrupted"
-           else "not run: the build stopped at a failure (use --keep-going)")
+    failed = any(o.state == "failed" for o in executor.outcomes.values())
+    if state == "interrupted":
+        why = "not run: the build was interrupted"
+    elif doit_rc not in (0, None) and not failed:
+        why = f"not run: the scheduler (doit) stopped with exit code {doit_rc}; its error is above"
+    else:
+        why = "not run: the build stopped at a failure (use --keep-going)"
     unreached = []
     for name in order:
         if name not in executor.outcomes:

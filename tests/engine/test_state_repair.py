@@ -138,3 +138,13 @@ def test_runs_in_a_workspace_with_no_database_creates_none(tmp_path):
     assert proc.returncode == 2
     assert "nothing was built here yet" in proc.stderr
     assert list((tmp_path / ".ascendpipe").iterdir()) == []
+
+
+def test_a_damaged_doit_state_file_is_replaced_not_a_silent_skip(ws):
+    first = _built(ws)
+    (ws.root / ".ascendpipe" / "doit.sqlite3").write_bytes(b"\x00garbage" * 500)
+    run = ws.build(force=True)  # doit only schedules: its file holds nothing of ours
+    assert run["state"] == "done"
+    assert ws.states(run) == {"prepare": "ran", "train": "ran", "report": "ran"}
+    assert (ws.root / ".ascendpipe" / "doit.sqlite3").read_bytes()[:16] == b"SQLite format 3\x00"
+    assert {n: s["outputs"] for n, s in run["stages"].items()} == {n: s["outputs"] for n, s in first["stages"].items()}

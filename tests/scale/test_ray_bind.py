@@ -26,13 +26,31 @@ for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         f = line.split()
         if f[3] == "0A":  # LISTEN
             listening[f[9]] = addr(f[1])
-found = []
+# only this build's instance (others may run on the host): the processes descended from the
+# driver, which is the parent of the raylet this stage's worker runs under
+parent, comm_of = {}, {}
 for pid in filter(str.isdigit, os.listdir("/proc")):
     try:
-        comm = open(f"/proc/{pid}/comm").read().strip()
-        cmd = open(f"/proc/{pid}/cmdline", "rb").read().replace(b"\0", b" ").decode(errors="replace")
-        if not ("gcs_server" in comm or "raylet" in comm or "ray::" in cmd or "ray/_private" in cmd):
-            continue
+        stat = open(f"/proc/{pid}/stat", "rb").read().decode(errors="replace")
+        parent[int(pid)] = int(stat.rsplit(")", 1)[1].split()[1])
+        comm_of[int(pid)] = open(f"/proc/{pid}/comm").read().strip()
+    except (OSError, ValueError, IndexError):
+        continue
+node = os.getpid()
+while node in parent and comm_of.get(node) != "raylet":
+    node = parent[node]
+driver = parent[node]
+ours, todo = set(), [driver]
+while todo:
+    here = todo.pop()
+    for pid, ppid in parent.items():
+        if ppid == here and pid not in ours:
+            ours.add(pid)
+            todo.append(pid)
+found = []
+for pid in map(str, sorted(ours)):
+    try:
+        comm = comm_of[int(pid)]
         for fd in os.listdir(f"/proc/{pid}/fd"):
             link = os.readlink(f"/proc/{pid}/fd/{fd}")
             if link.startswith("socket:[") and link[8:-1] in listening:

@@ -213,7 +213,9 @@ class StageExecutor:
         remedy = self._remedy_blobs(stage, result)
         duration = time.monotonic() - started
         self._set_phase(stage, "recording", self.db.path)
-        self._record(stage, "ran", key, comps, outputs, result.metrics, remedy, result.info, decision.reasons, duration, log, state_update=True, cache=True)
+        # a cache object found corrupt or missing on the way is kept in the record, not only printed
+        reasons = list(decision.reasons) + ([note] if note else [])
+        self._record(stage, "ran", key, comps, outputs, result.metrics, remedy, result.info, reasons, duration, log, state_update=True, cache=True)
         return Outcome(stage.name, "ran", decision.reasons, duration, result.metrics, outputs, log=log, note=note)
 
     def _try_restore(self, stage, key: str):

@@ -102,3 +102,38 @@ def test_disk_full_in_a_memory_mapped_output_is_an_error_not_sigbus(small_fs):
     again = _build(small_fs)
     assert again.returncode == 0, again.stdout + again.stderr
     assert np.load(small_fs / "build" / "infer" / "outputs" / "y.npy").shape == (200_000, 2)
+
+
+def _read_only(folder) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    if os.geteuid() != 0:
+        pytest.skip("a read-only bind mount needs root (chmod does not stop root)")
+    proc = subprocess.run(["mount", "--bind", str(folder), str(folder)], capture_output=True, text=True)
+    if proc.returncode != 0:
+        pytest.skip(f"cannot bind-mount here: {proc.stderr.strip()}")
+    subprocess.run(["mount", "-o", "remount,ro,bind", str(folder)], check=True)
+
+
+@pytest.mark.parametrize("folder", ["build", "cache"])
+def test_a_read_only_build_or_cache_folder_fails_the_stage_then_recovers(tmp_path, folder):
+    from tests.modelzoo import linear_model
+
+    root = tmp_path / "ws"
+    (root / ".ascendpipe").mkdir(parents=True)
+    linear_model(root / "m.onnx", features=3, classes=2)
+    np.save(root / "x.npy", np.ones((4, 3), np.float32))
+    (root / "pipeline.yaml").write_text("stages:\n  infer: {kind: infer, model: m.onnx, inputs: x.npy}\n")
+    _read_only(root / folder)
+    try:
+        proc = _build(root)
+        assert proc.returncode == 1, (proc.stdout, proc.stderr)
+        assert "Traceback" not in proc.stdout + proc.stderr
+        line = next(line for line in proc.stdout.splitlines() if "FAILED" in line)
+        assert f"{root / folder}" in line and "read-only file system" in line
+        run = ascendpipe.show("latest", workspace=str(root))
+        assert run["state"] == "failed" and run["stages"]["infer"]["state"] == "failed"
+    finally:
+        subprocess.run(["umount", str(root / folder)], check=False)
+    again = _build(root)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert ascendpipe.show("latest", workspace=str(root))["stages"]["infer"]["state"] == "ran"

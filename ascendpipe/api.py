@@ -75,7 +75,36 @@ def _db_for(workspace: str | None):
     from ascendpipe.store.db import Database
 
     ws = Workspace(os.path.abspath(workspace or _find_workspace_from_cwd()))
-    return Database(ws.db_path, create=False, cache_root=ws.cache_root)
+    db = Database(ws.db_path, create=False, cache_root=ws.cache_root)
+    _settle_crashed(db, ws.lock_path)
+    return db
+
+
+def _settle_crashed(db, lock_path: str) -> None:
+    """Runs still `running` while no build holds the lock lost their process: record them `crashed`
+    now rather than at the next build, so `runs` and `show` do not call a dead build running."""
+    import fcntl
+
+    from ascendpipe.errors import UserError
+
+    if not db.has_running():
+        return
+    try:
+        fd = os.open(lock_path, os.O_RDWR)  # never created here: a read command makes no files
+    except OSError:
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return  # a build is running: its run is really running
+    try:
+        db.mark_crashed()
+    except UserError:
+        pass  # a full disk: the next build records it
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
 
 
 def _find_workspace_from_cwd() -> str:

@@ -382,6 +382,10 @@ class Database:
 
         return self._tx(tx)
 
+    def has_running(self) -> bool:
+        with self._lock:
+            return self.conn.execute("SELECT 1 FROM runs WHERE state='running' LIMIT 1").fetchone() is not None
+
     def mark_crashed(self) -> list[int]:
         """Runs still `running` become `crashed`: called under the build lock, so their owner is gone
         (killed, or the machine went down). Returns their ids."""

@@ -160,12 +160,30 @@ def test_a_killed_build_is_recorded_crashed_at_the_next_build(ws):
     _wait_for(ws.root / "started.flag", proc)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
-    killed = ascendpipe.show("latest", workspace=str(ws.root))
-    assert killed["state"] == "running"
+    from ascendpipe.store.db import Database
+
+    db = Database(str(ws.root / ".ascendpipe" / "ascendpipe.db"))
+    killed = db.runs()[0]
+    db.close()
+    assert killed["state"] == "running"  # as the kill left it
     (ws.root / "finish.flag").write_text("")
     again = ws.build()
     assert again["state"] == "done" and again["id"] == killed["id"] + 1
     assert ascendpipe.show(killed["id"], workspace=str(ws.root))["state"] == "crashed"
+
+
+def test_runs_calls_a_killed_build_crashed_but_not_a_running_one(ws):
+    ws.pipeline(SLOW)
+    ws.write("slow.py", SLOW_PY)
+    proc = _spawn_build(ws)
+    _wait_for(ws.root / "started.flag", proc)
+    assert ascendpipe.runs(str(ws.root))[0]["state"] == "running"  # its build holds the lock
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    listed = _cli(ws, "runs")
+    assert listed.returncode == 0
+    assert listed.stdout.splitlines()[2].split()[4] == "crashed"
+    assert ascendpipe.show("latest", workspace=str(ws.root))["state"] == "crashed"
 
 
 PARALLEL = """\

@@ -60,7 +60,7 @@ def describe(exc: BaseException, path: str | None = None, free: int | None = Non
     if code == errno.EROFS or kind == "readonly":
         return f"{where} is on a read-only file system or cannot be written{during}; make it writable and build again"
     if code in _DENIED:
-        return f"permission denied on {where}{during}; make it writable by this user and build again"
+        return f"permission denied on {where}{during}; check its owner and mode, then build again"
     if code == errno.E2BIG:
         return ("the command is too long for the operating system (E2BIG: arguments and environment over its "
                 "limit); pass long values through a file")

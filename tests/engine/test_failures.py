@@ -209,3 +209,19 @@ def test_sigterm_with_parallel_stages_stops_every_command_and_records_each(ws):
         "a": ("failed", "interrupted by SIGTERM"), "b": ("failed", "interrupted by SIGTERM")}
     stray = subprocess.run(["pgrep", "-f", "sleep 29.71"], capture_output=True, text=True).stdout.split()
     assert stray == []  # the shells and their sleeps were stopped, not orphaned
+
+
+def test_describe_names_the_path_and_the_free_space():
+    from ascendpipe.engine.failures import describe
+
+    # a temp file's folder is named, not the temp name; shutil names the full destination second
+    full = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), "/ws/a.bin", None, "/ws/cache/objects/ab/.tmp-cd.x1.tmp")
+    assert describe(full, free=1536, doing="storing outputs") == (
+        "no space left on the device while storing outputs (writing /ws/cache/objects/ab; 1.5 kB free there); "
+        "free some space and build again")
+    # SQLite says "disk I/O error" when it cannot grow its -wal/-shm: full only when space is short
+    assert describe(sqlite3.OperationalError("disk I/O error"), "/ws/.ascendpipe/ascendpipe.db", free=0).startswith(
+        "no space left on the device (writing /ws/.ascendpipe/ascendpipe.db; 0 bytes free there)")
+    assert describe(sqlite3.OperationalError("disk I/O error"), "/db", free=10 << 30) == "OperationalError: disk I/O error"
+    assert describe(OSError(errno.EROFS, "Read-only file system", "/ws/build/x")).startswith("/ws/build/x is on a read-only file system")
+    assert describe(ValueError("bad\nsecond line")) == "ValueError: bad"

@@ -216,7 +216,7 @@ def _finish(executor, order, progress, state, doit_rc, hasher, db, run_id, scale
         hasher.flush()
         db.finish_run(run_id, state)
     except Exception as exc:
-        from ascendpipe.engine.failures import explain
+        from ascendpipe.store.failures import explain
 
         executor.record_errors.append(f"run {run_id} not closed: {explain(exc, db.path, 'recording')}")
     finally:

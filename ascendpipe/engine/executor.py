@@ -151,7 +151,7 @@ class StageExecutor:
                 self.interrupt_stage(name, getattr(exc, "signal_name", "SIGINT"), time.monotonic() - started)
                 raise
             except Exception as exc:  # an OS error (full disk, read-only folder, E2BIG), sqlite, a bug
-                from ascendpipe.engine.failures import explain
+                from ascendpipe.store.failures import explain
 
                 doing, path = self._phase.get(name, (None, None))
                 outcome = Outcome(name, "failed", error=explain(exc, path, doing), duration=time.monotonic() - started,
@@ -294,7 +294,7 @@ class StageExecutor:
                 except Exception as exc:  # a kind's bug or the OS (a full disk): keep the traceback in the log
                     import traceback
 
-                    from ascendpipe.engine.failures import explain
+                    from ascendpipe.store.failures import explain
 
                     logf.write(traceback.format_exc())
                     raise StageFailed(stage.name, explain(exc, tmp), log) from exc
@@ -373,7 +373,7 @@ class StageExecutor:
         try:
             self.db.record_fresh(self.run_id, [rec])
         except Exception as exc:
-            from ascendpipe.engine.failures import explain
+            from ascendpipe.store.failures import explain
 
             with self._lock:
                 self.record_errors.append(f"stage '{stage.name}' not recorded: {explain(exc, self.db.path, 'recording')}")

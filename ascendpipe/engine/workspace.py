@@ -83,7 +83,7 @@ class BuildLock:
         try:
             self.fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as exc:
-            from ascendpipe.engine.failures import explain
+            from ascendpipe.store.failures import explain
 
             raise UserError(f"cannot open the build lock: {explain(exc, path)}") from None
         try:

@@ -214,7 +214,7 @@ class Database:
         return None
 
     def _storage_error(self, exc) -> UserError:
-        from ascendpipe.engine.failures import explain
+        from ascendpipe.store.failures import explain
 
         return UserError(explain(exc, self.path, "opening the workspace database"))
 

@@ -212,7 +212,7 @@ def test_sigterm_with_parallel_stages_stops_every_command_and_records_each(ws):
 
 
 def test_describe_names_the_path_and_the_free_space():
-    from ascendpipe.engine.failures import describe
+    from ascendpipe.store.failures import describe
 
     # a temp file's folder is named, not the temp name; shutil names the full destination second
     full = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), "/ws/a.bin", None, "/ws/cache/objects/ab/.tmp-cd.x1.tmp")

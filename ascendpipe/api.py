@@ -70,18 +70,56 @@ def status(path: str, stages=(), *, set=(), backend=None) -> dict:
 
 
 def _db_for(workspace: str | None):
+    """The workspace's database for a command that reads records: never made here (a `runs` in the
+    wrong folder must not turn that folder into a workspace)."""
     from ascendpipe.engine.workspace import Workspace
     from ascendpipe.store.db import Database
 
-    root = os.path.abspath(workspace or _find_workspace_from_cwd())
-    return Database(Workspace(root).db_path)
+    ws = Workspace(os.path.abspath(workspace or _find_workspace_from_cwd()))
+    db = Database(ws.db_path, create=False, cache_root=ws.cache_root)
+    _settle_crashed(db, ws.lock_path)
+    return db
+
+
+def _settle_crashed(db, lock_path: str) -> None:
+    """Runs still `running` while no build holds the lock lost their process: record them `crashed`
+    now rather than at the next build, so `runs` and `show` do not call a dead build running."""
+    import fcntl
+
+    from ascendpipe.errors import UserError
+
+    if not db.has_running():
+        return
+    try:
+        fd = os.open(lock_path, os.O_RDWR)  # never created here: a read command makes no files
+    except OSError:
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return  # a build is running: its run is really running
+    try:
+        db.mark_crashed()
+    except UserError:
+        pass  # a full disk: the next build records it
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
 
 
 def _find_workspace_from_cwd() -> str:
-    from ascendpipe.config.model import find_workspace
+    """The nearest folder from the current one up that holds ``.ascendpipe/`` (a build made it)."""
+    from ascendpipe.errors import UserError
 
-    # find_workspace starts from a file's folder: name a (hypothetical) file in the current one
-    return find_workspace(os.path.join(os.getcwd(), "pipeline.yaml"))
+    start = folder = os.getcwd()
+    while True:
+        if os.path.isdir(os.path.join(folder, ".ascendpipe")):
+            return folder
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            raise UserError(f"no workspace here (no .ascendpipe/ found from {start} up); run `ascendpipe build` first")
+        folder = parent
 
 
 def runs(workspace: str | None = None, limit: int | None = None) -> list[dict]:
@@ -116,10 +154,15 @@ def diff(run_a: str | int, run_b: str | int, workspace: str | None = None) -> di
         db.close()
 
 
-def gc(workspace: str | None = None, *, dry_run: bool = False) -> dict:
+def gc(workspace: str | None = None, *, dry_run: bool = False, keep_runs: int | None = None) -> dict:
+    """Drop unneeded cache objects and ``.tmp-*`` leftovers of killed builds; with ``keep_runs``, also
+    the run records but the newest ``keep_runs`` and those that built a current output."""
     from ascendpipe.engine.gc import collect
+    from ascendpipe.errors import UserError
 
-    return collect(os.path.abspath(workspace or _find_workspace_from_cwd()), dry_run=dry_run)
+    if keep_runs is not None and keep_runs < 0:
+        raise UserError(f"--runs must be 0 or more, got {keep_runs}")
+    return collect(os.path.abspath(workspace or _find_workspace_from_cwd()), dry_run=dry_run, keep_runs=keep_runs)
 
 
 def _workspace_root(workspace: str | None) -> str:

@@ -5,6 +5,12 @@
 "state", "params", "outputs", "metrics", "tools", "deps", "remedy_files", "reasons", "duration",
 "log", "error"}}}``. The first keys of each stage (kind, state, params, outputs, metrics) are the
 contract; the rest are extensions.
+
+A run's ``state``: ``running``, ``done``, ``failed`` (a stage failed, or what happened could not be
+recorded), ``interrupted`` (SIGINT / SIGTERM: the stage it stopped is ``failed`` with the error
+``interrupted by SIGTERM``), ``crashed`` (found ``running`` by a later build: its process was killed
+or the machine went down). A stage's ``state``: ``ran``, ``restored``, ``fresh``, ``failed``,
+``skipped`` (not reached, with the reason in ``error``).
 """
 
 from __future__ import annotations

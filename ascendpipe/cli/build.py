@@ -43,9 +43,14 @@ def main(args) -> int:
         executor=args.executor, address=args.address, retries=max(0, args.retries), remote=args.remote,
         use_remote=not args.no_remote,
     )
-    record = build(args.pipeline, options, stream=sys.stderr if args.json else sys.stdout)
+    try:
+        record = build(args.pipeline, options, stream=sys.stderr if args.json else sys.stdout)
+    except KeyboardInterrupt as exc:  # recorded as `interrupted` by the build; the shell's exit code
+        sys.stderr.write(f"ascendpipe: interrupted by {getattr(exc, 'signal_name', 'SIGINT')}; the run is recorded as interrupted\n")
+        return getattr(exc, "exit_code", 130)
     if args.json:
         print_json(record)
     if args.dry_run:
         return 1 if record["would_run"] else 0
-    return 1 if any(s["state"] == "failed" for s in record["stages"].values()) else 0
+    failed = record.get("state") in ("failed", "interrupted") or any(s["state"] == "failed" for s in record["stages"].values())
+    return 1 if failed else 0

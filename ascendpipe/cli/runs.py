@@ -11,11 +11,23 @@ def add_arguments(p) -> None:
     p.add_argument("--json", action="store_true", help="print the runs as a JSON list")
     p.add_argument("-n", "--limit", type=int, default=None, help="at most this many runs")
     p.add_argument("-C", "--workspace", default=None, help="workspace folder (default: found from the current folder)")
+    p.add_argument("--prune", type=int, default=None, metavar="KEEP", help="the same as `ascendpipe gc --runs KEEP`")
 
 
 def main(args) -> int:
     from ascendpipe.api import runs
     from ascendpipe.explorer.shape import is_fix_attempt
+
+    if args.prune is not None:
+        from ascendpipe.api import gc
+        from ascendpipe.cli.gc import describe
+
+        result = gc(args.workspace, keep_runs=args.prune)
+        if args.json:
+            print_json(result)
+        else:
+            print(describe(result))
+        return 0
 
     records = runs(args.workspace, args.limit)
     if args.json:

@@ -64,7 +64,7 @@ def open_stores(pipeline):
     from ascendpipe.store.objects import ObjectStore
 
     ws = Workspace(pipeline.workspace)
-    db = Database(ws.db_path)
+    db = Database(ws.db_path, cache_root=ws.cache_root)
     hasher = Hasher(db, ws.root)
     objects = ObjectStore(ws.cache_root)
     return ws, db, hasher, objects
@@ -85,12 +85,19 @@ def build(path: str, options: BuildOptions, stream=None) -> dict:
         return dry_run(pipeline, graph, order, options, stream)
     ws, db, hasher, objects = open_stores(pipeline)
     progress = Progress(stream, quiet=options.quiet, workspace=ws.root)
-    with BuildLock(ws, wait=options.wait_for_lock, stream=sys.stderr):
+    doit_rc = 0
+    state = "failed"
+    with BuildLock(ws, wait=options.wait_for_lock, stream=sys.stderr), _Signals() as signals:
+        crashed = db.mark_crashed()  # we hold the lock: a run still `running` lost its owner
+        if crashed and not options.quiet:
+            sys.stderr.write(f"note: run{'s' if len(crashed) > 1 else ''} {', '.join(map(str, crashed))} "
+                             f"ended without finishing (killed or crashed); recorded as crashed\n")
         run_id = db.start_run(ws.rel_pipeline(pipeline.path), options.argv or sys.argv, pipeline.backend, VERSION)
         forced = set(order) if options.force else set()
         executor = StageExecutor(pipeline, ws, db, hasher, objects, run_id, forced=forced, use_run_cache=options.use_run_cache, run_command=options.run_command)
-        scale_out = _scale_out(executor, pipeline, ws, order, options)  # None unless a remote or Ray is in play
+        scale_out = None
         try:
+            scale_out = _scale_out(executor, pipeline, ws, order, options)  # None unless a remote or Ray is in play
             if not forced and not options.restore_only and _all_fresh(executor, order):
                 _record_noop(executor, order)
                 for name in order:
@@ -109,30 +116,209 @@ def build(path: str, options: BuildOptions, stream=None) -> dict:
                     executor.record_skipped(name, because)
                     progress.finished(executor.outcomes[name])
 
+                def on_error(name, message):
+                    _fail(executor, name, message)
+                    progress.finished(executor.outcomes[name])
+
                 # something is stale: only now reach the remote and start or join Ray (a no-op never does)
                 jobs = scale_out.start(options.jobs, order) if scale_out is not None else (options.jobs or 1)
-                run_stages(order, graph, execute, on_skip, jobs=jobs, keep_going=options.keep_going, dep_file=ws.doit_db)
-                for name in order:
-                    if name not in executor.outcomes:
-                        executor.outcomes[name] = Outcome(name, "skipped", error="not run: the build stopped at a failure (use --keep-going)")
-                        progress.finished(executor.outcomes[name])
+                _check_doit_db(ws.doit_db)
+                doit_rc = run_stages(order, graph, execute, on_skip, jobs=jobs, keep_going=options.keep_going,
+                                     dep_file=ws.doit_db, on_error=on_error)
+            state = "done"
+        except KeyboardInterrupt as exc:
+            state = "interrupted"
+            signals.ignore()  # a second ^C must not cut the recording short
+            name = getattr(exc, "signal_name", "SIGINT")
+            for running in sorted(executor.running):
+                executor.interrupt_stage(running, name)
+            _stop_descendants()  # stage commands (and what they started) must not run on unrecorded
+            raise
         finally:
-            hasher.flush()
-            failed = any(o.state == "failed" for o in executor.outcomes.values())
-            db.finish_run(run_id, "failed" if failed else "done")
-            if scale_out is not None:
-                scale_out.close()
+            _finish(executor, order, progress, state, doit_rc, hasher, db, run_id, scale_out)
     progress.summary({n: executor.outcomes[n] for n in order if n in executor.outcomes}, time.monotonic() - started, run_id)
     from ascendpipe.records import run_record
 
-    record = run_record(db, run_id)
+    try:
+        record = run_record(db, run_id)
+    finally:
+        db.close()
+    _overlay(record, executor, order)
     if not options.quiet:
         from ascendpipe.engine.progress import headline
 
         infos = {n: st.get("info") for n, st in record["stages"].items()}
         progress.write(headline(pipeline, executor.outcomes, order, infos=infos))
-    db.close()
     return record
+
+
+def _check_doit_db(path: str) -> None:
+    """doit's own state file holds nothing of ours (staleness is decided by the executor): one that
+    is not SQLite (a crash, a full disk) is removed rather than let doit stop the build over it."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(16)
+    except FileNotFoundError:
+        return
+    except OSError:
+        head = b""
+    if head != b"SQLite format 3\x00":
+        for suffix in ("", "-journal", "-wal", "-shm"):
+            try:
+                os.unlink(path + suffix)
+            except FileNotFoundError:
+                pass
+
+
+def _fail(executor, name: str, message: str) -> None:
+    """A stage doit saw fail outside the executor's own handling: failed, with its reason."""
+    from ascendpipe.engine.executor import Outcome
+
+    outcome = Outcome(name, "failed", error=message)
+    with executor._lock:
+        if executor.outcomes.get(name) is not None and executor.outcomes[name].state == "failed":
+            return
+        executor.outcomes[name] = outcome
+    executor._record_failure(executor.pipeline.stages[name], outcome)
+
+
+def _finish(executor, order, progress, state, doit_rc, hasher, db, run_id, scale_out) -> None:
+    """Close a run whatever happened: stages never reached are `skipped` (and recorded), the run is
+    `done`, `failed` or `interrupted`; what the database cannot take is said, not raised over the
+    error that got us here."""
+    from ascendpipe.engine.executor import Outcome
+    from ascendpipe.engine.stage_record import StageRecord
+
+    failed = any(o.state == "failed" for o in executor.outcomes.values())
+    if state == "interrupted":
+        why = "not run: the build was interrupted"
+    elif doit_rc not in (0, None) and not failed:
+        why = f"not run: the scheduler (doit) stopped with exit code {doit_rc}; its error is above"
+    else:
+        why = "not run: the build stopped at a failure (use --keep-going)"
+    unreached = []
+    for name in order:
+        if name not in executor.outcomes:
+            executor.outcomes[name] = Outcome(name, "skipped", error=why)
+            unreached.append(name)
+            if state != "interrupted":
+                progress.finished(executor.outcomes[name])
+    failed = any(o.state == "failed" for o in executor.outcomes.values())
+    if state == "done" and (failed or doit_rc not in (0, None)):
+        state = "failed"
+    if state == "done" and executor.record_errors:
+        state = "failed"
+    executor.final_state = state
+    try:
+        if unreached:
+            recs = [StageRecord.failure(executor._next_seq(), executor.pipeline.stages[n], executor.outcomes[n]).row()
+                    for n in unreached]
+            db.record_fresh(run_id, recs)
+        hasher.flush()
+        db.finish_run(run_id, state)
+    except Exception as exc:
+        from ascendpipe.store.failures import explain
+
+        executor.record_errors.append(f"run {run_id} not closed: {explain(exc, db.path, 'recording')}")
+    finally:
+        if scale_out is not None:
+            scale_out.close()
+    for line in executor.record_errors:
+        progress.write(f"  warning: {line}\n")
+
+
+def _overlay(record: dict, executor, order) -> None:
+    """The returned record says what happened even where the database could not take it."""
+    stages = record.setdefault("stages", {})
+    for name in order:
+        o = executor.outcomes.get(name)
+        if o is not None and name not in stages and o.state in ("failed", "skipped"):
+            stages[name] = {"kind": executor.pipeline.stages[name].kind, "state": o.state, "params": executor.pipeline.stages[name].params,
+                            "outputs": {}, "metrics": {}, "error": o.error}
+    state = getattr(executor, "final_state", None)
+    if state and record.get("state") in (None, "running"):
+        record["state"] = state
+
+
+def _stop_descendants() -> None:
+    """SIGTERM every process descended from this one (a stage's shell and what it started; with -j N
+    the commands other threads are waiting on). Found through /proc, so never anything else in the
+    process group (a `| tee`, the calling script); elsewhere only what subprocess itself kills."""
+    import signal
+
+    try:
+        entries = [e for e in os.listdir("/proc") if e.isdigit()]
+    except OSError:
+        return
+    children: dict[int, list[int]] = {}
+    for entry in entries:
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                stat = f.read().decode(errors="replace")
+            ppid = int(stat.rsplit(")", 1)[1].split()[1])  # the name may hold spaces and parentheses
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(int(entry))
+    todo, found = [os.getpid()], []
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    for pid in found:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except OSError:
+            pass
+
+
+class _Signals:
+    """SIGTERM becomes a KeyboardInterrupt naming it (as SIGINT already is), so one path records an
+    interrupted build; only in the main thread, and the handlers before are put back."""
+
+    def __init__(self):
+        self.saved = {}
+
+    def __enter__(self):
+        import signal
+        import threading
+
+        if threading.current_thread() is not threading.main_thread():
+            return self
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            before = signal.getsignal(sig)
+            if sig == signal.SIGINT and before is not signal.default_int_handler:
+                continue  # someone else handles ^C (a notebook, a test harness): leave it
+            if sig == signal.SIGTERM and before not in (signal.SIG_DFL, None):
+                continue
+            self.saved[sig] = before
+            signal.signal(sig, _raise_interrupt)
+        return self
+
+    def ignore(self) -> None:
+        import signal
+
+        for sig in self.saved:
+            signal.signal(sig, signal.SIG_IGN)
+
+    def __exit__(self, *exc):
+        import signal
+
+        for sig, before in self.saved.items():
+            signal.signal(sig, before)
+        return False
+
+
+class Interrupted(KeyboardInterrupt):
+    def __init__(self, signum: int):
+        import signal
+
+        super().__init__(signal.Signals(signum).name)
+        self.signal_name = signal.Signals(signum).name
+        self.exit_code = 128 + signum
+
+
+def _raise_interrupt(signum, frame):
+    raise Interrupted(signum)
 
 
 def _scale_out(executor, pipeline, ws, order, options):
@@ -212,7 +398,10 @@ def _decide_all(pipeline, graph, order) -> dict:
                 result[name] = entry
             else:
                 result[name] = {"state": "fresh", "reasons": []}
-        hasher.flush()
+        try:
+            hasher.flush()
+        except UserError:
+            pass  # the stat cache is only a cache: a full disk must not fail `status`
         return result
     finally:
         db.close()

@@ -17,8 +17,12 @@ def _task_name(index: int, stage: str) -> str:
     return f"s{index:05d}_" + re.sub(r"[^A-Za-z0-9_.@-]", "_", stage)
 
 
-def run_stages(order: list[str], graph: dict[str, list[str]], execute, on_skip, *, jobs: int, keep_going: bool, dep_file: str) -> int:
-    """Run ``execute(stage)`` for each stage in dependency order. Returns doit's exit code."""
+def run_stages(order: list[str], graph: dict[str, list[str]], execute, on_skip, *, jobs: int, keep_going: bool, dep_file: str,
+               on_error=None) -> int:
+    """Run ``execute(stage)`` for each stage in dependency order. Returns doit's exit code.
+
+    ``on_error(stage, message)`` hears of any other error doit caught in a stage's task (an exception
+    outside the executor's own handling): it must become a failure, never a silent skip."""
     from doit.cmd_base import TaskLoader2
     from doit.doit_cmd import DoitMain
     from doit.exceptions import TaskFailed, UnmetDependency
@@ -57,9 +61,15 @@ def run_stages(order: list[str], graph: dict[str, list[str]], execute, on_skip, 
             pass
 
         def add_failure(self, task, fail):
-            if isinstance(fail, UnmetDependency) and task.name in back:
+            if task.name not in back:
+                return
+            if isinstance(fail, UnmetDependency):
                 failed = [back.get(n, n) for n in str(fail.message if hasattr(fail, "message") else fail).split()]
                 on_skip(back[task.name], failed[0] if failed else "?")
+            elif not isinstance(fail, TaskFailed) and on_error is not None:
+                # an exception doit caught (TaskError keeps only its traceback): the last line says it
+                lines = "".join(getattr(fail, "traceback", None) or []).strip().splitlines()
+                on_error(back[task.name], lines[-1] if lines else str(getattr(fail, "message", fail)))
 
         def add_success(self, task):
             pass

@@ -55,6 +55,10 @@ class StageExecutor:
         self._tool_cache: dict[tuple, dict] = {}
         self._produced = {o for st in pipeline.stages.values() for o in st.outs}
         self.on_start = None  # callback(name, reasons) when a stage starts running
+        self.running: set[str] = set()  # stages being decided or done now (an interrupt fails them)
+        self._phase: dict[str, tuple] = {}  # stage -> (what it is doing, the path that involves)
+        self.record_errors: list[str] = []  # failures the database could not take
+        self._interrupted: set[str] = set()  # stages a signal stopped (their record says so)
         self.keys: dict[str, str] = {}  # stage -> key of its latest decision
         # scale-out (engine/ray_executor.py, engine/remote_sync.py): a shared remote cache consulted
         # after the local run-cache, and a runner that runs a stage elsewhere; None: here only
@@ -127,47 +131,91 @@ class StageExecutor:
         return os.path.join(self.pipeline.build_dir, f"{stage_folder(stage.name)}.log")
 
     def execute(self, name: str) -> Outcome:
+        """Decide and do one stage. Whatever goes wrong (the stage, storing its outputs, recording it)
+        ends as a ``failed`` outcome with a one-line reason, never as an exception doit would drop."""
         stage = self.pipeline.stages[name]
         started = time.monotonic()
-        try:
-            outcome = self._execute(stage, started)
-        except StageFailed as exc:
-            outcome = Outcome(name, "failed", error=exc.message, log=exc.log_path, duration=time.monotonic() - started)
-            self._record_failure(stage, outcome)
-        except UserError as exc:
-            outcome = Outcome(name, "failed", error=str(exc), duration=time.monotonic() - started)
-            self._record_failure(stage, outcome)
         with self._lock:
+            self.running.add(name)
+            self._phase[name] = ("deciding", None)
+        try:
+            try:
+                outcome = self._execute(stage, started)
+            except StageFailed as exc:
+                outcome = Outcome(name, "failed", error=exc.message, log=exc.log_path, duration=time.monotonic() - started)
+                self._record_failure(stage, outcome)
+            except UserError as exc:
+                outcome = Outcome(name, "failed", error=str(exc), duration=time.monotonic() - started)
+                self._record_failure(stage, outcome)
+            except KeyboardInterrupt as exc:  # SIGINT, or SIGTERM turned into one by the build
+                self.interrupt_stage(name, getattr(exc, "signal_name", "SIGINT"), time.monotonic() - started)
+                raise
+            except Exception as exc:  # an OS error (full disk, read-only folder, E2BIG), sqlite, a bug
+                from ascendpipe.store.failures import explain
+
+                doing, path = self._phase.get(name, (None, None))
+                outcome = Outcome(name, "failed", error=explain(exc, path, doing), duration=time.monotonic() - started,
+                                  log=self.log_path(stage) if doing == "running" else None)
+                self._record_failure(stage, outcome)
+        finally:
+            with self._lock:
+                self.running.discard(name)
+        with self._lock:
+            if name in self._interrupted:  # the signal's record stands: its command was killed for it
+                return self.outcomes[name]
             self.outcomes[name] = outcome
         return outcome
+
+    def interrupt_stage(self, name: str, signal_name: str, duration: float = 0.0) -> None:
+        """Record a stage a signal stopped as failed (its outputs were not stored: it reruns next time)."""
+        stage = self.pipeline.stages[name]
+        outcome = Outcome(name, "failed", error=f"interrupted by {signal_name}", duration=duration)
+        with self._lock:
+            if self.outcomes.get(name) is not None:
+                return
+            self.outcomes[name] = outcome
+            self._interrupted.add(name)
+        self._record_failure(stage, outcome)
+
+    def _set_phase(self, stage, doing: str, path: str | None) -> None:
+        with self._lock:
+            self._phase[stage.name] = (doing, path)
 
     def _execute(self, stage, started: float) -> Outcome:
         decision, comps = self.decide(stage)
         key = self.keys[stage.name]
         if not decision.stale:
             old = self.state[stage.name]
+            self._set_phase(stage, "recording", self.db.path)
             self._record(stage, "fresh", key, comps, old["outs"], old["metrics"], [], {}, [], 0.0, None, state_update=False, cache=False)
             return Outcome(stage.name, "fresh", outputs=old["outs"], metrics=old["metrics"])
         note = None
         if self.use_run_cache and stage.name not in self.forced and not stage.always_changed:
+            self._set_phase(stage, "restoring from the cache", self.ws.abs(stage.outs[0]) if stage.outs else None)
             restored, note = self._try_restore(stage, key)
             if restored is not None:
                 duration = time.monotonic() - started
+                self._set_phase(stage, "recording", self.db.path)
                 self._record(stage, "restored", key, comps, restored["outs"], restored["metrics"], restored["remedy"], restored["info"], decision.reasons, duration, None, state_update=True, cache=False)
                 return Outcome(stage.name, "restored", decision.reasons, duration, restored["metrics"], restored["outs"], note=restored.get("note"))
         log = self.log_path(stage)
         if self.on_start is not None:
             self.on_start(stage.name, decision.reasons)
+        self._set_phase(stage, "running", self.ws.abs(stage.outs[0]) if stage.outs else self.ws.abs(log))
         if self.runner is not None:  # another process or host runs it; outputs come back stored
             result, outputs = self.runner.run_and_store(self, stage, log)
         else:
             result = self._run(stage, log)
             for out in stage.outs:
                 self.hasher.forget(out)
+            self._set_phase(stage, "storing outputs", self.objects.root)
             outputs = self._store_outputs(stage)
         remedy = self._remedy_blobs(stage, result)
         duration = time.monotonic() - started
-        self._record(stage, "ran", key, comps, outputs, result.metrics, remedy, result.info, decision.reasons, duration, log, state_update=True, cache=True)
+        self._set_phase(stage, "recording", self.db.path)
+        # a cache object found corrupt or missing on the way is kept in the record, not only printed
+        reasons = list(decision.reasons) + ([note] if note else [])
+        self._record(stage, "ran", key, comps, outputs, result.metrics, remedy, result.info, reasons, duration, log, state_update=True, cache=True)
         return Outcome(stage.name, "ran", decision.reasons, duration, result.metrics, outputs, log=log, note=note)
 
     def _try_restore(self, stage, key: str):
@@ -185,12 +233,18 @@ class StageExecutor:
                 self.objects.restore(digest, self.ws.abs(out))
                 self.hasher.forget(out)
         except FileNotFoundError:
-            self.db.cache_drop(key)
+            self._drop_entry(key)
             return None, "cache object missing, rebuilt"
         except CorruptObject as exc:
-            self.db.cache_drop(key)
+            self._drop_entry(key)
             return None, f"{exc}; rebuilt"
         return entry, None
+
+    def _drop_entry(self, key: str) -> None:
+        from ascendpipe.store.runcache import remove_entry
+
+        remove_entry(self.ws.cache_root, key)
+        self.db.cache_drop(key)
 
     def _run(self, stage, log: str):
         os.makedirs(os.path.dirname(self.ws.abs(log)), exist_ok=True)
@@ -237,12 +291,14 @@ class StageExecutor:
                     result = kind.run(ctx)
                 except (StageFailed, UserError):
                     raise
-                except Exception as exc:  # a kind's bug: keep the traceback in the log, fail the stage
+                except Exception as exc:  # a kind's bug or the OS (a full disk): keep the traceback in the log
                     import traceback
 
+                    from ascendpipe.store.failures import explain
+
                     logf.write(traceback.format_exc())
-                    raise StageFailed(stage.name, f"{type(exc).__name__}: {exc}", log) from exc
-            if result.metrics and not os.path.exists(os.path.join(tmp, METRICS_FILE)):
+                    raise StageFailed(stage.name, explain(exc, tmp), log) from exc
+            if result.metrics and getattr(kind, "metrics_in_outputs", True) and not os.path.exists(os.path.join(tmp, METRICS_FILE)):
                 write_metrics(_P(tmp), result.metrics)
             # remedy paths are inside the temp folder: make them relative to the final one
             result.remedy_files = {n: os.path.relpath(str(p), tmp) if os.path.isabs(str(p)) else str(p) for n, p in result.remedy_files.items()}
@@ -296,16 +352,31 @@ class StageExecutor:
         if state == "fresh":
             self.db.record_fresh(self.run_id, [rec])
             return
+        if cache:  # its copy in cache/ first: a lost database is rebuilt from these (store/runcache.py)
+            from ascendpipe.store.runcache import write_entry
+
+            write_entry(self.ws.cache_root, key, stage.name, outputs, metrics, remedy, info)
         self.db.record_stage(self.run_id, self.pipeline_key, rec, state_update=state_update, cache_key=key if cache else None)
         if state_update:
             with self._lock:
                 self.state[stage.name] = {"key": key, "components": comps, "outs": outputs, "metrics": metrics, "run_id": self.run_id}
 
     def _record_failure(self, stage, outcome: Outcome) -> None:
+        """Best effort: when the database cannot take it (a full disk), the failure still stands in
+        memory, the build still fails, and ``record_errors`` says what could not be written."""
         from ascendpipe.engine.stage_record import StageRecord
 
+        if stage.name in self._interrupted and not (outcome.error or "").startswith("interrupted by "):
+            return  # a stage a signal stopped keeps that record, not its killed command's exit code
+
         rec = StageRecord.failure(self._next_seq(), stage, outcome).row()
-        self.db.record_fresh(self.run_id, [rec])
+        try:
+            self.db.record_fresh(self.run_id, [rec])
+        except Exception as exc:
+            from ascendpipe.store.failures import explain
+
+            with self._lock:
+                self.record_errors.append(f"stage '{stage.name}' not recorded: {explain(exc, self.db.path, 'recording')}")
 
     def record_skipped(self, name: str, because: str) -> None:
         stage = self.pipeline.stages[name]

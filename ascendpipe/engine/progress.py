@@ -54,7 +54,7 @@ class Progress:
                 tail = f.readlines()[-lines:]
         except OSError:
             return ""
-        body = "".join(f"      | {line.rstrip()}\n" for line in tail)
+        body = "".join(f"      | {_clip(line.rstrip())}\n" for line in tail)
         return f"    last lines of {log}:\n{body}"
 
     def summary(self, outcomes: dict, elapsed: float, run_id: int) -> None:
@@ -65,6 +65,11 @@ class Progress:
         parts = [f"{counts[s]} {s}" for s in order if counts.get(s)]
         total = sum(counts.values())
         self.write(f"{total} stage{'s' if total != 1 else ''}: {', '.join(parts) or 'nothing to do'} in {elapsed:.2f}s (run {run_id})\n")
+
+
+def _clip(line: str, width: int = 300) -> str:
+    # a 200 kB command line is one log line: show its start, not a screenful
+    return line if len(line) <= width else f"{line[:width]} ... ({len(line) - width} more characters)"
 
 
 # Kinds whose metrics are the story of a build (accuracy and speed), printed after the summary.

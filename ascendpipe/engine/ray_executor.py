@@ -49,9 +49,11 @@ class RayRunner:
                     _probe(address)
                     ray.init(address=address, **kwargs)
                 else:
-                    # a private local instance; the raylet reaps what a killed worker's stage left running
-                    ray.init(address="local", object_store_memory=LOCAL_OBJECT_STORE_BYTES,
-                             _system_config={"kill_child_processes_on_worker_exit_with_raylet_subreaper": True}, **kwargs)
+                    # a private local instance, reachable from this host only; the raylet reaps what a
+                    # killed worker's stage left running
+                    with _loopback_only(ray):
+                        ray.init(address="local", object_store_memory=LOCAL_OBJECT_STORE_BYTES,
+                                 _system_config={"kill_child_processes_on_worker_exit_with_raylet_subreaper": True}, **kwargs)
             except (ConnectionError, RuntimeError, ValueError) as exc:
                 where = address or "a new local instance"
                 raise UserError(f"cannot start or reach the Ray cluster at {where}: {str(exc).strip().splitlines()[0]}") from None
@@ -195,6 +197,45 @@ class RayRunner:
         entry = {"outs": dict(outs), "metrics": result.metrics, "remedy": executor._remedy_blobs(stage, result), "info": info}
         publish(self.remote, executor.objects, executor.keys[stage.name], stage.name, entry, self._known)
         return dict(outs)
+
+
+# Ray's own switch for a node that must not be part of a cluster (its default on macOS and Windows):
+# off, the node's address is the loopback one and its servers (GCS, raylet, workers, object manager)
+# listen on 127.0.0.1 only. `_node_ip_address="127.0.0.1"` does not do it: Ray maps a loopback
+# address to the host's network address (ray/_private/services.py: resolve_ip_for_localhost ->
+# get_node_ip_address, which returns the loopback address only when ENABLE_RAY_CLUSTER is off;
+# ray/_private/ray_constants.py: ENABLE_RAY_CLUSTER = env_bool("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", ...)).
+LOCAL_ONLY_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+
+
+class _loopback_only:
+    """For the start of a local instance: Ray's processes inherit the setting, this process reads it
+    from ray_constants (already imported with ray), and both are put back afterwards."""
+
+    def __init__(self, ray):
+        self.ray = ray
+
+    def __enter__(self):
+        self.env = os.environ.get(LOCAL_ONLY_ENV)
+        os.environ[LOCAL_ONLY_ENV] = "0"
+        try:
+            from ray._private import ray_constants
+
+            self.constants = ray_constants
+            self.before = ray_constants.ENABLE_RAY_CLUSTER
+            ray_constants.ENABLE_RAY_CLUSTER = False
+        except (ImportError, AttributeError):  # another Ray layout: the environment still tells its processes
+            self.constants = None
+        return self
+
+    def __exit__(self, *exc):
+        if self.env is None:
+            os.environ.pop(LOCAL_ONLY_ENV, None)
+        else:
+            os.environ[LOCAL_ONLY_ENV] = self.env
+        if self.constants is not None:
+            self.constants.ENABLE_RAY_CLUSTER = self.before
+        return False
 
 
 def _probe(address: str, timeout: float = 5.0) -> None:

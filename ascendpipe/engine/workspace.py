@@ -75,7 +75,17 @@ class BuildLock:
 
     def acquire(self) -> "BuildLock":
         os.makedirs(self.ws.state_dir, exist_ok=True)
-        self.fd = os.open(self.ws.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        path = self.ws.lock_path
+        if os.path.isdir(path) and not os.path.islink(path):
+            raise UserError(f"{path} is a directory, not the build lock file; remove it (rmdir {path}) and build again")
+        if os.path.lexists(path) and not os.path.isfile(path):
+            raise UserError(f"{path} is not a regular file (the build lock must be one); remove it and build again")
+        try:
+            self.fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            from ascendpipe.store.failures import explain
+
+            raise UserError(f"cannot open the build lock: {explain(exc, path)}") from None
         try:
             fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -7,7 +7,9 @@ from ascendpipe.stages.base import StageKind
 
 class InferKind(StageKind):
     name = "infer"
-    version = "1"
+    version = "2"  # 2: summary.json without timings, pid or absolute paths; no metrics.json in its outputs
+    # its metrics are timings: they go to the run record, not into outputs that feed downstream keys
+    metrics_in_outputs = False
     summary = "run a model over inputs, batched; outputs/*.npy and an ais_bench-like latency summary"
     input_fields = ("model", "inputs")
     required_inputs = ("model",)

@@ -48,18 +48,230 @@ def _uj(text):
     return json.loads(text) if text else None
 
 
-class Database:
-    def __init__(self, path: str):
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        self.path = path
-        self._lock = threading.RLock()
+def _kind(exc) -> str | None:
+    text = str(exc).lower()
+    if "disk is full" in text:
+        return "full"
+    if "readonly" in text or "read-only" in text:
+        return "readonly"
+    if "malformed" in text or "not a database" in text:
+        return "corrupt"
+    if "disk i/o error" in text:
+        return "io"
+    return None
+
+
+def _marker(path: str) -> str:
+    return path + ".damaged"
+
+
+def _mark_damaged(path: str) -> None:
+    """Remember a damaged page met while running, for the next opening to repair."""
+    try:
+        with open(_marker(path), "w") as f:
+            f.write(time.strftime("%Y-%m-%dT%H:%M:%S%z") + "\n")
+    except OSError:
+        pass
+
+
+def _unmark_damaged(path: str) -> None:
+    try:
+        os.unlink(_marker(path))
+    except FileNotFoundError:
+        pass
+
+
+class DatabaseDamaged(UserError):
+    """A page of the database cannot be read: the command stops here; the next opening repairs it."""
+
+
+class _Conn:
+    """The sqlite3 connection, with a damaged page or a full disk turned into one clear error."""
+
+    __slots__ = ("_conn", "_db")
+
+    def __init__(self, conn, db):
+        self._conn = conn
+        self._db = db
+
+    def _call(self, fn, *args):
         try:
-            self.conn = sqlite3.connect(path, timeout=60, check_same_thread=False, isolation_level=None)
-            self.conn.execute("PRAGMA journal_mode=WAL")
-            self.conn.execute("PRAGMA synchronous=NORMAL")
-            self._migrate()
+            return fn(*args)
         except sqlite3.DatabaseError as exc:
-            raise UserError(f"the workspace database {path} cannot be read ({exc}); move it away to start afresh") from None
+            self._db._raise_for(exc)
+            raise
+
+    def execute(self, *args):
+        return self._call(self._conn.execute, *args)
+
+    def executemany(self, *args):
+        return self._call(self._conn.executemany, *args)
+
+    def executescript(self, *args):
+        return self._call(self._conn.executescript, *args)
+
+    def close(self):
+        self._conn.close()
+
+
+class Database:
+    """``create=False``: a command that only reads (runs, show) never makes a database appear.
+
+    A damaged database (unreadable, empty, or a malformed page) is moved aside to
+    ``ascendpipe.db.damaged-<time>`` and a new one is made from the run-cache entries in
+    ``cache/runs/`` (``store/runcache.py``), so what was built is restored rather than rerun; the run
+    history it held is lost, and ``notes`` says so. A full disk is a clear error, never a repair.
+    """
+
+    def __init__(self, path: str, *, create: bool = True, cache_root: str | None = None):
+        self.path = path
+        self.cache_root = cache_root or os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(path))), "cache")
+        self.notes: list[str] = []
+        self._lock = threading.RLock()
+        self.conn = None
+        if not os.path.lexists(path):
+            if not create:
+                raise UserError(f"no workspace database at {path}: nothing was built here yet; run `ascendpipe build PIPELINE` first")
+            self._create()
+        damage = self._damage()
+        if damage is None:
+            try:
+                self._connect()
+            except DatabaseDamaged as exc:
+                damage = f"damaged ({exc.__cause__ or 'a malformed page'})"
+            except sqlite3.DatabaseError as exc:
+                kind = _kind(exc)
+                if kind in ("full", "io", "readonly"):
+                    raise self._storage_error(exc) from None
+                damage = f"unreadable ({exc})"
+        if damage is not None:
+            self._repair(damage)
+
+    # -- opening, creating, repairing ------------------------------------------------------------
+    def _connect(self) -> None:
+        conn = sqlite3.connect(self.path, timeout=60, check_same_thread=False, isolation_level=None)
+        try:
+            # no memory map over the database file: a store into a block a full disk cannot give is
+            # SIGBUS (the process dies without a word); reads and writes report SQLITE_FULL instead
+            conn.execute("PRAGMA mmap_size=0")
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            self.conn = _Conn(conn, self)
+            self._migrate()
+        except BaseException:
+            conn.close()
+            self.conn = None
+            raise
+
+    def _create(self) -> None:
+        """A new database is made under a temp name and renamed into place, so a database file of
+        0 bytes is never one being created: it can only be one that lost its content."""
+        import tempfile
+
+        from ascendpipe.fsutil import TEMP_PREFIX
+
+        folder = os.path.dirname(self.path) or "."
+        tmp = None
+        try:
+            os.makedirs(folder, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=folder, prefix=f"{TEMP_PREFIX}{os.path.basename(self.path)}.", suffix=".tmp")
+            os.close(fd)
+            conn = sqlite3.connect(tmp, isolation_level=None)
+            try:
+                conn.executescript(_SCHEMA)
+                conn.execute("INSERT INTO meta VALUES('schema_version', ?)", (str(SCHEMA_VERSION),))
+            finally:
+                conn.close()
+            try:
+                os.link(tmp, self.path)  # never over one another command made meanwhile (a build's)
+            except FileExistsError:
+                pass
+            except OSError:  # a file system without hard links: the rename, still atomic
+                if not os.path.lexists(self.path):
+                    os.replace(tmp, self.path)
+        except (OSError, sqlite3.DatabaseError) as exc:
+            raise self._storage_error(exc) from None
+        finally:
+            if tmp is not None and os.path.exists(tmp):
+                os.unlink(tmp)
+
+    def _damage(self) -> str | None:
+        """Why the database file cannot be used as it is, or None."""
+        try:
+            st = os.stat(self.path)
+        except OSError as exc:
+            return f"unreadable ({exc.strerror})"
+        import stat
+
+        if not stat.S_ISREG(st.st_mode):
+            return "not a file"
+        if st.st_size == 0:
+            return "empty (0 bytes)"
+        if not os.access(self.path, os.R_OK | os.W_OK):
+            return "unreadable (permission denied)"
+        if os.path.exists(_marker(self.path)):
+            return "damaged (a malformed page was met)"
+        return None
+
+    def _storage_error(self, exc) -> UserError:
+        from ascendpipe.store.failures import explain
+
+        return UserError(explain(exc, self.path, "opening the workspace database"))
+
+    def _raise_for(self, exc) -> None:
+        kind = _kind(exc)
+        if kind == "corrupt":
+            _mark_damaged(self.path)
+            raise DatabaseDamaged(
+                f"the workspace database {self.path} is damaged ({exc}); the next command moves it aside and "
+                "rebuilds it from cache/"
+            ) from exc
+        if kind in ("full", "readonly", "io"):
+            raise self._storage_error(exc) from None
+
+    def _repair(self, why: str) -> None:
+        import sys
+
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        aside = f"{self.path}.damaged-{stamp}"
+        try:
+            for suffix in ("-wal", "-shm", ""):
+                if os.path.lexists(self.path + suffix):
+                    os.replace(self.path + suffix, aside + suffix)
+            _unmark_damaged(self.path)
+            self._create()
+            self._connect()
+        except OSError as exc:
+            raise UserError(f"the workspace database {self.path} is {why} and cannot be moved aside ({exc.strerror}); "
+                            "move it away by hand") from None
+        recovered = self.import_entries()
+        note = (f"the workspace database {self.path} was {why}: moved to {os.path.basename(aside)} and rebuilt from "
+                f"{recovered} run-cache entr{'y' if recovered == 1 else 'ies'} in cache/ (stages built before are restored, "
+                "not rerun); the run history it held is lost")
+        self.notes.append(note)
+        sys.stderr.write(f"ascendpipe: {note}\n")
+
+    def import_entries(self) -> int:
+        """Fill the run-cache index (and remedy blobs) from ``cache/runs/``; returns how many."""
+        from ascendpipe.store.runcache import read_entries
+
+        rows, blobs = [], []
+        for e in read_entries(self.cache_root):
+            remedy = []
+            for b in e.get("remedy") or []:
+                if isinstance(b, dict) and "hash" in b:
+                    if "content" in b:
+                        blobs.append((b["hash"], b["content"]))
+                    remedy.append({k: v for k, v in b.items() if k != "content"})
+            rows.append((e["key"], e.get("stage"), _j(e["outs"]), _j(e.get("metrics") or {}), _j(remedy),
+                         _j(e.get("info") or {}), time.time()))
+
+        def tx(c):
+            c.executemany("INSERT OR IGNORE INTO blobs VALUES(?,?)", blobs)
+            c.executemany("INSERT OR IGNORE INTO run_cache VALUES(?,?,?,?,?,?,?)", rows)
+
+        self._tx(tx)
+        return len(rows)
 
     def _migrate(self) -> None:
         with self._lock:
@@ -78,7 +290,8 @@ class Database:
                 self.conn.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(SCHEMA_VERSION),))
 
     def close(self) -> None:
-        self.conn.close()
+        if self.conn is not None:
+            self.conn.close()
 
     # -- transactions --------------------------------------------------------------------------
     def _tx(self, fn):
@@ -87,7 +300,10 @@ class Database:
             try:
                 result = fn(self.conn)
             except BaseException:
-                self.conn.execute("ROLLBACK")
+                try:
+                    self.conn.execute("ROLLBACK")
+                except Exception:
+                    pass  # the error that got us here says more
                 raise
             self.conn.execute("COMMIT")
             return result
@@ -143,7 +359,8 @@ class Database:
         self._tx(lambda c: c.execute("DELETE FROM run_cache WHERE key=?", (key,)))
 
     def cache_prune(self, keep: set[str]) -> None:
-        """Drop run-cache entries whose outputs are not all in ``keep``."""
+        """Drop run-cache entries whose outputs are not all in ``keep`` (their files in cache/runs/
+        go with them at gc)."""
         doomed = [e["key"] for e in self.cache_entries() if not set(e["outs"].values()) <= keep]
         self._tx(lambda c: c.executemany("DELETE FROM run_cache WHERE key=?", [(k,) for k in doomed]))
 
@@ -164,6 +381,45 @@ class Database:
             return cur.lastrowid
 
         return self._tx(tx)
+
+    def has_running(self) -> bool:
+        with self._lock:
+            return self.conn.execute("SELECT 1 FROM runs WHERE state='running' LIMIT 1").fetchone() is not None
+
+    def mark_crashed(self) -> list[int]:
+        """Runs still `running` become `crashed`: called under the build lock, so their owner is gone
+        (killed, or the machine went down). Returns their ids."""
+        with self._lock:
+            ids = [r[0] for r in self.conn.execute("SELECT id FROM runs WHERE state='running' ORDER BY id")]
+        if ids:
+            self._tx(lambda c: c.executemany("UPDATE runs SET state='crashed' WHERE id=?", [(i,) for i in ids]))
+        return ids
+
+    def prune_runs(self, keep: int, *, dry_run: bool = False) -> tuple[list[int], list[int]]:
+        """Drop run records but the newest ``keep``, the runs that built a current output (checkout
+        and the explorer read those) and any still running; then the remedy blobs nothing names.
+        Returns (removed ids, kept ids), newest first."""
+        with self._lock:
+            ids = [r[0] for r in self.conn.execute("SELECT id FROM runs ORDER BY id DESC")]
+            current = {r[0] for r in self.conn.execute("SELECT DISTINCT run_id FROM stage_state") if r[0] is not None}
+            running = {r[0] for r in self.conn.execute("SELECT id FROM runs WHERE state='running'")}
+        kept = set(ids[:max(0, keep)]) | current | running
+        doomed = [i for i in ids if i not in kept]
+        if doomed and not dry_run:
+            def tx(c):
+                for start in range(0, len(doomed), 500):
+                    chunk = doomed[start:start + 500]
+                    marks = ",".join("?" * len(chunk))
+                    c.execute(f"DELETE FROM stage_runs WHERE run_id IN ({marks})", chunk)
+                    c.execute(f"DELETE FROM runs WHERE id IN ({marks})", chunk)
+                named = set()
+                for (remedy,) in c.execute("SELECT remedy FROM stage_runs UNION ALL SELECT remedy FROM run_cache"):
+                    named.update(b.get("hash") for b in (_uj(remedy) or []) if isinstance(b, dict))
+                unnamed = [(h,) for (h,) in c.execute("SELECT hash FROM blobs") if h not in named]
+                c.executemany("DELETE FROM blobs WHERE hash=?", unnamed)
+
+            self._tx(tx)
+        return doomed, [i for i in ids if i in kept]
 
     def finish_run(self, run_id: int, state: str) -> None:
         finished = time.strftime("%Y-%m-%dT%H:%M:%S%z")
@@ -276,6 +532,16 @@ class Database:
         with self._lock:
             r = self.conn.execute("SELECT content FROM blobs WHERE hash=?", (digest,)).fetchone()
         return r[0] if r else None
+
+    def recorded_outputs(self) -> set[str]:
+        """Every output path a stage state or a run record names (where a killed build leaves temps)."""
+        paths: set[str] = set()
+        with self._lock:
+            for (outs,) in self.conn.execute("SELECT outs FROM stage_state UNION SELECT DISTINCT outs FROM stage_runs"):
+                value = _uj(outs)
+                if isinstance(value, dict):
+                    paths.update(value)
+        return paths
 
     def referenced_hashes(self, current_only: bool = False) -> set[str]:
         """Every output hash the run-cache or the current state still names (what gc must keep)."""

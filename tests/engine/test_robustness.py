@@ -102,6 +102,8 @@ def test_corrupted_cache_object_is_caught_and_rebuilt(ws):
     ws.ran()
     run = ws.build()  # train restores fine; report's object is corrupt -> it runs
     assert ws.states(run) == {"prepare": "fresh", "train": "restored", "report": "ran"}
+    assert run["stages"]["report"]["reasons"][-1] == f"cache object {digest[:12]} is corrupted (content hashes to " \
+        f"{__import__('hashlib').sha256(b'bit rot').hexdigest()[:12]}); rebuilt"  # kept in the record
     assert ws.ran() == ["report"]
     assert (ws.root / "data/report.txt").read_text() == good
     assert obj.read_text() == good  # the object was replaced by a good copy

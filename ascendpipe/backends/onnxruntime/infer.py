@@ -109,6 +109,21 @@ def _progress_stream(progress):
 
 # --- output writing -----------------------------------------------------------------------------
 
+def _reserve(path: str) -> None:
+    """Allocate the memory-mapped file's blocks now. open_memmap makes a sparse file, and a store
+    through the map into a block the file system cannot allocate (a full disk) is SIGBUS: the process
+    dies without a word. With the blocks reserved a full disk is an OSError (ENOSPC) here instead."""
+    if not hasattr(os, "posix_fallocate"):  # macOS: no such call; the map stays sparse there
+        return
+    fd = os.open(path, os.O_RDWR)
+    try:
+        size = os.fstat(fd).st_size
+        if size:
+            os.posix_fallocate(fd, 0, size)
+    finally:
+        os.close(fd)
+
+
 class _OutputWriter:
     """One output's .npy, filled row by row through a memory map; renamed into place at the end."""
 
@@ -123,7 +138,14 @@ class _OutputWriter:
         shape = (*first.shape[:axis], total_rows, *first.shape[axis + 1:]) if self.batched else (n_batches, *first.shape)
         self.item_shape = rest if self.batched else first.shape
         self._atomic = atomic_path(path)  # the one temp-file-and-rename (ascendpipe.fsutil)
-        self.array = np.lib.format.open_memmap(self._atomic.__enter__(), mode="w+", dtype=first.dtype, shape=shape)
+        tmp = self._atomic.__enter__()
+        try:
+            self.array = np.lib.format.open_memmap(tmp, mode="w+", dtype=first.dtype, shape=shape)
+            _reserve(tmp)
+        except BaseException:
+            self.array = None
+            self._atomic.__exit__(OSError, None, None)  # removes the temp file
+            raise
         self.shape, self.dtype = list(shape), str(first.dtype)
         self.row = 0
 
@@ -163,8 +185,12 @@ def _check_batch(specs, batch: dict) -> None:
 
 def infer_model(model_path, batches: Sequence[dict], out_dir, *, warmup: int = 1, loops: int = 1,
                 progress=None, output_names: Sequence[str] | None = None, session=None,
-                source: str | None = None) -> dict:
-    """Run ``batches`` through the model; write ``outputs/*.npy`` and ``summary.json``; return the summary."""
+                source: str | None = None, timings_in_file: bool = True, workspace=None) -> dict:
+    """Run ``batches`` through the model; write ``outputs/*.npy`` and ``summary.json``; return the summary.
+
+    ``timings_in_file=False`` (a pipeline stage): summary.json keeps only what the outputs determine
+    (no timings, no pid; paths relative to ``workspace``), so two builds write it byte-identical and
+    a downstream stage is cut off when the outputs did not change; the returned summary has it all."""
     from ascendpipe.backends.onnxruntime.session import input_specs, make_session
 
     if loops < 1 or warmup < 0:
@@ -239,7 +265,7 @@ def infer_model(model_path, batches: Sequence[dict], out_dir, *, warmup: int = 1
         "outputs": {name: {"file": f"{OUTPUTS_DIR}/{w.path.name}", "shape": w.shape, "dtype": w.dtype}
                     for name, w in writers.items()},
     }
-    write_json_atomic(out_dir / SUMMARY_FILE, summary)
+    write_json_atomic(out_dir / SUMMARY_FILE, summary if timings_in_file else deterministic_summary(summary, workspace))
     return summary
 
 
@@ -259,6 +285,22 @@ def _output_batch_axes(session, batch) -> dict[str, int]:
         if symbol is not None and symbol in shape:
             found[out.name] = shape.index(symbol)
     return found
+
+
+TIMING_KEYS = ("NPU_compute_time", "H2D_latency", "D2H_latency", "throughput", "npu_compute_time_list", "pid",
+               "latency_ms")
+
+
+def deterministic_summary(summary: dict, workspace=None) -> dict:
+    """The keys of a summary that the model and inputs fix, paths made workspace-relative."""
+    from ascendpipe.fsutil import workspace_relative
+
+    kept = {k: v for k, v in summary.items() if k not in TIMING_KEYS}
+    # warm-up and loop counts shape the timings only: with them the outputs would differ by a setting
+    # that cannot change a value, and every stage downstream would rerun
+    kept["args"] = {k: v for k, v in kept.get("args", {}).items() if k not in ("warmup_count", "loop")}
+    kept["timings"] = "in the run record: `ascendpipe show RUN` (info.latency and the stage's metrics)"
+    return workspace_relative(kept, workspace) if workspace is not None else kept
 
 
 def _rows(batch: dict) -> int:
@@ -299,7 +341,7 @@ def stage_batches(ctx, specs, *, batch_size: int | None, seed: int) -> tuple[lis
 
 def run_stage(ctx):
     from ascendpipe.backends.onnxruntime.session import input_specs, make_session
-    from ascendpipe.contract import StageResult, find_model_file, write_metrics
+    from ascendpipe.contract import StageResult, find_model_file
 
     params = ctx.params
     try:
@@ -309,12 +351,17 @@ def run_stage(ctx):
                                         seed=params.get("seed", 0))
         summary = infer_model(model, batches, ctx.out_dir, warmup=params.get("warmup", 1),
                               loops=params.get("loops", 1), progress=ctx.log, session=session,
-                              output_names=params.get("output_names"), source=source)
+                              output_names=params.get("output_names"), source=source,
+                              timings_in_file=False, workspace=ctx.workspace)
     except UserError as err:
         raise err.with_location(stage=ctx.name)
     ctx.say(console_summary(summary))
+    # timings are the run record's (metrics, info.latency), never the outputs': outputs feed keys
     metrics = {"latency_ms_mean": summary["latency_ms"]["mean"], "latency_ms_p99": summary["latency_ms"]["p99"],
                "throughput": summary["throughput"]}
-    write_metrics(ctx.out_dir, metrics)
-    return StageResult(metrics=metrics, info={"model": str(model), "inputs": source, "samples": summary["samples"],
-                                              "batch_size": summary["batch_size"]})
+    from ascendpipe.fsutil import workspace_relative
+
+    latency = {k: summary[k] for k in ("NPU_compute_time", "H2D_latency", "D2H_latency", "latency_ms", "throughput")}
+    latency["warmup_count"], latency["loop"] = summary["args"]["warmup_count"], summary["args"]["loop"]
+    return StageResult(metrics=metrics, info=workspace_relative({"model": str(model), "inputs": source, "samples": summary["samples"],
+                                                                 "batch_size": summary["batch_size"], "latency": latency}, ctx.workspace))

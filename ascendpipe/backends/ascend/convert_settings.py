@@ -52,13 +52,16 @@ def settings_record(settings) -> dict[str, Any]:
         return data
 
 
-def onnx_model(ctx) -> Path:
+def onnx_model(ctx, strict: bool = True) -> Path:
+    """The ONNX FILE atc reads (never the folder: atc's --model takes a file). A dry run names the file the
+    upstream stage will write when its folder is not built yet."""
+    from ascendpipe.backends.ascend.plan import placeholder_model
     from ascendpipe.contract import find_model_file
 
     source = ctx.inputs.get("model")
     if source is None:
         raise UserError("convert needs a 'model' input (an .onnx file or an export stage)")
-    return find_model_file(Path(source))
+    return find_model_file(Path(source)) if strict else placeholder_model(source, ".onnx")
 
 
 def bank_dir(ctx, settings) -> Path | None:
@@ -89,7 +92,7 @@ def atc_settings(ctx, settings, model: Path, out_dir: Path) -> atc.AtcSettings:
 
 def convert_plan(ctx, tk: Toolkit, strict: bool, out_dir: Path) -> Plan:
     settings = convert_settings(ctx)
-    model = onnx_model(ctx) if strict else Path(ctx.inputs.get("model", "model.onnx"))
+    model = onnx_model(ctx, strict)
     s = atc_settings(ctx, settings, model, out_dir)
     tool = tool_path(tk, "atc", ctx, strict)
     bank = bank_dir(ctx, settings)
@@ -99,7 +102,7 @@ def convert_plan(ctx, tk: Toolkit, strict: bool, out_dir: Path) -> Plan:
 
 def tune_plan(ctx, tk: Toolkit, strict: bool, out_dir: Path) -> Plan:
     settings = convert_settings(ctx)
-    model = onnx_model(ctx) if strict else Path(ctx.inputs.get("model", "model.onnx"))
+    model = onnx_model(ctx, strict)
     s = atc_settings(ctx, settings, model, out_dir)
     jobs = ctx.params.get("job_type", [1, 2])
     jobs = sorted(set(jobs if isinstance(jobs, list) else [jobs]))

@@ -71,7 +71,10 @@ def converted_om(ctx) -> tuple[Path, dict]:
     source = ctx.inputs.get("model")
     if source is None:
         raise UserError(f"{ctx.kind} needs a 'model' input (a convert stage on the ascend backend)")
-    om = find_model_file(Path(source), suffixes=(".om",), what="OM model")
+    from ascendpipe.backends.ascend.tool_paths import real_path
+
+    # ais_bench and msit refuse a symbolic link (tool_paths.py): hand them the file it points at
+    om = Path(real_path(find_model_file(Path(source), suffixes=(".om",), what="OM model")))
     info_path = om.parent / CONVERT_INFO
     if not info_path.is_file():
         raise UserError(f"{info_path} is missing: on the ascend backend the model must come from a convert stage",
@@ -124,31 +127,37 @@ def profile_plan(ctx, tk: Toolkit, strict: bool, out_dir: Path) -> Plan:
 
 
 def placeholder_model(path, suffix: str) -> Path:
-    """A model file inside a stage dir, for a dry run where the dir may not be built yet."""
+    """A model file inside a stage dir, for a dry run where the dir may not be built yet: the one file
+    there, else ``model<suffix>`` (the name export, convert and tune stages write)."""
     path = Path(path)
-    if path.is_file():
+    if path.is_file() or path.suffix == suffix:
         return path
     found = sorted(path.glob(f"*{suffix}")) if path.is_dir() else []
-    return found[0] if len(found) == 1 else path / f"<model>{suffix}"
+    return found[0] if len(found) == 1 else path / f"{MODEL_STEM}{suffix}"
 
 
 def compare_plan(ctx, tk: Toolkit, strict: bool, out_dir: Path) -> Plan:
     """The device dump of an OM target (as ``dump_om`` runs it) and, where msit runs, its argv."""
     from ascendpipe.backends.ascend import msit
 
+    from ascendpipe.backends.ascend.host import host_note, host_onnx
+    from ascendpipe.backends.ascend.om_compare import msit_argv
+
     target, upstream = ctx.inputs.get("target"), ctx.upstream.get("target")
     om_target = (upstream is not None and upstream.kind in ("convert", "tune")) or (
         target is not None and (Path(target) / f"{MODEL_STEM}.om").is_file())
+    golden_on_host = host_onnx(ctx, "golden")
+    head = [host_note(ctx, "dump of the golden side", "golden")] if golden_on_host else []
     if target is None or not om_target:
-        return Plan([])
+        return Plan(head)
     dump_dir = out_dir / "target_dump"
     dump_ctx = ctx.derive(kind="dump", inputs={"model": Path(target)}, upstream={}, params={}, out_dir=dump_dir,
                           final_out_dir=dump_dir)
     plan = dump_plan(dump_ctx, tk, strict, dump_dir)
+    plan.argvs[:0] = head
     mode, exe = ctx.params.get("msit", "auto"), tk.find("msit")
-    if mode == "on" or (mode == "auto" and exe is not None):
-        plan.argvs.append(msit.compare_argv(exe or "msit", golden_model=placeholder_model(ctx.inputs["golden"], ".onnx"),
-                                            om_model=Path(target) / f"{MODEL_STEM}.om", output=out_dir / "msit",
-                                            inputs=[out_dir / "msit_input" / "<input>.npy"], cann_path=tk.home,
-                                            device=0))
+    if golden_on_host and (mode == "on" or (mode == "auto" and exe is not None)):
+        plan.argvs.append(msit_argv(ctx, exe or "msit", tk, golden_model=placeholder_model(ctx.inputs["golden"], ".onnx"),
+                                    om_dir=Path(target), out=out_dir, inputs=[out_dir / "msit_input" / "<input>.npy"],
+                                    input_shape="<the fed shapes>"))
     return plan

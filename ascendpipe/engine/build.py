@@ -257,8 +257,8 @@ def _commands(pipeline, stage) -> tuple[list[list[str]], str | None]:
     kind = get_kind(stage.kind)
     root = Path(pipeline.workspace)
     # the upstream kinds, as the run gets them: what a model input is (an OM or a plain ONNX) depends on them
-    upstream = {k: Upstream(stage=up, kind=pipeline.stages[up].kind, out_dir=root / stage.inputs[k])
-                for k, up in stage.upstream.items()}
+    upstream = {k: Upstream(stage=up, kind=pipeline.stages[up].kind, out_dir=root / stage.inputs[k],
+                            params=dict(pipeline.stages[up].params)) for k, up in stage.upstream.items()}
     ctx = StageContext(
         name=stage.name, kind=stage.kind, workspace=root, out_dir=root / stage.outs[0], final_out_dir=root / stage.outs[0],
         params=dict(stage.params), inputs={k: root / v for k, v in stage.inputs.items()}, upstream=upstream,

@@ -88,21 +88,44 @@ def input_specs(record: dict):
     return [InputSpec(i["name"], tuple(i["shape"]), i["dtype"]) for i in record["inputs"]]
 
 
-def infer_plan(ctx, tk: Toolkit, strict: bool, out_dir: Path, *, acl_json: Path | None = None) -> Plan:
-    om = converted_om(ctx)[0] if strict else Path(ctx.inputs.get("model", "model.om")) / f"{MODEL_STEM}.om"
+def om_record(ctx, strict: bool) -> tuple[Path, dict | None]:
+    """The OM and its convert.json (None in a dry run before the convert stage ran)."""
+    if strict:
+        return converted_om(ctx)
+    folder = Path(ctx.inputs.get("model", "model.om"))
+    try:
+        return converted_om(ctx)
+    except UserError:
+        return folder / f"{MODEL_STEM}.om", None
+
+
+def ais_input_dirs(out_dir: Path, record: dict | None) -> list[Path]:
+    """One folder per model input (ais_io.write_ais_inputs writes them), named tool-safe."""
+    from ascendpipe.backends.ascend.tool_paths import file_name
+
+    if record is None:
+        return [out_dir / "ais_input" / "<one folder per input>"]
+    return [out_dir / "ais_input" / file_name(i["name"], k) for k, i in enumerate(record["inputs"])]
+
+
+def infer_plan(ctx, tk: Toolkit, strict: bool, out_dir: Path, *, acl_json: Path | None = None,
+               feed: dict | None = None) -> Plan:
+    """ais_bench over the OM; ``feed`` (name -> shape) picks a dynamic OM's gear (a dry run shows the default)."""
+    om, record = om_record(ctx, strict)
     params = ctx.params
     loop = 1 if acl_json else params.get("loops", params.get("iterations", 1))
     warmup = 0 if acl_json else params.get("warmup", 1)
-    argv = ais_bench.infer_argv(python_tool(tk, ctx, strict), model=om, inputs=[out_dir / "ais_input"],
+    argv = ais_bench.infer_argv(python_tool(tk, ctx, strict), model=om, inputs=ais_input_dirs(out_dir, record),
                                 output=out_dir / "ais_output", output_dirname="result", outfmt="NPY",
                                 loop=loop, warmup_count=warmup, device=params.get("device", 0),
-                                acl_json_path=acl_json)
-    return Plan([argv], data={"om": om})
+                                acl_json_path=acl_json,
+                                extra=ais_bench.dynamic_args((record or {}).get("shapes"), feed))
+    return Plan([argv], data={"om": om, "record": record})
 
 
-def dump_plan(ctx, tk: Toolkit, strict: bool, out_dir: Path) -> Plan:
+def dump_plan(ctx, tk: Toolkit, strict: bool, out_dir: Path, feed: dict | None = None) -> Plan:
     acl_json = out_dir / "acl.json"
-    plan = infer_plan(ctx, tk, strict, out_dir, acl_json=acl_json)
+    plan = infer_plan(ctx, tk, strict, out_dir, acl_json=acl_json, feed=feed)
     try:
         script = str(tk.msaccucmp(stage=ctx.name)) if strict or tk.home else "msaccucmp.py"
     except UserError:
@@ -115,8 +138,8 @@ def dump_plan(ctx, tk: Toolkit, strict: bool, out_dir: Path) -> Plan:
     return plan
 
 
-def profile_plan(ctx, tk: Toolkit, strict: bool, out_dir: Path) -> Plan:
-    inner = infer_plan(ctx, tk, strict, out_dir)
+def profile_plan(ctx, tk: Toolkit, strict: bool, out_dir: Path, feed: dict | None = None) -> Plan:
+    inner = infer_plan(ctx, tk, strict, out_dir, feed=feed)
     params = ctx.params
     app = list(inner.argvs[0])
     app[app.index("--loop") + 1] = str(params.get("iterations", 20))

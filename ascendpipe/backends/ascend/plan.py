@@ -99,6 +99,21 @@ def om_record(ctx, strict: bool) -> tuple[Path, dict | None]:
         return folder / f"{MODEL_STEM}.om", None
 
 
+def planned_shapes(ctx) -> dict | None:
+    """A dry run before the convert stage ran: its gear option, from its params (the OM will take those)."""
+    from ascendpipe.precision.dynamic_shapes import GEAR_OPTIONS, parse_gears
+
+    up = ctx.upstream.get("model")
+    params = (getattr(up, "params", None) or {}) if up is not None and up.kind in ("convert", "tune") else {}
+    option = next((o for o in GEAR_OPTIONS if params.get(o) not in (None, "", [])), None)
+    if option is None:
+        return None
+    try:
+        return {"mode": option, "gears": parse_gears(option, params[option], None)}
+    except UserError:
+        return None  # the convert stage's own dry-run line names the problem
+
+
 def ais_input_dirs(out_dir: Path, record: dict | None) -> list[Path]:
     """One folder per model input (ais_io.write_ais_inputs writes them), named tool-safe."""
     from ascendpipe.backends.ascend.tool_paths import file_name
@@ -112,6 +127,7 @@ def infer_plan(ctx, tk: Toolkit, strict: bool, out_dir: Path, *, acl_json: Path 
                feed: dict | None = None) -> Plan:
     """ais_bench over the OM; ``feed`` (name -> shape) picks a dynamic OM's gear (a dry run shows the default)."""
     om, record = om_record(ctx, strict)
+    shapes = (record or {}).get("shapes") or planned_shapes(ctx)
     params = ctx.params
     loop = 1 if acl_json else params.get("loops", params.get("iterations", 1))
     warmup = 0 if acl_json else params.get("warmup", 1)
@@ -119,7 +135,7 @@ def infer_plan(ctx, tk: Toolkit, strict: bool, out_dir: Path, *, acl_json: Path 
                                 output=out_dir / "ais_output", output_dirname="result", outfmt="NPY",
                                 loop=loop, warmup_count=warmup, device=params.get("device", 0),
                                 acl_json_path=acl_json,
-                                extra=ais_bench.dynamic_args((record or {}).get("shapes"), feed))
+                                extra=ais_bench.dynamic_args(shapes, feed))
     return Plan([argv], data={"om": om, "record": record})
 
 
@@ -174,7 +190,8 @@ def compare_plan(ctx, tk: Toolkit, strict: bool, out_dir: Path) -> Plan:
     if target is None or not om_target:
         return Plan(head)
     dump_dir = out_dir / "target_dump"
-    dump_ctx = ctx.derive(kind="dump", inputs={"model": Path(target)}, upstream={}, params={}, out_dir=dump_dir,
+    dump_ctx = ctx.derive(kind="dump", inputs={"model": Path(target)},
+                          upstream={"model": upstream} if upstream is not None else {}, params={}, out_dir=dump_dir,
                           final_out_dir=dump_dir)
     plan = dump_plan(dump_ctx, tk, strict, dump_dir)
     plan.argvs[:0] = head

@@ -143,7 +143,7 @@ def dump_om(om_dir: Path, feeds: dict, out_dir: Path, *, log, run_command=None, 
     ``out_dir`` (index.json + tensors/, model.json, fused_map.json); returns the index path."""
     from ascendpipe.contract import StageContext
 
-    out_dir = Path(out_dir)
+    out_dir = Path(out_dir).resolve()  # the tools run with cwd=out_dir: a relative path would point elsewhere
     out_dir.mkdir(parents=True, exist_ok=True)
     ctx = StageContext(name=stage, kind="dump", workspace=out_dir, out_dir=out_dir, final_out_dir=out_dir, params={},
                        inputs={"model": Path(om_dir)}, upstream={}, backend="ascend", log=log,

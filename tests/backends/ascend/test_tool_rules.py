@@ -227,3 +227,29 @@ def test_ais_bench_double_refuses_a_feed_the_om_does_not_take(cann_env, tmp_path
     proc = subprocess.run([sys.executable, "-m", "ais_bench", "--model", str(conv.out_dir / "model.om"), "--input",
                            str(tmp_path / "x3.npy")], capture_output=True, text=True, cwd=tmp_path)
     assert proc.returncode == 2 and "tensorsize: 1536 filesize: 2304 not match" in proc.stderr
+
+
+def test_standalone_commands_run_on_ascend_like_their_emulated_twins(cann_env, tmp_path, tiny_model):
+    x = np.random.default_rng(0).standard_normal((2, 3, 8, 8)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+
+    def cli(*argv):
+        proc = subprocess.run([sys.executable, "-m", "ascendpipe.cli.main", *argv], capture_output=True, text=True,
+                              cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout
+
+    out = cli("convert", "--backend", "ascend", "--model", str(tiny_model), "--output", "conv",
+              "--soc-version", SOC, "--precision-mode", "force_fp16")
+    assert "conv/model.om: 7 OM ops, 1 fused" in out and "--input_shape" not in out  # a fixed model
+    cli("infer", "--backend", "ascend", "--model", "conv", "--input", "x.npy", "--output", "inf")
+    golden = subprocess.run([sys.executable, "-c", "import onnxruntime as o, numpy as n; s=o.InferenceSession("
+                             f"'{tiny_model}'); print(s.run(None, {{'x': n.load('x.npy')}})[0].tolist())"],
+                            capture_output=True, text=True, cwd=tmp_path)
+    np.testing.assert_allclose(np.load(tmp_path / "inf/outputs/feat.npy"), np.array(eval(golden.stdout)),
+                               rtol=1e-5, atol=1e-5)
+    assert "tensors" in cli("dump", "--backend", "ascend", "--model", "conv", "--input", "x.npy", "--output", "dmp")
+    assert json.loads((tmp_path / "dmp/index.json").read_text())["backend"] == "ascend"
+    cli("compare", "--backend", "ascend", "--golden", str(tiny_model), "--target", "conv", "--input", "x.npy",
+        "--output", "cmp")
+    assert json.loads((tmp_path / "cmp/result.json").read_text())["summary"]["failed_ops"] == 0

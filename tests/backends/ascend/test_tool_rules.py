@@ -253,3 +253,38 @@ def test_standalone_commands_run_on_ascend_like_their_emulated_twins(cann_env, t
     cli("compare", "--backend", "ascend", "--golden", str(tiny_model), "--target", "conv", "--input", "x.npy",
         "--output", "cmp")
     assert json.loads((tmp_path / "cmp/result.json").read_text())["summary"]["failed_ops"] == 0
+
+
+def test_reid_dry_run_on_ascend_is_what_a_board_would_run(tmp_path):
+    import shutil
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[3]
+    ws = tmp_path / "reid"
+    shutil.copytree(repo / "pipelines", ws / "pipelines")
+    (ws / ".ascendpipe").mkdir()
+    proc = _dry_run(ws / "pipelines/reid.yaml", "--backend", "ascend",
+                    "--set", "stages.convert.params.soc_version=Ascend310P3")
+    assert proc.returncode == 1 and "!" not in proc.stdout, proc.stdout + proc.stderr
+    shown: dict[str, list[str]] = {}
+    current = None
+    for line in proc.stdout.splitlines():
+        if line.startswith("  would run"):
+            current = line.split()[2].rstrip(":")
+        elif line.lstrip().startswith(("$ ", "= ")):
+            shown.setdefault(current, []).append(line.strip())
+    device = [n for n in shown if n.split("@")[0] in ("convert", "infer", "dump", "compare", "infer_golden")]
+    assert len(device) == 1 + 5 * 4  # infer_golden, and 5 variants of convert, infer, dump, compare
+    for name, lines in shown.items():
+        for line in lines:
+            if line.startswith("$ ") and name not in ("data", "train"):
+                for option, path in argv_paths(shlex.split(line[2:])):
+                    assert bad_char(path) is None or "<" in path, (name, option, path)
+    atc = shlex.split(shown["convert@fp16"][0][2:])
+    assert f"--model={ws}/build/export/model.onnx" in atc and "--input_shape=image:1,1,32,32" in atc
+    assert shown["infer_golden"] == [f"= host onnxruntime (infer, in-process; a plain ONNX is not an OM, so no "
+                                     f"ais_bench): {ws}/build/export/model.onnx"]
+    assert shown["compare@fp16"][0].startswith("= host onnxruntime (dump of the golden side")
+    assert [line.split()[2:5] for line in shown["compare@fp16"][1:3]] == [["-m", "ais_bench", "--model"],
+                                                                           ["msaccucmp.py", "convert", "-d"]]
+    assert "@" not in "".join(line for lines in shown.values() for line in lines if line.startswith("$ "))

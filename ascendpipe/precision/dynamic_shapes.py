@@ -237,6 +237,12 @@ def feed_error(record: dict, feed: dict[str, tuple], *, stage: str | None = None
     where = Location(stage=stage, field="inputs")
     accepted = record.get("accepted") or []
     shapes = {n: list(s) for n, s in feed.items()}
+    if record.get("mode") in ("static", "dynamic_batch_size") and accepted:
+        # ascendpipe re-batches samples along axis 0 to the OM's batch (a static OM's, a batch-gear OM's
+        # largest gear), padding the last: only the other dims must be the OM's
+        largest = max(accepted, key=lambda g: next(iter(g.values()), [0])[:1] or [0])
+        if all(n in shapes and len(shapes[n]) == len(d) and shapes[n][1:] == list(d[1:]) for n, d in largest.items()):
+            return None
     if accepted:
         if any(all(shapes.get(n) == list(dims) for n, dims in gear.items()) for gear in accepted):
             return None
@@ -267,3 +273,42 @@ def om_input_specs(record: dict, onnx_inputs: list[dict]) -> list[dict]:
                         for axis, column in enumerate(zip(*values))]
         out.append({**spec, "shape": dims})
     return out
+
+
+# ---- the emulator's side (I/O: the model's specs and its convert.json) ------------------------------------
+
+def record_emulated_shapes(model, params: dict, out_dir, soc_version: str | None = None) -> dict | None:
+    """On onnxruntime: when a convert stage gives input_shape or a gear option, add the shapes the OM would
+    take to its convert.json (``shapes``), so infer and dump refuse a feed the device would refuse."""
+    import json
+    from pathlib import Path
+
+    from ascendpipe.fsutil import write_json_atomic
+    from ascendpipe.onnxgraph import read_input_specs
+
+    if all(params.get(o) in (None, "", [], {}) for o in SHAPE_OPTIONS):
+        return None
+    aipp = bool(params.get("aipp") or params.get("insert_op_conf"))
+    record = resolve(read_input_specs(Path(model)), params, soc_version=soc_version, aipp=aipp).record()
+    path = Path(out_dir) / "convert.json"
+    data = json.loads(path.read_text()) if path.is_file() else {}
+    data["shapes"] = record
+    write_json_atomic(path, data)
+    return record
+
+
+def check_feeds(ctx, batches) -> None:
+    """Refuse the first batch the OM would not take, from the ``shapes`` its convert folder records
+    (either backend); a model that is not a convert output (no record) takes any feed."""
+    import json
+    from pathlib import Path
+
+    source = ctx.inputs.get("model")
+    path = Path(source) / "convert.json" if source is not None and Path(source).is_dir() else None
+    if path is None or not path.is_file():
+        return
+    shapes = json.loads(path.read_text()).get("shapes")
+    for batch in batches if shapes else []:
+        err = feed_error(shapes, {n: tuple(a.shape) for n, a in batch.items()}, stage=ctx.name)
+        if err is not None:
+            raise err

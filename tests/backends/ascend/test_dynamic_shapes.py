@@ -55,8 +55,11 @@ def test_batch_gears_derive_a_minus_one_batch_and_take_each_gear():
     assert om_input_specs(record, [{"name": "image", "shape": ["batch", 1, 32, 32], "dtype": "float32"}]) == [
         {"name": "image", "shape": [8, 1, 32, 32], "dtype": "float32"}]
     assert feed_error(record, {"image": (4, 1, 32, 32)}) is None
-    err = feed_error(record, {"image": (3, 1, 32, 32)}, stage="infer")
+    # samples are re-batched along axis 0 (padded up to the largest gear): any count, the other dims fixed
+    assert feed_error(record, {"image": (3, 1, 32, 32)}) is None
+    err = feed_error(record, {"image": (3, 1, 28, 28)}, stage="infer")
     assert "the OM takes image:1,1,32,32 | image:4,1,32,32 | image:8,1,32,32" in err.message
+    assert "not image:3,1,28,28" in err.message and err.location.stage == "infer"
 
 
 def test_image_size_gears_for_a_detector():
@@ -95,3 +98,35 @@ def test_dynamic_dims_not_with_aipp_and_ranges_not_on_ascend310():
     assert record["mode"] == "range" and record["range"] == {"images": [[1, 1], [3, 3], [224, 640], [1, None]]}
     assert feed_error(record, {"images": (1, 3, 300, 999)}) is None
     assert "outside the OM's shape range" in feed_error(record, {"images": (1, 3, 700, 10)}).message
+
+
+def test_the_emulator_records_the_gears_and_refuses_a_feed_the_om_would_not_take(tmp_path):
+    """onnxruntime backend: the same params, the same shapes record, the same refusal as on the device."""
+    import json
+
+    import numpy as np
+
+    from ascendpipe.backends.onnxruntime import stages as ort_stages
+    from ascendpipe.contract import StageContext
+    from tests import modelzoo
+
+    det = modelzoo.dynamic_hw_detector(tmp_path / "det.onnx")
+    logs = open(tmp_path / "log", "w+")
+
+    def ctx(name, kind, params, inputs):
+        out = tmp_path / "build" / name
+        out.mkdir(parents=True)
+        return StageContext(name=name, kind=kind, workspace=tmp_path, out_dir=out, final_out_dir=out, params=params,
+                            inputs=inputs, upstream={}, backend="onnxruntime", log=logs)
+
+    conv = ctx("convert", "convert", {"dynamic_image_size": "32,48;64,64"}, {"model": det})
+    ort_stages.convert(conv)
+    shapes = json.loads((conv.out_dir / "convert.json").read_text())["shapes"]
+    assert shapes["mode"] == "dynamic_image_size" and shapes["input_shape"] == "images:1,3,-1,-1"
+    np.save(tmp_path / "ok.npy", modelzoo.dynamic_hw_inputs(64, 64)["images"])
+    ort_stages.infer(ctx("infer", "infer", {}, {"model": conv.out_dir, "inputs": tmp_path / "ok.npy"}))
+    np.save(tmp_path / "off.npy", modelzoo.dynamic_hw_inputs(40, 40)["images"])
+    with pytest.raises(UserError) as err:
+        ort_stages.infer(ctx("infer2", "infer", {}, {"model": conv.out_dir, "inputs": tmp_path / "off.npy"}))
+    assert "not images:1,3,40,40: the device would refuse this feed" in err.value.message
+    logs.close()

@@ -106,7 +106,9 @@ def _model_dims(spec) -> list:
 
 def _derive(specs, option: str | None, examples: dict[str, list[int]] | None, where: Location) -> dict[str, list]:
     """``--input_shape`` from the model's inputs and what the pipeline feeds (the export's example shapes):
-    every non-fixed dim takes the example's size, except the dims a gear option makes dynamic (-1)."""
+    every non-fixed dim takes the example's size, except the dims a gear option makes dynamic (-1); without
+    an example an open batch axis (dim 0) becomes 1 (infer and dump re-batch samples along it), any other
+    open dim is a located error."""
     shape: dict[str, list] = {}
     for spec in specs:
         dims = _model_dims(spec)
@@ -118,8 +120,9 @@ def _derive(specs, option: str | None, examples: dict[str, list[int]] | None, wh
         keep = {"dynamic_batch_size": {0}, "dynamic_image_size": {len(dims) - 2, len(dims) - 1},
                 "dynamic_dims": set(dynamic)}.get(option or "", set())
         if example is None or len(example) != len(dims):
-            if option and set(dynamic) <= keep:
-                shape[spec.name] = dims
+            if set(dynamic) - keep <= {0}:
+                # only the batch axis is open: samples are re-batched along it, so batch 1 takes any feed
+                shape[spec.name] = [(-1 if axis in keep else 1) if d == -1 else d for axis, d in enumerate(dims)]
                 continue
             raise UserError(
                 f"atc needs --input_shape: input '{spec.name}' has a non-fixed dim ({_show(spec.shape)}), and no "

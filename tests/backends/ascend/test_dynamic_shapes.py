@@ -32,11 +32,13 @@ def test_input_shape_is_derived_from_what_the_pipeline_feeds():
 
 
 def test_a_dynamic_model_without_an_example_needs_input_shape_named_at_the_stage():
+    # an open batch axis alone becomes 1: infer and dump re-batch samples along it
+    assert resolve(DYN_BATCH, {}).atc_options() == ["--input_shape=image:1,1,32,32"]
     with pytest.raises(UserError) as err:
-        resolve(DYN_BATCH, {}, soc_version="Ascend310P3", stage="convert@fp16")
-    assert "atc needs --input_shape" in err.value.message and "image" in err.value.message
+        resolve(DETECTOR, {}, soc_version="Ascend310P3", stage="convert@fp16")
+    assert "atc needs --input_shape" in err.value.message and "'images'" in err.value.message
     assert err.value.location.stage == "convert@fp16" and err.value.location.field == "input_shape"
-    assert "image:1,1,32,32" in err.value.hint
+    assert "images:1,3,1,1" in err.value.hint
 
 
 def test_a_wrong_input_name_is_located():

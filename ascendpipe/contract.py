@@ -74,10 +74,11 @@ QUANT_DEPLOY_DIR = "deploy"  # deploy/model.onnx: the deployable model, a conver
 class Upstream:
     """What a kind knows about a stage that feeds one of its input fields."""
 
-    def __init__(self, stage: str, kind: str, out_dir: Path):
+    def __init__(self, stage: str, kind: str, out_dir: Path, params: dict | None = None):
         self.stage = stage  # full stage name, e.g. 'convert@force_fp16'
         self.kind = kind
         self.out_dir = out_dir
+        self.params = params  # its resolved params where known (a dry run: what it will write is not built yet)
 
     def metrics(self) -> dict:
         path = self.out_dir / METRICS_FILE

@@ -709,3 +709,36 @@ def text_detector_inputs(seed: int = 0, size: int = 736) -> dict[str, np.ndarray
     yy, xx = np.mgrid[0:size, 0:size].astype(np.float32) / size
     base = np.stack([np.sin(6.28 * (xx * (c + 1) + yy)) for c in range(3)])[None]
     return {"image": (base + 0.3 * rng.standard_normal((1, 3, size, size))).astype(np.float32)}
+
+
+# ---- an exported detector with dynamic H/W (the ascend backend's --input_shape and dynamic_image_size) ------
+
+def dynamic_hw_detector(path: Path | str, channels: int = 4, anchors: int = 3) -> Path:
+    """images[1,3,height,width] -> conv+relu -> conv (a per-cell box head) -> boxes[1,anchors*4,height,width],
+    plus a global score[1,anchors]: H and W are symbolic, as a detector exported with dynamic_axes is."""
+    from onnx import TensorProto, helper
+
+    rng = np.random.default_rng(7)
+    w1 = _const("w1", rng.standard_normal((channels, 3, 3, 3)).astype(np.float32) * 0.3)
+    w2 = _const("w2", rng.standard_normal((anchors * 4, channels, 1, 1)).astype(np.float32) * 0.3)
+    w3 = _const("w3", rng.standard_normal((anchors, channels)).astype(np.float32))
+    nodes = [
+        helper.make_node("Conv", ["images", "w1"], ["c1"], name="backbone/conv", pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c1"], ["r1"], name="backbone/relu"),
+        helper.make_node("Conv", ["r1", "w2"], ["boxes"], name="head/boxes"),
+        helper.make_node("GlobalAveragePool", ["r1"], ["g1"], name="head/pool"),
+        helper.make_node("Flatten", ["g1"], ["f1"], name="head/flat"),
+        helper.make_node("Gemm", ["f1", "w3"], ["scores"], name="head/scores", transB=1),
+    ]
+    graph = helper.make_graph(
+        nodes, "detector",
+        [helper.make_tensor_value_info("images", TensorProto.FLOAT, [1, 3, "height", "width"])],
+        [helper.make_tensor_value_info("boxes", TensorProto.FLOAT, [1, anchors * 4, "height", "width"]),
+         helper.make_tensor_value_info("scores", TensorProto.FLOAT, [1, anchors])],
+        [w1, w2, w3])
+    return _save(graph, path)
+
+
+def dynamic_hw_inputs(height: int = 32, width: int = 48, seed: int = 0) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return {"images": rng.standard_normal((1, 3, height, width)).astype(np.float32)}

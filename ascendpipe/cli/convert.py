@@ -22,6 +22,10 @@ _FLAGS = [
     ("soc-version", "e.g. Ascend310P3: the passes that apply and the default overflow mode", False),
     ("overflow-mode", "inf_nan or saturation (default: the SoC's)", False),
     ("tune-bank", "tune knowledge bank JSON (its 'session' goes to runtime.json)", False),
+    ("dynamic-batch-size", "ATC batch gears, e.g. 1,2,4,8 (with -1 at dim 0 of --input-shape)", False),
+    ("dynamic-image-size", "ATC image-size gears, e.g. 224,224;448,448 (-1 at H and W)", False),
+    ("dynamic-dims", "ATC dims gears, e.g. 1,32;8,64 (one value per -1)", False),
+    ("input-shape-range", "ATC shape ranges, e.g. x:[1~8,3,224,224]", False),
 ]
 
 
@@ -31,6 +35,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         parser.add_argument(*spellings, dest=flag.replace("-", "_"), required=required, help=text)
     parser.add_argument("--json", action="store_true",
                         help='print {"model", "output", "precision_mode", "ops": {"float16", "float32", "other"}, "remedy_files", "atc_argv"}')
+    parser.add_argument("--backend", choices=("onnxruntime", "ascend"), default="onnxruntime",
+                        help="ascend: run atc (the CANN toolkit; --soc-version required), writing model.om")
 
 
 def params_from_args(args: argparse.Namespace) -> dict:
@@ -46,6 +52,13 @@ def main(args: argparse.Namespace) -> int:
     from ascendpipe.backends.onnxruntime.convert import convert_model
     from ascendpipe.precision.settings import resolve
 
+    if args.backend == "ascend":
+        from ascendpipe.backends.ascend.standalone import run
+
+        result = run("convert", params_from_args(args), {"model": args.model}, Path(args.output))
+        print(f"{Path(args.output) / 'model.om'}: {result.metrics['om_ops']} OM ops, {result.metrics['fused_ops']} fused")
+        print(f"  atc: {result.info['atc_cmdline']}")
+        return 0
     settings = resolve(params_from_args(args))
     result = convert_model(Path(args.model), Path(args.output), settings)
     for line in result.warnings:

@@ -23,9 +23,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--memory-budget-mb", "--memory_budget_mb", dest="memory_budget_mb", type=float)
     parser.add_argument("--json", action="store_true",
                         help='print {"index", "tensors", "fusions", "nan_or_inf": [TENSOR...]}')
+    parser.add_argument("--backend", choices=("onnxruntime", "ascend"), default="onnxruntime",
+                        help="ascend: ais_bench with acl.json and msaccucmp on the OM of an ascend convert directory")
 
 
 def main(args: argparse.Namespace) -> int:
+    if getattr(args, "backend", "onnxruntime") == "ascend":
+        from ascendpipe.backends.ascend.standalone import run
+
+        result = run("dump", {"max_batch": args.max_batch, "seed": args.seed},
+                     {"model": args.model, "inputs": args.input}, Path(args.output))
+        print(f"{Path(args.output) / 'index.json'}: {result.metrics['tensors']} tensors")
+        return 0
     from ascendpipe.backends.onnxruntime.dump import (DEFAULT_MEMORY_BUDGET, dump_model, first_samples,
                                                       is_converted)
     from ascendpipe.backends.onnxruntime.session import input_specs, make_session

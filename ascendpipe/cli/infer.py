@@ -18,6 +18,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--warmup", "--warmup-count", "--warmup_count", dest="warmup", type=int, default=1)
     parser.add_argument("--seed", type=int, default=0, help="seed of the random inputs when --input is not given")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
+    parser.add_argument("--backend", choices=("onnxruntime", "ascend"), default="onnxruntime",
+                        help="ascend: ais_bench on the OM of an ascend convert output directory")
 
 
 def main(args: argparse.Namespace) -> int:
@@ -26,6 +28,18 @@ def main(args: argparse.Namespace) -> int:
     from ascendpipe.inputs import load_inputs, random_inputs
     from ascendpipe.stages.base import find_model_file
 
+    if args.backend == "ascend":
+        from ascendpipe.backends.ascend.standalone import run
+
+        run("infer", {"batch_size": args.batch_size, "loops": args.loops, "warmup": args.warmup, "seed": args.seed},
+            {"model": args.model, "inputs": args.input}, Path(args.output))
+        summary = json.loads((Path(args.output) / "summary.json").read_text())
+        if args.json:
+            print(json.dumps({k: v for k, v in summary.items() if k != "npu_compute_time_list"}, indent=2))
+        else:
+            print(f"[INFO] {summary['samples']} samples in {summary['batches']} batches; outputs in "
+                  f"{Path(args.output) / 'outputs'}")
+        return 0
     model = find_model_file(Path(args.model))
     session = make_session(model)
     specs = input_specs(session)

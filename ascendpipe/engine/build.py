@@ -81,6 +81,10 @@ def build(path: str, options: BuildOptions, stream=None) -> dict:
     pipeline = resolve(path, options.overrides, options.backend)
     graph = edges(pipeline)
     order = select(pipeline, graph, options.targets)
+    if pipeline.backend == "ascend":  # one clear error before anything runs, not one per tool call
+        from ascendpipe.backends.ascend.tool_paths import check_workspace
+
+        check_workspace(pipeline.workspace)
     if options.dry_run:
         return dry_run(pipeline, graph, order, options, stream)
     ws, db, hasher, objects = open_stores(pipeline)
@@ -421,7 +425,8 @@ def dry_run(pipeline, graph, order, options, stream) -> dict:
         for argv in argvs:
             import shlex
 
-            stream.write(f"      $ {shlex.join(argv)}\n")
+            note = getattr(argv, "note", None)  # in-process work (a golden ONNX on the host): no argv runs
+            stream.write(f"      = {note}\n" if note else f"      $ {shlex.join(argv)}\n")
         if problem:  # the build would stop here too: say so now rather than show no command
             stream.write(f"      ! {problem}\n")
             d["problem"] = problem
@@ -436,14 +441,18 @@ def _commands(pipeline, stage) -> tuple[list[list[str]], str | None]:
         return [["/bin/sh", "-c", stage.cmd]], None
     from pathlib import Path
 
-    from ascendpipe.stages.base import StageContext
+    from ascendpipe.stages.base import StageContext, Upstream
     from ascendpipe.stages.registry import get_kind
 
     kind = get_kind(stage.kind)
     root = Path(pipeline.workspace)
+    # the upstream kinds, as the run gets them: what a model input is (an OM or a plain ONNX) depends on them
+    upstream = {k: Upstream(stage=up, kind=pipeline.stages[up].kind, out_dir=root / stage.inputs[k],
+                            params=dict(pipeline.stages[up].params)) for k, up in stage.upstream.items()}
     ctx = StageContext(
         name=stage.name, kind=stage.kind, workspace=root, out_dir=root / stage.outs[0], final_out_dir=root / stage.outs[0],
-        params=dict(stage.params), inputs={k: root / v for k, v in stage.inputs.items()}, upstream={}, backend=pipeline.backend,
+        params=dict(stage.params), inputs={k: root / v for k, v in stage.inputs.items()}, upstream=upstream,
+        backend=pipeline.backend,
         log=open(os.devnull, "w"), thresholds=dict(pipeline.thresholds),
     )
     try:

@@ -29,6 +29,11 @@ class ConvertKind(StageKind):
             "insert_op_conf": {"type": "string"},
             "modify_mixlist": {"oneOf": [{"type": "string"}, {"type": "object"}]},
             "input_shape": {"type": "string"},
+            # ATC's dynamic gears (one of them; docs/ascend.md): "1,2,4,8", "224,224;448,448", "1,32;8,64"
+            "dynamic_batch_size": {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "integer"}}]},
+            "dynamic_image_size": {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "array"}}]},
+            "dynamic_dims": {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "array"}}]},
+            "input_shape_range": {"type": "string"},
             "input_format": {"enum": ["NCHW", "NHWC", "ND", "NCDHW", "NDHWC"]},
             "soc_version": {"type": "string"},
             "tune_bank": {"type": "string"},

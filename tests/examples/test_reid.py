@@ -110,6 +110,12 @@ def test_ascend_backend_runs_every_stage_and_compares_through_the_om_json(reid):
     for v in VARIANTS:
         assert states[f"compare@{v}"] == "ran"
         assert (ws / f"build/convert__{v}/model.om").is_file()
+        # the export's batch axis is dynamic: atc got the .onnx file and the shape the pipeline feeds, and
+        # the strict doubles (path whitelist, --input_shape, feeds the OM takes) accepted every tool call
+        record = _json(ws / f"build/convert__{v}/convert.json")
+        assert f"--model={ws}/build/export/model.onnx" in record["atc_argv"]
+        assert "--input_shape=image:1,1,32,32" in record["atc_argv"] and record["shapes"]["derived"]
+        assert record["inputs"] == [{"name": "image", "shape": [1, 1, 32, 32], "dtype": "float32"}]
         result = _json(ws / f"build/compare__{v}/result.json")
         fused = [r for r in result["rows"] if r["fused"] and r["side"] == "both"]
         # the atc double fuses each Conv with its Relu; the OM JSON maps it back to both ONNX nodes

@@ -37,6 +37,28 @@ def infer_argv(python: str | Path, *, model: Path, inputs: list[Path] | None, ou
     return argv + list(extra or [])
 
 
+def dynamic_args(shapes: dict | None, feed: dict[str, tuple] | None) -> list[str]:
+    """The ais_bench option that picks the OM's gear for ``feed`` (name -> shape), from convert.json's
+    ``shapes``: ``--dymBatch N``, ``--dymHW H,W``, ``--dymDims name:d,..;..`` or ``--dymShape`` for a range
+    OM (ais_bench ``infer/__main__.py`` ``set_session_options``: one of them, else a static batch).
+    Without a feed (a dry run) the value is a placeholder, except a batch gear: feeds are padded to its largest."""
+    mode = (shapes or {}).get("mode", "static")
+    if mode == "static":
+        return []
+    if mode == "dynamic_batch_size":
+        batch = next(iter(feed.values()))[0] if feed else max(g[0] for g in shapes["gears"])
+        return ["--dymBatch", str(batch)]
+    if feed is None:
+        flag = {"dynamic_image_size": "--dymHW", "dynamic_dims": "--dymDims"}.get(mode, "--dymShape")
+        return [flag, "<the feed's gear>"]
+    if mode == "dynamic_image_size":
+        varied = next(n for n, dims in shapes["accepted"][0].items()
+                      if len({tuple(g[n][-2:]) for g in shapes["accepted"]}) > 1)
+        return ["--dymHW", ",".join(str(d) for d in feed[varied][-2:])]
+    text = ";".join(f"{n}:{','.join(str(d) for d in shape)}" for n, shape in feed.items())
+    return ["--dymDims" if mode == "dynamic_dims" else "--dymShape", text]
+
+
 def find_summary(output: Path) -> Path | None:
     """``{output}/{ts}_summary.json`` (newest when there are several)."""
     found = sorted(output.glob("*_summary.json"))

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ascendpipe.backends.ascend import acl_dump, ais_bench
+from ascendpipe.backends.ascend import ais_bench
 from ascendpipe.errors import UserError
 
 
@@ -15,9 +15,11 @@ def write_ais_inputs(batches, names: list[str], root: Path) -> list[Path]:
     """One directory per model input, one .npy per batch; ais_bench pairs files across dirs by order."""
     import numpy as np
 
+    from ascendpipe.backends.ascend.tool_paths import file_name
+
     dirs = []
-    for name in names:
-        d = root / acl_dump.sanitize(name)
+    for k, name in enumerate(names):
+        d = root / file_name(name, k)
         d.mkdir(parents=True, exist_ok=True)
         for i, batch in enumerate(batches):
             np.save(d / f"{i:05d}.npy", np.ascontiguousarray(batch[name]))

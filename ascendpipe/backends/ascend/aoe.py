@@ -19,10 +19,49 @@ _IMPROVED = re.compile(r"Performance improved by\s*(-?[\d.]+)\s*%")
 _COST = re.compile(r"Aoe process finished,\s*cost time\s*([\d.]+)\s*s")
 
 
+def soc_family(soc: str) -> str:
+    """'A3' (Ascend910_93*), 'A2' (Ascend910B*) or 'other' (Atlas inference/training products)."""
+    if soc.startswith("Ascend910_93"):
+        return "A3"
+    return "A2" if soc.startswith("Ascend910B") else "other"
+
+
+# job types AOE takes per product (AOE_MODE, hiascend 900 envref_07_0106: Atlas inference products 1 and 2,
+# Atlas A2 2 and 4 (4: gradient split, a training mode), Atlas A3 only 2); ascendpipe runs 1 and 2
+JOBS_BY_FAMILY = {"other": (JOB_SUBGRAPH, JOB_OPERATOR), "A2": (JOB_OPERATOR,), "A3": (JOB_OPERATOR,)}
+# ATC options aoe does not take (AOE's option table, hiascend 850 aoepar_16_001, lists --precision_mode only)
+NOT_AOE_OPTIONS = {"precision_mode_v2": "use precision_mode (force_fp16, allow_mix_precision, ...) for a tune stage"}
+
+
+def default_jobs(soc: str) -> list[int]:
+    return list(JOBS_BY_FAMILY[soc_family(soc)])
+
+
+def check_jobs(jobs: list[int], soc: str) -> None:
+    from ascendpipe.errors import Location, UserError
+
+    allowed = JOBS_BY_FAMILY[soc_family(soc)]
+    bad = [j for j in jobs if j not in allowed]
+    if bad:
+        raise UserError(f"aoe job_type {bad[0]} is not offered on {soc} (Atlas {soc_family(soc)}): it takes "
+                        f"{', '.join(map(str, allowed))} (AOE_MODE, CANN doc envref_07_0106)",
+                        Location(field="job_type"), hint=f"job_type: {list(allowed)} (the default on this SoC)")
+
+
+def check_options(s: AtcSettings) -> None:
+    from ascendpipe.errors import Location, UserError
+
+    for name, instead in NOT_AOE_OPTIONS.items():
+        if getattr(s, name, None):
+            raise UserError(f"aoe does not take --{name} (AOE's option table, CANN doc aoepar_16_001); {instead}",
+                            Location(field=name))
+
+
 def tune_argv(aoe: str | Path, s: AtcSettings, job_type: int) -> list[str]:
     """One AOE job. ``--buffer_optimize`` only takes effect with job type 2, so only goes there."""
     if job_type not in (JOB_SUBGRAPH, JOB_OPERATOR):
         raise ValueError(f"job_type must be 1 or 2, got {job_type}")
+    check_options(s)
     argv = [str(aoe), *common_options(s), f"--job_type={job_type}"]
     if job_type == JOB_OPERATOR and s.buffer_optimize:
         argv.append(f"--buffer_optimize={s.buffer_optimize}")

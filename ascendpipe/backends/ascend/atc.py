@@ -50,6 +50,8 @@ class AtcSettings:
     buffer_optimize: str | None = None
     out_nodes: list[str] | str | None = None
     log: str | None = None
+    shape_options: list[str] = field(default_factory=list)  # --input_shape and a gear option (dynamic_shapes.py)
+    shapes: Any = None  # the dynamic_shapes.ShapePlan behind shape_options (recorded in convert.json)
     extra: list[str] = field(default_factory=list)  # tool-specific options appended as given
 
 
@@ -100,7 +102,9 @@ def common_options(s: AtcSettings, *, check: bool = True) -> list[str]:
     argv = [f"--framework={FRAMEWORK_ONNX}", f"--model={s.model}"]
     if s.soc_version:
         argv.append(f"--soc_version={s.soc_version}")
-    if s.input_shape:
+    if s.shape_options:
+        argv += s.shape_options
+    elif s.input_shape:
         argv.append(f"--input_shape={format_input_shape(s.input_shape)}")
     if s.input_format:
         argv.append(f"--input_format={s.input_format}")
@@ -167,6 +171,7 @@ class OmInfo:
     name: str
     attrs: dict[str, Any]
     ops: list[OmOp]
+    inputs: dict[str, list[int]] = field(default_factory=dict)  # Data ops' output shapes (the OM's inputs)
 
     @property
     def atc_cmdline(self) -> str | None:
@@ -205,11 +210,17 @@ def attrs_of(items: Any) -> dict[str, Any]:
 def parse_om_json(data: dict) -> OmInfo:
     model_attrs = attrs_of(data.get("attr"))
     ops: list[OmOp] = []
+    inputs: dict[str, list[int]] = {}
     for graph in data.get("graph") or []:
         for key, value in attrs_of(graph.get("attr")).items():
             model_attrs.setdefault(key, value)
         for op in graph.get("op") or []:
             a = attrs_of(op.get("attr"))
+            if op.get("type") == "Data":  # the OM's input: its output_desc shape is what the device takes
+                desc = (op.get("output_desc") or [{}])[0] or {}
+                dims = (desc.get("shape") or {}).get("dim")
+                if isinstance(dims, list):
+                    inputs[op.get("name", "")] = [int(d) for d in dims]
             originals = a.get("_datadump_original_op_names")
             if isinstance(originals, str):
                 originals = [originals]
@@ -219,7 +230,7 @@ def parse_om_json(data: dict) -> OmInfo:
             ops.append(OmOp(name=op.get("name", ""), type=op.get("type", ""),
                             original_names=list(originals) if originals else [op.get("name", "")],
                             pass_names=passes))
-    return OmInfo(name=data.get("name", ""), attrs=model_attrs, ops=ops)
+    return OmInfo(name=data.get("name", ""), attrs=model_attrs, ops=ops, inputs=inputs)
 
 
 def load_om_json(path: Path) -> OmInfo:

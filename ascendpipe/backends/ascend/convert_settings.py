@@ -52,13 +52,16 @@ def settings_record(settings) -> dict[str, Any]:
         return data
 
 
-def onnx_model(ctx) -> Path:
+def onnx_model(ctx, strict: bool = True) -> Path:
+    """The ONNX FILE atc reads (never the folder: atc's --model takes a file). A dry run names the file the
+    upstream stage will write when its folder is not built yet."""
+    from ascendpipe.backends.ascend.plan import placeholder_model
     from ascendpipe.contract import find_model_file
 
     source = ctx.inputs.get("model")
     if source is None:
         raise UserError("convert needs a 'model' input (an .onnx file or an export stage)")
-    return find_model_file(Path(source))
+    return find_model_file(Path(source)) if strict else placeholder_model(source, ".onnx")
 
 
 def bank_dir(ctx, settings) -> Path | None:
@@ -70,6 +73,54 @@ def bank_dir(ctx, settings) -> Path | None:
         path = Path(settings.tune_bank)
         return path / "bank" if (path / "bank").is_dir() else path
     return None
+
+
+def example_shapes(ctx) -> dict | None:
+    """The shapes the pipeline feeds the model, where known: an upstream export stage's input_shapes
+    (its export.json once built; its params in a dry run)."""
+    import json
+
+    up = ctx.upstream.get("model")
+    if up is None or up.kind != "export":
+        return None
+    record = Path(up.out_dir) / "export.json"
+    if record.is_file():
+        return json.loads(record.read_text()).get("input_shapes")
+    return (up.params or {}).get("input_shapes")
+
+
+def model_specs(ctx, model: Path):
+    """The ONNX's input specs; in a dry run before the export ran, its params' names and example shapes
+    with its dynamic_axes as named dims (what the exported ONNX will declare)."""
+    from ascendpipe.inputs import InputSpec
+
+    if model.is_file():
+        from ascendpipe.onnxgraph import read_input_specs
+
+        return read_input_specs(model)
+    up = ctx.upstream.get("model")
+    params = (up.params or {}) if up is not None else {}
+    if not params.get("input_shapes"):
+        return None
+    specs = []
+    for name, dims in params["input_shapes"].items():
+        axes = (params.get("dynamic_axes") or {}).get(name) or {}
+        named = {int(a): str(v) for a, v in axes.items()} if isinstance(axes, dict) else {int(a): f"dim{a}" for a in axes}
+        specs.append(InputSpec(name, tuple(named.get(a, d) for a, d in enumerate(dims)), "float32"))
+    return specs
+
+
+def shape_plan(ctx, settings, model: Path):
+    """The OM's input shapes and gears (precision/dynamic_shapes.py), or None when the model's inputs are
+    not known yet (a dry run before the model exists, with no export params to read)."""
+    from ascendpipe.precision.dynamic_shapes import resolve
+
+    specs = model_specs(ctx, model)
+    if specs is None:
+        return None
+    soc = settings.soc_version or ctx.params.get("soc_version")
+    return resolve(specs, ctx.params, soc_version=soc, examples=example_shapes(ctx), aipp=bool(settings.aipp),
+                   stage=ctx.name)
 
 
 def atc_settings(ctx, settings, model: Path, out_dir: Path) -> atc.AtcSettings:
@@ -84,12 +135,17 @@ def atc_settings(ctx, settings, model: Path, out_dir: Path) -> atc.AtcSettings:
     if getattr(settings, "fusion_switch_source", None):  # the user's file goes to atc as it is
         paths["fusion_switch"] = Path(settings.fusion_switch_source[0])
     extra = {k: ctx.params[k] for k in ASCEND_ONLY if ctx.params.get(k) not in (None, "", [])}
-    return atc.from_convert_settings(settings, model, out_dir / MODEL_STEM, paths, soc_version=soc, **extra)
+    s = atc.from_convert_settings(settings, model, out_dir / MODEL_STEM, paths, soc_version=soc, **extra)
+    shapes = shape_plan(ctx, settings, model)
+    if shapes is not None:
+        s.input_shape, s.shape_options = shapes.input_shape or None, shapes.atc_options()
+    s.shapes = shapes
+    return s
 
 
 def convert_plan(ctx, tk: Toolkit, strict: bool, out_dir: Path) -> Plan:
     settings = convert_settings(ctx)
-    model = onnx_model(ctx) if strict else Path(ctx.inputs.get("model", "model.onnx"))
+    model = onnx_model(ctx, strict)
     s = atc_settings(ctx, settings, model, out_dir)
     tool = tool_path(tk, "atc", ctx, strict)
     bank = bank_dir(ctx, settings)
@@ -99,10 +155,11 @@ def convert_plan(ctx, tk: Toolkit, strict: bool, out_dir: Path) -> Plan:
 
 def tune_plan(ctx, tk: Toolkit, strict: bool, out_dir: Path) -> Plan:
     settings = convert_settings(ctx)
-    model = onnx_model(ctx) if strict else Path(ctx.inputs.get("model", "model.onnx"))
+    model = onnx_model(ctx, strict)
     s = atc_settings(ctx, settings, model, out_dir)
-    jobs = ctx.params.get("job_type", [1, 2])
+    jobs = ctx.params.get("job_type") or aoe.default_jobs(s.soc_version)
     jobs = sorted(set(jobs if isinstance(jobs, list) else [jobs]))
+    aoe.check_jobs(jobs, s.soc_version)
     tool = tool_path(tk, "aoe", ctx, strict)
     argvs = [aoe.tune_argv(tool, s, job) for job in jobs]
     argvs.append(atc.json_argv(tool_path(tk, "atc", ctx, strict), out_dir / f"{MODEL_STEM}.om", out_dir / f"{MODEL_STEM}.json"))

@@ -33,7 +33,7 @@ def infer(ctx):
     om, record = converted_om(ctx)
     batches, source = stage_batches(ctx, input_specs(record), batch_size=ctx.params.get("batch_size"),
                                     seed=ctx.params.get("seed", 0))
-    plan = infer_plan(ctx, tk, True, out)
+    plan = infer_plan(ctx, tk, True, out, feed=checked_feed(ctx, record, batches))
     names = [i["name"] for i in record["inputs"]]
     parsed = run_ais(ctx, tk, plan, batches, names, out, runner_for(ctx))
     wanted = ctx.params.get("output_names") or record["outputs"]
@@ -51,6 +51,23 @@ def infer(ctx):
     write_metrics(out, metrics)
     return StageResult(metrics=metrics, info={"model": str(om), "inputs": source, "samples": summary["samples"],
                                               "ais_bench_argv": plan.argvs[0]})
+
+
+def checked_feed(ctx, record: dict, batches) -> dict[str, tuple]:
+    """The feed shapes (name -> shape) of ``batches``, each one the OM takes (convert.json ``shapes``), as the
+    device checks them (ais_bench: "tensorsize ... filesize ... not match"); one ais_bench run takes one gear."""
+    from ascendpipe.precision.dynamic_shapes import feed_error
+
+    shapes = record.get("shapes")
+    feeds = [{n: tuple(a.shape) for n, a in b.items()} for b in batches]
+    for feed in feeds if shapes else []:
+        err = feed_error(shapes, feed, stage=ctx.name)
+        if err is not None:
+            raise err
+    if shapes and shapes.get("mode") not in ("static", "dynamic_batch_size") and any(f != feeds[0] for f in feeds):
+        raise UserError(f"the inputs come in more than one shape ({feeds[0]} and another); one ais_bench run takes "
+                        f"one gear of the OM", hint="give inputs of one shape per stage")
+    return feeds[0]
 
 
 @located
@@ -87,7 +104,8 @@ def dump_with_ais(ctx, tk: Toolkit, om: Path, feeds: dict, input_names: list[str
     fused_map.json are copied beside index.json so compare finds the op mapping with the dump."""
     from ascendpipe.inputs import Batch
 
-    plan = dump_plan(ctx, tk, True, out)
+    _, record = converted_om(ctx)
+    plan = dump_plan(ctx, tk, True, out, feed=checked_feed(ctx, record, [feeds]))
     dump_path = (out / "npu_dump").resolve()
     dump_path.mkdir(parents=True, exist_ok=True)
     write_json_atomic(plan.data["acl_json"], acl_dump.acl_config(om.stem, dump_path, mode="output"))
@@ -126,7 +144,7 @@ def dump_om(om_dir: Path, feeds: dict, out_dir: Path, *, log, run_command=None, 
     ``out_dir`` (index.json + tensors/, model.json, fused_map.json); returns the index path."""
     from ascendpipe.contract import StageContext
 
-    out_dir = Path(out_dir)
+    out_dir = Path(out_dir).resolve()  # the tools run with cwd=out_dir: a relative path would point elsewhere
     out_dir.mkdir(parents=True, exist_ok=True)
     ctx = StageContext(name=stage, kind="dump", workspace=out_dir, out_dir=out_dir, final_out_dir=out_dir, params={},
                        inputs={"model": Path(om_dir)}, upstream={}, backend="ascend", log=log,
@@ -162,7 +180,7 @@ def profile(ctx):
     out = Path(ctx.out_dir)
     om, record = converted_om(ctx)
     batches, _ = stage_batches(ctx, input_specs(record), batch_size=ctx.params.get("batch_size"), seed=0)
-    plan = profile_plan(ctx, tk, True, out)
+    plan = profile_plan(ctx, tk, True, out, feed=checked_feed(ctx, record, batches))
     dirs = write_ais_inputs(batches, [i["name"] for i in record["inputs"]], out / "ais_input")
     app = with_inputs(plan.data["app"], dirs)
     argv = msprof.collect_argv(plan.argvs[0][0], out / "msprof", app, form=plan.data["form"])

@@ -1,4 +1,5 @@
-"""``--dry-run`` on the ascend backend: the argv lists a kind would run (tools named even if missing).
+"""``--dry-run`` on the ascend backend: the argv lists a kind would run (tools named even if missing),
+built by the same plan functions the run uses and checked by the same path rules (tool_paths.py).
 """
 
 from __future__ import annotations
@@ -6,9 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from ascendpipe.backends.ascend.convert_settings import convert_plan, tune_plan
+from ascendpipe.backends.ascend.host import host_note, host_onnx
 from ascendpipe.backends.ascend.plan import compare_plan, dump_plan, infer_plan, profile_plan
+from ascendpipe.backends.ascend.tool_paths import check_argv
 from ascendpipe.backends.ascend.toolkit import discover
-from ascendpipe.errors import UserError
+from ascendpipe.errors import Location, UserError
 
 
 PLANS = {"convert": convert_plan, "tune": tune_plan, "infer": infer_plan, "dump": dump_plan,
@@ -20,7 +23,13 @@ def commands(kind: str, ctx) -> list[list[str]]:
     plan_of = PLANS.get(kind)
     if plan_of is None:
         return []
+    if kind in ("infer", "dump", "profile") and host_onnx(ctx):
+        return [host_note(ctx, kind)]
     try:
-        return plan_of(ctx, discover(), False, Path(ctx.final_out_dir)).argvs
+        argvs = plan_of(ctx, discover(), False, Path(ctx.final_out_dir)).argvs
+        for argv in argvs:
+            if not getattr(argv, "note", None):
+                check_argv(argv, location=Location(stage=ctx.name))
+        return argvs
     except UserError as err:
         raise err.with_location(stage=ctx.name) from None

@@ -12,7 +12,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from ascendpipe.backends.ascend import acl_dump, msit
+from ascendpipe.backends.ascend import msit
 from ascendpipe.backends.ascend.runner import runner_for
 from ascendpipe.backends.ascend.toolkit import discover
 from ascendpipe.errors import Location, StageFailed, UserError
@@ -30,13 +30,25 @@ def _input_shape(feeds: dict) -> str:
 def _write_inputs(feeds: dict, root: Path) -> list[Path]:
     import numpy as np
 
+    from ascendpipe.backends.ascend.tool_paths import file_name
+
     root.mkdir(parents=True, exist_ok=True)
     files = []
-    for name, array in feeds.items():
-        path = root / f"{acl_dump.sanitize(name)}.npy"
+    for k, (name, array) in enumerate(feeds.items()):
+        path = root / f"{file_name(name, k)}.npy"
         np.save(path, np.ascontiguousarray(array))
         files.append(path)
     return files
+
+
+def msit_argv(ctx, exe, tk, *, golden_model: Path, om_dir: Path, out: Path, inputs: list[Path],
+              input_shape: str) -> list[str]:
+    """The one msit argv builder (the run and the dry run): golden ONNX, the OM, our feeds and their shapes."""
+    from ascendpipe.backends.ascend.tool_paths import real_path
+
+    return msit.compare_argv(exe, golden_model=golden_model, om_model=Path(real_path(Path(om_dir) / "model.om")),
+                             output=out / "msit", inputs=inputs, cann_path=tk.home, input_shape=input_shape,
+                             device=int(ctx.params.get("device", 0)))
 
 
 def _skip(ctx, mode: str, why: str) -> None:
@@ -60,9 +72,8 @@ def msit_beside(ctx, *, golden_model: Path | None, om_dir: Path, feeds: dict, ou
         return {}
     out = Path(ctx.out_dir)
     work = out / "msit"
-    argv = msit.compare_argv(exe, golden_model=golden_model, om_model=Path(om_dir) / "model.om", output=work,
-                             inputs=_write_inputs(feeds, out / "msit_input"), cann_path=tk.home,
-                             input_shape=_input_shape(feeds), device=int(ctx.params.get("device", 0)))
+    argv = msit_argv(ctx, exe, tk, golden_model=golden_model, om_dir=om_dir, out=out,
+                     inputs=_write_inputs(feeds, out / "msit_input"), input_shape=_input_shape(feeds))
     try:
         work.mkdir(parents=True, exist_ok=True)
         # msaccucmp's compare exits 2 when it found errors; msit passes that on and it still counts as done

@@ -60,6 +60,19 @@ def fused_map_from_om(info: atc.OmInfo, node_io: dict[str, tuple[list[str], list
             "rules": {op.name: op.pass_names[0] for op in info.ops if op.pass_names}}
 
 
+def om_shapes(shapes, onnx_inputs: list[dict], om_inputs: dict[str, list[int]]) -> dict[str, Any]:
+    """convert.json's ``inputs`` as the OM takes them (what infer and dump feed), the ONNX's as
+    ``onnx_inputs``, and ``shapes``: the --input_shape and gears; a static OM's dims from its JSON's Data ops
+    where the JSON has them (the OM's real inputs), else from --input_shape."""
+    from ascendpipe.precision.dynamic_shapes import om_input_specs
+
+    record = shapes.record() if shapes is not None else {"mode": "static", "accepted": []}
+    if record["mode"] == "static" and om_inputs and all(i["name"] in om_inputs for i in onnx_inputs):
+        record["accepted"] = [{i["name"]: om_inputs[i["name"]] for i in onnx_inputs}]
+        record["from_om_json"] = True
+    return {"inputs": om_input_specs(record, onnx_inputs), "onnx_inputs": onnx_inputs, "shapes": record}
+
+
 def write_om_facts(ctx, out: Path, plan: Plan, extra: dict[str, Any]) -> tuple[atc.OmInfo, dict, dict]:
     """fused_map.json and convert.json from the OM JSON and the ONNX: what makes ``out`` a converted
     model dir (docs/contracts.md) that infer, dump and compare read, whether atc or aoe wrote the OM."""
@@ -72,6 +85,7 @@ def write_om_facts(ctx, out: Path, plan: Plan, extra: dict[str, Any]) -> tuple[a
     facts = onnx_facts(plan.data["atc"].model)
     fused_map = fused_map_from_om(info, facts.pop("node_io"), origins)
     write_json_atomic(out / FUSED_MAP, fused_map)
+    facts.update(om_shapes(plan.data["atc"].shapes, facts["inputs"], info.inputs))
     record = {"backend": "ascend", "settings": settings_record(plan.data["settings"]), **extra,
               "atc_cmdline": info.atc_cmdline, "om_name": info.name, "soc_version": info.attrs.get("soc_version"),
               "opp_version": info.attrs.get("opp_version"), "model": str(plan.data["atc"].model), **facts}

@@ -78,13 +78,38 @@ class RecordingRunner:
 
 
 def runner_for(ctx) -> Runner:
-    """The runner a stage uses: the injected one (``ctx.run_command``) or a real subprocess runner."""
+    """The runner a stage uses: the injected one (``ctx.run_command``) or a real subprocess runner,
+    behind the tools' path check (tool_paths.py), so no tool is handed a path it would refuse."""
     injected = getattr(ctx, "run_command", None)
     if injected is not None and hasattr(injected, "run"):
-        return injected
-    if callable(injected):
-        return _CallableRunner(injected)
-    return SubprocessRunner(stage=ctx.name, log_path=getattr(ctx.log, "name", None))
+        inner = injected
+    elif callable(injected):
+        inner = _CallableRunner(injected)
+    else:
+        inner = SubprocessRunner(stage=ctx.name, log_path=getattr(ctx.log, "name", None))
+    return PathCheckedRunner(inner, ctx.name)
+
+
+@dataclass
+class PathCheckedRunner:
+    """Checks every path an argv (and TUNE_BANK_PATH) hands the tool before running it."""
+
+    inner: Runner
+    stage: str
+
+    def run(self, argv, *, cwd, env, log, ok_codes=(0,)):
+        from ascendpipe.backends.ascend.tool_paths import check_argv, check_path
+        from ascendpipe.errors import Location
+
+        argv = [str(a) for a in argv]
+        check_argv(argv, location=Location(stage=self.stage))
+        if env and env.get("TUNE_BANK_PATH"):
+            check_path(env["TUNE_BANK_PATH"], tool=tool_label(argv), what="TUNE_BANK_PATH",
+                       location=Location(stage=self.stage))
+        return self.inner.run(argv, cwd=cwd, env=env, log=log, ok_codes=ok_codes)
+
+    def __getattr__(self, name):  # calls/tools() of a RecordingRunner stay reachable
+        return getattr(self.inner, name)
 
 
 @dataclass

@@ -333,8 +333,12 @@ def stage_batches(ctx, specs, *, batch_size: int | None, seed: int) -> tuple[lis
 
     axes = ctx.params.get("batch_axes")
     if "inputs" in ctx.inputs:
+        from ascendpipe.precision.dynamic_shapes import check_feeds  # a feed the OM would refuse
+
         path = resolve_inputs_path(ctx.inputs["inputs"])
-        return load_inputs(path, specs, batch_size=batch_size, batch_axes=axes), str(path)
+        batches = load_inputs(path, specs, batch_size=batch_size, batch_axes=axes)
+        check_feeds(ctx, batches)
+        return batches, str(path)
     ctx.say(f"no inputs given: using random inputs (seed {seed})")
     return [random_inputs(specs, seed=seed, batch_size=batch_size, batch_axes=axes)], f"random(seed={seed})"
 

@@ -15,6 +15,9 @@ def convert(ctx: StageContext) -> StageResult:
         settings = resolve(ctx.params, ctx.path, where)
         model = find_model_file(ctx.inputs["model"], what="input model")
         result = convert_model(model, ctx.out_dir, settings, workspace=ctx.workspace)
+        from ascendpipe.precision.dynamic_shapes import record_emulated_shapes  # ATC's gears (docs/ascend.md)
+
+        record_emulated_shapes(model, ctx.params, ctx.out_dir, settings.soc_version)
     except UserError as err:
         raise err.with_location(stage=ctx.name) from None
     metrics = {"ops_fp16": result.counts["float16"], "ops_fp32": result.counts["float32"],

@@ -87,7 +87,11 @@ def test_convert_runs_atc_then_mode1_with_remedy_files(converted, module_model, 
     fused = json.loads((out / "fused_map.json").read_text())
     assert fused["fused"] == {"conv1": ["conv1", "relu1"]}
     assert fused["tensors"]["conv1:output:0"] == "r1" and fused["tensors"]["fc:output:0"] == "feat"
-    assert result.metrics["om_ops"] == 6 and result.metrics["fused_ops"] == 1
+    # 6 compute ops and the input's Data op (GE's JSON lists the OM's inputs as Data ops)
+    assert result.metrics["om_ops"] == 7 and result.metrics["fused_ops"] == 1
+    # a fixed model needs no --input_shape; the OM's input shape is read from its JSON's Data op
+    assert record["shapes"]["mode"] == "static" and record["shapes"]["from_om_json"]
+    assert record["shapes"]["accepted"] == [{"x": [2, 3, 8, 8]}]
     assert not (out / "atc_work").exists() and (out / "fusion_result.json").is_file()
 
 
@@ -252,11 +256,18 @@ def test_commands_for_dry_run_need_no_tools(make_ctx, monkeypatch, tmp_path):
     convert, mode1 = stages.commands("convert", ctx)
     assert convert[:4] == ["atc", "--framework=5", f"--model={tmp_path}/m.onnx", f"--soc_version={SOC}"]
     assert mode1[:2] == ["atc", "--mode=1"]
+    converted = tmp_path / "build" / "convert"  # not built yet: the upstream kind says it will hold an OM
     for kind, first in (("infer", "python3"), ("dump", "python3"), ("profile", "msprof"), ("tune", "aoe")):
-        kctx = make_ctx(kind, kind, {"soc_version": SOC}, inputs={"model": tmp_path / "m.onnx"})
+        model = tmp_path / "m.onnx" if kind == "tune" else converted
+        kctx = make_ctx(kind, kind, {"soc_version": SOC}, inputs={"model": model},
+                        upstream={} if kind == "tune" else {"model": ("convert", "convert", converted)})
         argvs = stages.commands(kind, kctx)
         assert argvs and argvs[0][0] == first
         assert list(kctx.out_dir.iterdir()) == []  # nothing written
+    # a plain ONNX runs on the host: shown as such, no ais_bench on '<onnx>/model.om'
+    for kind in ("infer", "dump", "profile"):
+        (note,) = stages.commands(kind, make_ctx(f"{kind}_golden", kind, {}, inputs={"model": tmp_path / "m.onnx"}))
+        assert note == [] and note.note.startswith("host onnxruntime") and note.note.endswith(f"{tmp_path}/m.onnx")
     assert stages.commands("eval", ctx) == []
 
 

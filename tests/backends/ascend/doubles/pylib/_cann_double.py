@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -22,10 +23,42 @@ LOGS = {"debug", "info", "warning", "error", "null"}
 ATC_OPTIONS = {"mode", "framework", "model", "output", "soc_version", "input_shape", "input_format",
                "precision_mode", "precision_mode_v2", "keep_dtype", "fusion_switch_file", "insert_op_conf",
                "modify_mixlist", "op_select_implmode", "optypelist_for_implmode", "buffer_optimize", "out_nodes",
-               "log", "om", "json"}
+               "log", "om", "json", "dynamic_batch_size", "dynamic_image_size", "dynamic_dims", "input_shape_range"}
+ATC_PATH_OPTIONS = ("model", "output", "om", "json", "keep_dtype", "fusion_switch_file", "insert_op_conf",
+                    "modify_mixlist")
 META_CMDLINE = "cann_double.atc_cmdline"
 META_SOC = "cann_double.soc_version"
 META_BANK = "cann_double.tune_bank"
+
+
+# ---- the real tools' path rules (typed in again from their sources, independent of ascendpipe) ----------
+# ais_bench / msit: PATH_WHITE_LIST_REGEX = re.compile(r"[^_A-Za-z0-9/.-]")
+#   (msit 8.2.0 components/utils/constants.py:21; ais_bench infer/path_security_check.py)
+# ATC: graphengine CheckInputPathValid / CheckOutputPathValid, "^[\u4e00-\u9fa5A-Za-z0-9./_-]+$"
+# msaccucmp: safe_path_string, re.compile(r"[^_A-Za-z0-9/.,-]")
+#   (mindstudio-probe 26.2.0 msprobe/msaccucmp/cmp_utils/utils.py:36-42)
+PATH_REFUSED = {
+    "ais_bench": re.compile(r"[^_A-Za-z0-9/.-]"),
+    "msit": re.compile(r"[^_A-Za-z0-9/.-]"),
+    "atc": re.compile(r"[^\u4e00-\u9fa5A-Za-z0-9./_-]"),
+    "aoe": re.compile(r"[^\u4e00-\u9fa5A-Za-z0-9./_-]"),  # AOE takes ATC's options and parser
+    "msprof": re.compile(r"[^_A-Za-z0-9/.-]"),  # msprof's own check is not read: held to the msit set
+    "msaccucmp.py": re.compile(r"[^_A-Za-z0-9/.,-]"),
+}
+
+
+def check_path(tool: str, option: str, path: str) -> None:
+    """The tool's path whitelist; the message is the double's, the rule the tool's (above)."""
+    found = PATH_REFUSED[tool].search(str(path))
+    if found:
+        fail(tool, f"{option} {path}: invalid character {found.group(0)!r} in path (the tool's path whitelist)")
+
+
+def check_not_link(tool: str, option: str, path: str) -> None:
+    """ais_bench and msit refuse a symbolic link (msit components/utils/security_check.py:58,
+    ``os.path.islink(os.path.abspath(path))``)."""
+    if os.path.islink(os.path.abspath(path)):
+        fail(tool, f"{option} {path} is a soft link, which is not allowed")
 
 
 def fail(tool: str, message: str) -> None:
@@ -51,14 +84,18 @@ def parse_eq_args(tool: str, argv: list[str], allowed: set[str]) -> dict[str, st
 
 
 def check_shape_grammar(tool: str, text: str) -> None:
-    for part in text.split(";"):
+    """name:d1,d2;name2:... with a dim a number, -1 or lo~hi; 'name:' a scalar (atlasatcparam_16_0016)."""
+    for part in filter(None, text.split(";")):
         name, sep, dims = part.rpartition(":")
-        if not sep or not name or not all(d.lstrip("-").isdigit() for d in dims.split(",")):
+        if not sep or not name or not all(re.fullmatch(r"-1|\d+|\d+~(-1|\d+)", d) for d in dims.split(",") if dims):
             fail(tool, f"--input_shape '{text}' does not match name:d1,d2;name2:...")
 
 
 def check_conversion_options(tool: str, o: dict[str, str]) -> None:
     """The documented constraints between ATC options (also taken by AOE)."""
+    for name in ATC_PATH_OPTIONS:
+        if name in o:
+            check_path(tool, f"--{name}", o[name])
     if o.get("framework") != "5":
         fail(tool, "--framework=5 (ONNX) is required")
     for name in ("model", "soc_version"):
@@ -112,12 +149,120 @@ def check_conversion_options(tool: str, o: dict[str, str]) -> None:
         fail(tool, f"bad --log {o['log']}")
 
 
-def write_fake_om(onnx_path: str, om_path: Path, cmdline: str, soc: str) -> None:
-    """The double's OM: the ONNX itself, with the atc command line kept in metadata."""
+META_SHAPES = "cann_double.shapes"
+GEARS = ("dynamic_batch_size", "dynamic_image_size", "dynamic_dims")
+
+
+def _dims(tool: str, text: str) -> list:
+    out = []
+    for d in filter(None, text.split(",")):
+        if re.fullmatch(r"-1|\d+", d):
+            out.append(int(d))
+        elif re.fullmatch(r"\d+~(-1|\d+)", d):
+            out.append(d)
+        else:
+            fail(tool, f"--input_shape dim '{d}' is not a number, -1 or lo~hi")
+    return out
+
+
+def check_shapes(tool: str, o: dict[str, str]) -> dict:
+    """ATC's --input_shape and gear rules against the ONNX (typed again from CANN's ATC pages):
+    - "If the original model has a non-fixed shape, --input_shape is required" (atlasatcparam_16_0016);
+    - dynamic_batch_size / dynamic_image_size / dynamic_dims / input_shape_range are mutually exclusive,
+      each needs --input_shape; batch: "the first place of the shape is set to -1"; gear count (1, 100],
+      batch sizes in [1, 2048] (atlasatcparam_16_0018); dynamic_dims: one value per -1, in order, not with
+      --insert_op_conf (atlasatcparam_16_0020);
+    - shape ranges: not on Atlas 200/300/500 inference products (Ascend310; aclpythondevg_0047).
+    Returns {"input_shape": {name: dims}, "option", "gears"} for the fake OM."""
+    import onnx
+
+    model = onnx.load(o["model"], load_external_data=False)
+    inits = {i.name for i in model.graph.initializer}
+    inputs = {i.name: [d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else None
+                       for d in i.type.tensor_type.shape.dim] for i in model.graph.input if i.name not in inits}
+    shape: dict[str, list] = {}
+    if "input_shape" in o:
+        check_shape_grammar(tool, o["input_shape"])
+        for part in filter(None, o["input_shape"].split(";")):
+            name, _, dims = part.rpartition(":")
+            if name not in inputs:
+                fail(tool, f"--input_shape: input '{name}' is not found in the model (inputs: {', '.join(inputs)})")
+            shape[name] = _dims(tool, dims)
+    for name, dims in inputs.items():
+        if None in dims and name not in shape:
+            fail(tool, f"input '{name}' has a non-fixed shape: --input_shape is required (atlasatcparam_16_0016)")
+    given = [g for g in (*GEARS, "input_shape_range") if g in o]
+    if len(given) > 1:
+        fail(tool, f"--{given[0]} and --{given[1]} are mutually exclusive (atlasatcparam_16_0018)")
+    option = next((g for g in given if g in GEARS), None)
+    ranged = "input_shape_range" in o or any(isinstance(d, str) for v in shape.values() for d in v) or (
+        not option and any(d == -1 for v in shape.values() for d in v))
+    if ranged and o["soc_version"] == "Ascend310":
+        fail(tool, "dynamic shape range is not supported on Ascend310 (aclpythondevg_0047)")
+    gears: list[list[int]] = []
+    if option:
+        if not shape:
+            fail(tool, f"--{option} must be used with --input_shape (atlasatcparam_16_0018)")
+        if option == "dynamic_dims" and "insert_op_conf" in o:
+            fail(tool, "--dynamic_dims cannot be used with --insert_op_conf (atlasatcparam_16_0020)")
+        text = o[option]
+        try:
+            gears = ([[int(v)] for v in text.split(",")] if option == "dynamic_batch_size"
+                     else [[int(v) for v in g.split(",")] for g in text.split(";") if g])
+        except ValueError:
+            fail(tool, f"--{option} '{text}' is not integers")
+        if not 1 < len(gears) <= 100:
+            fail(tool, f"--{option}: the number of gears must be in (1, 100]")
+        minus = [(n, a) for n, v in shape.items() for a, d in enumerate(v) if d == -1]
+        if not minus or any(isinstance(d, str) for v in shape.values() for d in v):
+            fail(tool, f"--{option} needs -1 dims (and no ranges) in --input_shape")
+        if option == "dynamic_batch_size":
+            if any(a != 0 for _, a in minus):
+                fail(tool, "--dynamic_batch_size: only the first dim of --input_shape may be -1")
+            if any(not 1 <= g[0] <= 2048 for g in gears):
+                fail(tool, "--dynamic_batch_size: each batch size must be in [1, 2048]")
+        if option == "dynamic_image_size":
+            if any(len(g) != 2 for g in gears) or any(
+                    a < len(shape[n]) - 2 for n, a in minus) or len(minus) != 2 * len({n for n, _ in minus}):
+                fail(tool, "--dynamic_image_size: gears 'h,w;h,w' and -1 at the H and W of --input_shape")
+        if option == "dynamic_dims" and any(len(g) != len(minus) for g in gears):
+            fail(tool, f"--dynamic_dims: each gear needs one value per -1 in --input_shape ({len(minus)})")
+    return {"input_shape": shape, "option": option, "gears": gears}
+
+
+def om_input_dims(model) -> dict[str, list]:
+    """The fake OM's inputs: fixed dims as ints, gear dims (-1) as None."""
+    inits = {i.name for i in model.graph.initializer}
+    return {i.name: [d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else None
+                     for d in i.type.tensor_type.shape.dim] for i in model.graph.input if i.name not in inits}
+
+
+def om_shapes(model) -> dict:
+    meta = {p.key: p.value for p in model.metadata_props}
+    return json.loads(meta.get(META_SHAPES) or '{"input_shape": {}, "option": null, "gears": []}')
+
+
+def write_fake_om(onnx_path: str, om_path: Path, cmdline: str, soc: str, shapes: dict | None = None) -> None:
+    """The double's OM: the ONNX itself, its inputs fixed as --input_shape fixes them (a -1 or range dim stays
+    open), with the atc command line and the shapes/gears kept in metadata."""
     import onnx
 
     model = onnx.load(onnx_path)
-    for key, value in ((META_CMDLINE, cmdline), (META_SOC, soc), (META_BANK, os.environ.get("TUNE_BANK_PATH", ""))):
+    shapes = shapes or {"input_shape": {}, "option": None, "gears": []}
+    for value in model.graph.input:
+        dims = shapes["input_shape"].get(value.name)
+        if dims is None:
+            continue
+        proto = value.type.tensor_type.shape.dim
+        for dim, given in zip(proto, dims):
+            if isinstance(given, int) and given > 0:
+                dim.Clear()
+                dim.dim_value = given
+            else:
+                dim.Clear()
+                dim.dim_param = "gear"
+    for key, value in ((META_CMDLINE, cmdline), (META_SOC, soc), (META_BANK, os.environ.get("TUNE_BANK_PATH", "")),
+                       (META_SHAPES, json.dumps(shapes))):
         entry = model.metadata_props.add()
         entry.key, entry.value = key, value
     om_path.parent.mkdir(parents=True, exist_ok=True)
@@ -170,6 +315,11 @@ def _s(value: str) -> dict:
 def om_json(model, name: str) -> dict:
     meta = {p.key: p.value for p in model.metadata_props}
     ops = []
+    # the OM's inputs as Data ops with their output_desc shape (-1 for a gear dim), as GE's JSON lists them
+    for name, dims in om_input_dims(model).items():
+        ops.append({"name": name, "type": "Data",
+                    "attr": [{"key": "_datadump_original_op_names", "value": {"list": {"s": [name]}}}],
+                    "output_desc": [{"shape": {"dim": [d if d is not None else -1 for d in dims]}}]})
     for op in om_ops(model):
         attr = [{"key": "_datadump_original_op_names", "value": {"list": {"s": op["originals"]}}}]
         if op["pass"]:

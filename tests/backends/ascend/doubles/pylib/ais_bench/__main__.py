@@ -42,15 +42,63 @@ def parse(argv):
     p.add_argument("--batchsize", type=int)
     p.add_argument("--debug", type=int, default=0)
     p.add_argument("--acl_json_path")
-    for flag in ("--dymBatch", "--dymHW", "--dymDims", "--dymShape", "--outputSize", "--pure_data_type",
+    p.add_argument("--dymBatch", type=int, default=0)
+    for flag in ("--dymHW", "--dymDims", "--dymShape", "--outputSize", "--pure_data_type",
                  "--profiler", "--dump", "--run_mode", "--display_all_summary", "--output_batchsize_axis"):
         p.add_argument(flag)
     args = p.parse_args(argv)
+    # path_security_check: PATH_WHITE_LIST_REGEX and no soft links (see _cann_double.PATH_REFUSED)
+    for flag, value in (("--model", args.model), ("--output", args.output), ("--acl_json_path", args.acl_json_path)):
+        if value:
+            d.check_path(TOOL, flag, value)
+    d.check_not_link(TOOL, "--model", args.model)
+    for value in (args.input or "").split(","):
+        if value:
+            d.check_path(TOOL, "--input", value)
+            d.check_not_link(TOOL, "--input", value)
     if args.output_dirname and not args.output:
         d.fail(TOOL, "--output_dirname needs --output")
     if args.loop < 1 or args.warmup_count < 0:
         d.fail(TOOL, "--loop >= 1 and --warmup_count >= 0")
     return args
+
+
+def check_feed(args, model, feeds: dict) -> None:
+    """What the device takes (ais_bench ``set_session_options``: --dymBatch, --dymHW, --dymDims or --dymShape
+    picks a dynamic OM's gear, else the static shape): each input file must hold exactly the OM input's size,
+    as ais_bench checks it ("tensorsize ... filesize ... not match")."""
+    shapes = d.om_shapes(model)
+    dims = d.om_input_dims(model)
+    option = shapes.get("option")
+    picked = {"dynamic_batch_size": args.dymBatch or None, "dynamic_image_size": args.dymHW,
+              "dynamic_dims": args.dymDims}
+    if option and not picked[option]:
+        d.fail(TOOL, f"the OM was built with --{option}: give {dict(zip(d.GEARS, ('--dymBatch', '--dymHW', '--dymDims')))[option]}")
+    want = {n: list(v) for n, v in dims.items()}
+    if option == "dynamic_batch_size":
+        if [args.dymBatch] not in shapes["gears"]:
+            d.fail(TOOL, f"--dymBatch {args.dymBatch} is not a gear of the OM {shapes['gears']}")
+        want = {n: [args.dymBatch if v is None else v for v in dims_] for n, dims_ in dims.items()}
+    elif option == "dynamic_image_size":
+        hw = [int(v) for v in args.dymHW.split(",")]
+        if hw not in shapes["gears"]:
+            d.fail(TOOL, f"--dymHW {args.dymHW} is not a gear of the OM {shapes['gears']}")
+        want = {n: (v[:-2] + hw if None in v else v) for n, v in dims.items()}
+    elif option == "dynamic_dims":
+        given = {k: [int(x) for x in v.split(",")] for k, _, v in
+                 (part.rpartition(":") for part in args.dymDims.split(";") if part)}
+        values = [x for n, v in dims.items() for x, g in zip(given.get(n, v), v) if g is None]
+        if values not in shapes["gears"]:
+            d.fail(TOOL, f"--dymDims {args.dymDims} is not a gear of the OM {shapes['gears']}")
+        want = given
+    for name, array in feeds.items():
+        target = want.get(name)
+        if target is None or None in target:
+            continue  # a range OM: --dymShape (not checked by the double)
+        size = int(np.prod(target)) * array.dtype.itemsize
+        if list(array.shape) != list(target):
+            d.fail(TOOL, f"input '{name}': tensorsize: {size} filesize: {array.nbytes} not match "
+                         f"(the OM takes {target}, the file holds {list(array.shape)})")
 
 
 def input_files(spec: str, n_inputs: int) -> list[list[Path]]:
@@ -163,6 +211,8 @@ def main(argv):
         result_dir.mkdir(parents=True, exist_ok=True)
     dump_run_dir = Path(acl["dump_path"]) / time.strftime("%Y%m%d%H%M%S") if acl else None
     compute, h2d, d2h = [], [], []
+    for files in runs:
+        check_feed(args, model, {n: np.load(f) for n, f in zip(in_names, files)})
     feeds0 = {n: np.load(f) for n, f in zip(in_names, runs[0])}
     for _ in range(args.warmup_count):
         session.run(None, feeds0)

@@ -26,6 +26,8 @@ def main(argv):
         i += 2
     if "-d" not in opts or "-out" not in opts:
         d.fail(TOOL, "convert needs -d <file|dir|f1,f2> and -out <dir>")
+    for flag in ("-d", "-out"):  # safe_path_string (msprobe/msaccucmp/cmp_utils/utils.py:36-42)
+        d.check_path(TOOL, flag, opts[flag])
     if opts.get("-t", "npy") not in ("npy", "msnpy", "bin", "pt"):
         d.fail(TOOL, "-t must be npy|msnpy|bin|pt")
     if "-o" in opts and "-i" in opts:

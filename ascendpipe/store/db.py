@@ -18,6 +18,7 @@ import threading
 import time
 
 from ascendpipe.errors import UserError
+from ascendpipe.store.failures import sqlite_kind
 
 SCHEMA_VERSION = 2  # 2: stat_cache gained ctime_ns
 
@@ -46,19 +47,6 @@ def _j(value) -> str:
 
 def _uj(text):
     return json.loads(text) if text else None
-
-
-def _kind(exc) -> str | None:
-    text = str(exc).lower()
-    if "disk is full" in text:
-        return "full"
-    if "readonly" in text or "read-only" in text:
-        return "readonly"
-    if "malformed" in text or "not a database" in text:
-        return "corrupt"
-    if "disk i/o error" in text:
-        return "io"
-    return None
 
 
 def _marker(path: str) -> str:
@@ -140,7 +128,7 @@ class Database:
             except DatabaseDamaged as exc:
                 damage = f"damaged ({exc.__cause__ or 'a malformed page'})"
             except sqlite3.DatabaseError as exc:
-                kind = _kind(exc)
+                kind = sqlite_kind(exc)
                 if kind in ("full", "io", "readonly"):
                     raise self._storage_error(exc) from None
                 damage = f"unreadable ({exc})"
@@ -219,7 +207,7 @@ class Database:
         return UserError(explain(exc, self.path, "opening the workspace database"))
 
     def _raise_for(self, exc) -> None:
-        kind = _kind(exc)
+        kind = sqlite_kind(exc)
         if kind == "corrupt":
             _mark_damaged(self.path)
             raise DatabaseDamaged(

@@ -26,7 +26,7 @@ def human_bytes(n: int | None) -> str:
     return f"{n:.1f} TB"
 
 
-def _sqlite_kind(exc: BaseException) -> str | None:
+def sqlite_kind(exc: BaseException) -> str | None:
     """'full' | 'readonly' | 'corrupt' for sqlite3 errors (matched by name: no sqlite3 import here)."""
     if type(exc).__module__ != "sqlite3":
         return None
@@ -51,7 +51,7 @@ def describe(exc: BaseException, path: str | None = None, free: int | None = Non
         where = os.path.dirname(str(where))  # a temp file's folder is what the user knows
     during = f" while {doing}" if doing else ""
     code = getattr(exc, "errno", None) if isinstance(exc, OSError) else None
-    kind = _sqlite_kind(exc)
+    kind = sqlite_kind(exc)
     if kind == "io" and free is not None and free < (1 << 20):
         kind = "full"  # SQLite says "disk I/O error" when it cannot grow its -wal/-shm on a full disk
     if code in _FULL or kind == "full":
@@ -94,4 +94,4 @@ def explain(exc: BaseException, path: str | None = None, doing: str | None = Non
 
 
 def _needs_space(exc: BaseException) -> bool:
-    return (isinstance(exc, OSError) and exc.errno in _FULL) or _sqlite_kind(exc) in ("full", "io")
+    return (isinstance(exc, OSError) and exc.errno in _FULL) or sqlite_kind(exc) in ("full", "io")

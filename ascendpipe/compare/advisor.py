@@ -336,8 +336,15 @@ def _unique(items: list[str]) -> list[str]:
 
 # --- quantized targets: which layers lose most, and which to keep in float ----------------------------
 
+def _decision_cosine(row: dict) -> float | None:
+    """Our cosine (exact_cosine): the msit-named one is msaccucmp's, which is NaN (None in JSON) when
+    one side is all zero, the very case a collapsed int8 layer produces."""
+    exact = row.get("exact_cosine")
+    return exact if exact is not None else row.get("cosine")
+
+
 def _row_loss(row: dict) -> float | None:
-    cosine = row.get("cosine")
+    cosine = _decision_cosine(row)
     if row.get("side", "both") != "both" or cosine is None:
         return None
     return 1.0 if cosine != cosine else max(0.0, 1.0 - float(cosine))  # NaN: one side collapsed to zeros
@@ -355,7 +362,7 @@ def quantization_losses(rows: list[dict], layers: list[str], producers: dict[str
             continue
         for op in row.get("golden_ops") or [row.get("golden_op") or row["op_name"]]:
             loss_by_op[op] = loss
-            cosine_by_op[op] = row["cosine"]
+            cosine_by_op[op] = _decision_cosine(row)
     ranked = []
     for layer in layers:
         if layer not in loss_by_op:

@@ -14,7 +14,7 @@ import sys
 import pytest
 
 from tests.engine.conftest import CHAIN
-from tests.engine.test_robustness import SLOW, SLOW_PY, _spawn_build, _wait_for
+from tests.engine.test_robustness import SLOW, SLOW_PY, _spawn_build, _wait_for, kill_mid_stage
 
 import ascendpipe
 
@@ -166,12 +166,7 @@ def test_an_interrupted_build_is_recorded_interrupted_with_the_stage_it_stopped(
 
 
 def test_a_killed_build_is_recorded_crashed_at_the_next_build(ws):
-    ws.pipeline(SLOW)
-    ws.write("slow.py", SLOW_PY)
-    proc = _spawn_build(ws)
-    _wait_for(ws.root / "started.flag", proc)
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
+    kill_mid_stage(ws)
     from ascendpipe.store.db import Database
 
     db = Database(str(ws.root / ".ascendpipe" / "ascendpipe.db"))

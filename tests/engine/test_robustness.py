@@ -53,13 +53,18 @@ def _wait_for(path, proc, timeout=90):
         time.sleep(0.05)
 
 
-def test_sigkill_mid_stage_leaves_nothing_marked_built(ws):
+def kill_mid_stage(ws) -> None:
+    """Build the SLOW pipeline in a child process and SIGKILL it (and its stage command) mid-stage."""
     ws.pipeline(SLOW)
     ws.write("slow.py", SLOW_PY)
     proc = _spawn_build(ws)
     _wait_for(ws.root / "started.flag", proc)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
+
+
+def test_sigkill_mid_stage_leaves_nothing_marked_built(ws):
+    kill_mid_stage(ws)
     assert (ws.root / "data/slow.txt").read_text() == "partial"
     assert ws.ran() == ["first"]
     (ws.root / "finish.flag").write_text("")

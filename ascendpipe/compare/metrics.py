@@ -1,12 +1,20 @@
-"""Per-tensor metrics our pass/fail decision reads. Pure numpy, float64, chunked, NaN/inf-safe.
+"""Per-tensor metrics our pass/fail decision reads. Pure numpy, float64, blockwise, NaN/inf-safe.
 
 result.csv's msit columns are not these: they are msaccucmp's cells (``compare/msaccucmp.py``). These
-follow msit's LLM-compare helpers, in float64 and chunked, and feed the decision (``thresholds``) and
+follow msit's LLM-compare helpers, in float64 and blockwise, and feed the decision (``thresholds``) and
 the row keys ``exact_cosine``, ``significant_mean_rel_error`` and ``decision``.
 
 ``g`` is the golden (fp32 reference) tensor, ``t`` the target; both are flattened, as msit does
-(``tensor.reshape(-1).float()``). Every sum is accumulated in float64 over chunks, so a tensor is never
-copied whole into float64.
+(``tensor.reshape(-1).float()``). Both are read in blocks of ``CHUNK`` elements, cast into float64 work
+arrays reused for every block (a block's ~30 operations run from the CPU cache, nothing is allocated
+per block, and a tensor is never copied whole), and every sum is accumulated in float64 by numpy's own
+pairwise sum, never BLAS (whose result depends on its build and thread count). Two values are not
+float64 throughout, for speed, each where the precision cannot matter:
+- the softmax's exponentials for KL are float32 (numpy's float64 exp has no SIMD path on AVX2 and cost
+  four times everything else); the sums stay float64, so KL carries an absolute error of about 1e-9
+  (the decision's threshold is 0.005; msit's whole softmax is float32);
+- ``rmse_fp16_floor`` rounds the golden to fp16's 11 significant bits by a Veltkamp split, exact but
+  for elements below fp16's normal range (|g| < 6.1e-5) and exact ties.
 
 The formulas are msit's LLM-compare ones (package ``msit`` 8.2.0, module
 ``components.utils.cmp_algorithm``, the functions of ``CMP_ALG_MAP`` that msit's compare commands
@@ -57,6 +65,7 @@ Ours, for the pass/fail decision only (never in msit's columns; see ``thresholds
 from __future__ import annotations
 
 import math
+import threading
 
 import numpy as np
 
@@ -66,7 +75,7 @@ FP16_MAX = 65504.0
 # An element smaller than this fraction of the tensor's RMS is below fp16's relative resolution (2^-10)
 # of the tensor's typical values: the rounding those carry is as large as the element itself.
 SIGNIFICANT_FRACTION = 2.0**-10
-CHUNK = 1 << 20  # elements per float64 chunk: ~8 MB per side, whatever the tensor's size
+CHUNK = 1 << 16  # elements per float64 block: 512 KB per work array, which stays in the CPU cache
 
 METRIC_NAMES = (
     "cosine",
@@ -82,14 +91,9 @@ METRIC_NAMES = (
 GOLDEN_NONFINITE = "golden_data includes NAN or inf."  # msit's check_tensor reasons, verbatim
 TARGET_NONFINITE = "my_data includes NAN or inf."
 
+_SPLIT = float(2**42 + 1)  # Veltkamp: x * (2^(53-11) + 1) splits off a float64's leading 11 bits
+
 _COUNT_KEYS = ("golden_nan", "golden_inf", "target_nan", "target_inf", "nonfinite_mismatch")
-
-
-def _pairs(g: np.ndarray, t: np.ndarray):
-    """Aligned float64 chunks of both tensors."""
-    gf, tf = g.reshape(-1), t.reshape(-1)
-    for start in range(0, gf.size, CHUNK):
-        yield gf[start : start + CHUNK].astype(np.float64), tf[start : start + CHUNK].astype(np.float64)
 
 
 def _nonfinite_counts(g: np.ndarray, t: np.ndarray) -> dict:
@@ -119,43 +123,105 @@ def _relative(gc: np.ndarray, tc: np.ndarray, mask: np.ndarray) -> np.ndarray:
     return out
 
 
-class _Sums:
-    """Running float64 sums over finite chunks. The softmax sums for KL are kept relative to a running
-    max (online log-sum-exp), so one pass suffices."""
+class _Scratch:
+    """Float64 work arrays of one block, reused for every block of every tensor (per thread): a block
+    fits in the CPU cache, so the ~30 passes over it run from cache rather than memory, and no pass
+    allocates."""
 
-    def __init__(self) -> None:
+    def __init__(self, size: int) -> None:
+        self.g, self.t, self.d, self.x, self.rel, self.product = (np.empty(size) for _ in range(6))
+        self.meaningful, self.significant = np.empty(size, bool), np.empty(size, bool)
+        self.half_err = np.empty(size)
+        self.single = np.empty(size, np.float32)
+
+    def view(self, n: int) -> "_Scratch":
+        if n == self.g.size:
+            return self
+        part = object.__new__(_Scratch)
+        for name, array in vars(self).items():
+            setattr(part, name, array[:n])
+        return part
+
+
+_LOCAL = threading.local()
+
+
+def _dot(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> float:
+    """sum(a * b) by numpy's own pairwise sum, not BLAS: np.dot's result depends on the BLAS build and
+    its thread count, and BLAS threads called from several compare threads (or beside another busy
+    process) spin against each other, measured 4x slower. ``out`` may be ``a``."""
+    np.multiply(a, b, out=out)
+    return float(np.add.reduce(out))
+
+
+def _scratch(n: int) -> _Scratch:
+    scratch = getattr(_LOCAL, "scratch", None)
+    if scratch is None or scratch.g.size < n:
+        scratch = _LOCAL.scratch = _Scratch(CHUNK)
+    return scratch.view(n)
+
+
+class _Sums:
+    """Running float64 sums over finite blocks. The softmax sums for KL are kept relative to a running
+    max (online log-sum-exp), so one pass suffices. ``floor``: the golden magnitude from which an
+    element counts as significant (known before the pass: it needs the golden's RMS)."""
+
+    def __init__(self, floor: float = math.inf) -> None:
         self.n = 0
         self.gt = self.gg = self.tt = self.dd = self.abs_d = self.rel = self.g_sum = self.t_sum = 0.0
         self.max_abs = self.max_rel = 0.0
         self.fp16_dd = 0.0  # sum of squared errors of rounding the golden itself to fp16
         self.g_max = self.t_max = -math.inf
         self.zg = self.zt = self.kl_weighted = 0.0  # sum e^(g-g_max), sum e^(t-t_max), sum e^(g-g_max) (g-t)
-        self.all_zero = True
+        self.floor = floor
+        self.significant_rel = 0.0
+        self.significant = 0
 
-    def add(self, g: np.ndarray, t: np.ndarray) -> None:
-        d = t - g
-        ad = np.abs(d)
-        meaningful = np.abs(g) > EPS
-        rel = _relative(g, t, meaningful)
-        self.gt += float(np.dot(g, t))
-        self.gg += float(np.dot(g, g))
-        self.tt += float(np.dot(t, t))
-        self.dd += float(np.dot(d, d))
+    def add(self, gc: np.ndarray, tc: np.ndarray) -> None:
+        """One block of both tensors (any real dtype, same size <= CHUNK)."""
+        w = _scratch(gc.size)
+        g, t, d, x, rel = w.g, w.t, w.d, w.x, w.rel
+        np.copyto(g, gc, casting="unsafe")
+        np.copyto(t, tc, casting="unsafe")
+        self.gt += _dot(g, t, w.product)
+        self.gg += _dot(g, g, w.product)
+        self.tt += _dot(t, t, w.product)
         self.g_sum += float(g.sum())
         self.t_sum += float(t.sum())
-        masked_ad = np.where(meaningful, ad, 0.0)
-        self.abs_d += float(masked_ad.sum())
+        np.subtract(t, g, out=d)
+        self.dd += _dot(d, d, w.product)
+        np.abs(g, out=x)
+        np.greater(x, EPS, out=w.meaningful)
+        np.greater_equal(x, self.floor, out=w.significant)  # a subset of meaningful: floor > EPS
+        # msit's |t/g - 1| where |g| > EPS, 0 elsewhere
+        rel.fill(0.0)
+        np.divide(t, g, out=rel, where=w.meaningful)
+        np.subtract(rel, 1.0, out=rel, where=w.meaningful)
+        np.abs(rel, out=rel)
         self.rel += float(rel.sum())
-        self.max_abs = max(self.max_abs, float(masked_ad.max()))
         self.max_rel = max(self.max_rel, float(rel.max()))
-        self.all_zero = self.all_zero and not (g.any() or t.any())
-        with np.errstate(over="ignore"):
-            r16 = np.clip(g, -FP16_MAX, FP16_MAX).astype(np.float16).astype(np.float64) - g
-        self.fp16_dd += float(np.dot(r16, r16))
-        self._add_softmax(g, t, d)
+        np.multiply(rel, w.significant, out=x)
+        self.significant_rel += float(x.sum())
+        self.significant += int(np.count_nonzero(w.significant))
+        np.abs(d, out=x)
+        np.multiply(x, w.meaningful, out=x)  # msit leaves out |g| <= EPS for the absolute error too
+        self.abs_d += float(x.sum())
+        self.max_abs = max(self.max_abs, float(x.max()))
+        # fp16's rounding of the golden: the golden (clipped to fp16's range) rounded to fp16's 11
+        # significant bits by a Veltkamp split, three float64 operations where numpy's cast to float16
+        # is ~20x slower. It differs from the cast only below fp16's normal range (|g| < 6.1e-5, where
+        # fp16 has fewer bits) and at exact ties; this is a floor estimate the RMSE check reads with a
+        # factor 2 (thresholds.RMSE_FLOOR_FACTOR).
+        np.clip(g, -FP16_MAX, FP16_MAX, out=x)
+        np.multiply(x, _SPLIT, out=rel)
+        np.subtract(rel, x, out=w.half_err)
+        np.subtract(rel, w.half_err, out=rel)  # rel = the value rounded to 11 significant bits
+        np.subtract(rel, g, out=x)
+        self.fp16_dd += _dot(x, x, w.product)
+        self._add_softmax(g, t, d, x, w.single)
         self.n += g.size
 
-    def _add_softmax(self, g, t, d) -> None:
+    def _add_softmax(self, g, t, d, x, w32) -> None:
         g_max, t_max = max(self.g_max, float(g.max())), max(self.t_max, float(t.max()))
         if g_max > self.g_max:  # rescale what was summed relative to the old max
             scale = math.exp(self.g_max - g_max) if self.n else 0.0
@@ -165,16 +231,47 @@ class _Sums:
         if t_max > self.t_max:
             self.zt *= math.exp(self.t_max - t_max) if self.n else 0.0
             self.t_max = t_max
-        eg = np.exp(g - g_max)
-        self.zg += float(eg.sum())
-        self.zt += float(np.exp(t - t_max).sum())
-        self.kl_weighted -= float(np.dot(eg, d))  # d = t - g
+        # The exponentials are float32 (numpy's float64 exp is scalar libm, ~4x the cost of everything
+        # else here); the sums stay float64. msit's own softmax is float32 throughout.
+        np.subtract(g, g_max, out=x)
+        np.copyto(w32, x, casting="unsafe")
+        np.exp(w32, out=w32)
+        np.copyto(x, w32)
+        self.zg += float(x.sum())
+        self.kl_weighted -= _dot(x, d, x)  # d = t - g
+        np.subtract(t, t_max, out=x)
+        np.copyto(w32, x, casting="unsafe")
+        np.exp(w32, out=w32)
+        self.zt += float(np.add.reduce(w32, dtype=np.float64))
+
+
+def _blocks(g: np.ndarray, t: np.ndarray):
+    """Aligned blocks of both flattened tensors, as they are (the cast is the caller's)."""
+    gf, tf = g.reshape(-1), t.reshape(-1)
+    for start in range(0, gf.size, CHUNK):
+        yield gf[start : start + CHUNK], tf[start : start + CHUNK]
+
+
+def _golden_squares(g: np.ndarray) -> float:
+    """sum g^2 in float64, block by block (the significance floor needs it before the main pass)."""
+    total = 0.0
+    flat = g.reshape(-1)
+    for start in range(0, flat.size, CHUNK):
+        block = flat[start : start + CHUNK]
+        w = _scratch(block.size).g
+        np.copyto(w, block, casting="unsafe")
+        total += _dot(w, w, w)
+    return total
 
 
 def _kl(s: _Sums) -> float:
     """KL(softmax(g) || softmax(t)) = sum p (g - t) + (t_max - g_max) + log Zt - log Zg, p = e^(g-g_max)/Zg."""
     value = s.kl_weighted / s.zg + (s.t_max - s.g_max) + math.log(s.zt) - math.log(s.zg)
     return max(value, 0.0)
+
+
+def _all_zero(s: _Sums, golden: np.ndarray, target: np.ndarray) -> bool:
+    return s.gg == 0.0 and s.tt == 0.0 and not (golden.any() or target.any())
 
 
 def _cosine(s: _Sums) -> float:
@@ -191,16 +288,6 @@ def _exact_cosine(s: _Sums) -> float:
     if s.gg == 0.0 or s.tt == 0.0:
         return 0.0
     return max(-1.0, min(1.0, s.gt / (math.sqrt(s.gg) * math.sqrt(s.tt))))
-
-
-def _significant(g: np.ndarray, t: np.ndarray, floor: float) -> tuple[float, int]:
-    """(sum of msit's relative error, count) over the elements with |g| >= floor."""
-    total, count = 0.0, 0
-    for gc, tc in _pairs(g, t):
-        mask = np.abs(gc) >= floor
-        total += float(_relative(gc, tc, mask).sum())
-        count += int(mask.sum())
-    return total, count
 
 
 def _std(squares: float, total: float, n: int) -> float:
@@ -228,12 +315,14 @@ def tensor_metrics(golden: np.ndarray, target: np.ndarray) -> dict:
                       significant_mean_rel_error=math.nan, significant_elements=0)
         result.update(target_mean=math.nan, target_std=math.nan, golden_mean=math.nan, golden_std=math.nan)
         return result
-    s = _Sums()
     with np.errstate(over="ignore", invalid="ignore"):  # squares beyond float64: inf, judged as such below
-        for gc, tc in _pairs(golden, target):
+        floor = max(SIGNIFICANT_FRACTION * math.sqrt(_golden_squares(golden) / golden.size),
+                    math.nextafter(EPS, math.inf))
+        s = _Sums(floor)
+        for gc, tc in _blocks(golden, target):
             s.add(gc, tc)
-    floor = max(SIGNIFICANT_FRACTION * math.sqrt(s.gg / s.n), math.nextafter(EPS, math.inf))
-    significant_rel, significant = _significant(golden, target, floor)
+    significant_rel, significant = s.significant_rel, s.significant
+    s.all_zero = _all_zero(s, golden, target)
     norm_g = math.sqrt(s.gg)
     result.update(
         compared=s.n,
@@ -302,12 +391,17 @@ def standard_deviation(golden, target) -> tuple[float, float, float, float]:
 
 
 def magnitude_max(x: np.ndarray) -> float:
-    """Largest finite |x| (0 for an empty or all non-finite tensor), without a float64 copy."""
+    """Largest finite |x| (0 for an empty or all non-finite tensor), block by block in its own dtype
+    (|x| is exact in any float dtype; integers are read as float64, as before)."""
     flat = np.asarray(x).reshape(-1)
+    if flat.dtype.kind not in "fc":
+        flat = flat.astype(np.float64) if flat.dtype.kind in "iub" else flat
     best = 0.0
     for start in range(0, flat.size, CHUNK):
-        chunk = np.abs(flat[start : start + CHUNK].astype(np.float64))
-        chunk = chunk[np.isfinite(chunk)]
-        if chunk.size:
-            best = max(best, float(chunk.max()))
+        block = np.abs(flat[start : start + CHUNK])
+        top = float(block.max()) if block.size else 0.0
+        if not math.isfinite(top):  # an inf or a NaN in this block: the largest of the finite ones
+            block = block[np.isfinite(block)]
+            top = float(block.max()) if block.size else 0.0
+        best = max(best, top)
     return best

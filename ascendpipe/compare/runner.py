@@ -1,7 +1,8 @@
 """Compare two dump directories tensor by tensor (I/O layer over metrics, mapping, order, advisor).
 
-Only the two tensors of the pair being compared are in memory at any time; the metrics work in
-float64 chunks on top of them, so peak memory is about the two largest tensors plus a constant.
+Rows are computed on a few threads (``row_workers``: numpy releases the GIL in its loops); each
+holds only the two tensors of its pair and their work arrays, so peak memory is about that many of
+the largest pairs plus a constant.
 
 Several batches (one golden and one target dump per batch) are compared one by one; each op's row is
 the one of its worst batch (``worst_rows``), with the batch's number and how many batches failed, and
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
 
 import numpy as np
@@ -111,6 +113,18 @@ def _overflow(target_entry: dict, m: dict | None, golden_max: float | None, targ
     return None
 
 
+def _magnitude(entry: dict, array: np.ndarray) -> float:
+    """Largest finite |x|: from the dump index's min/max (over finite values, written with the tensor)
+    when it has them, else read from the array (a dump imported from elsewhere may lack them)."""
+    if "min" in entry and "max" in entry and "nan" in entry and "inf" in entry:
+        low, high = entry["min"], entry["max"]
+        if low is None or high is None:
+            return 0.0
+        if isinstance(low, (int, float)) and isinstance(high, (int, float)):
+            return float(max(abs(low), abs(high)))
+    return magnitude_max(array)
+
+
 def _row(pos: int, pair: mapping.Pair, golden_dir, target_dir, limits: dict, outputs: set) -> dict:
     g, t = pair.golden, pair.target
     main = t or g
@@ -137,7 +151,7 @@ def _row(pos: int, pair: mapping.Pair, golden_dir, target_dir, limits: dict, out
     if g and t:
         golden = _load_tensor(golden_dir, g)
         target = _load_tensor(target_dir, t)
-        golden_max, target_max = magnitude_max(golden), magnitude_max(target)
+        golden_max, target_max = _magnitude(g, golden), _magnitude(t, target)
         cells, messages = msaccucmp.cells(golden, target, target_file=str(Path(target_dir) / t["file"]),
                                           golden_file=str(Path(golden_dir) / g["file"]))
         try:
@@ -189,6 +203,29 @@ def _metric_fields(m: dict | None, cells: dict[str, str]) -> dict:
     return fields | {k: (None if m is None else m[k]) for k in keys}
 
 
+MAX_ROW_WORKERS = 4  # each holds one tensor pair and its work arrays: memory grows with the count
+
+
+def row_workers() -> int:
+    """Threads computing rows: numpy releases the GIL in its loops, so pairs run on several cores."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cpus = os.cpu_count() or 1
+    return max(1, min(MAX_ROW_WORKERS, cpus))
+
+
+def _map_rows(make_row, pairs: list) -> list[dict]:
+    """``make_row(i, pair)`` for every pair, in order, on ``row_workers()`` threads."""
+    workers = min(row_workers(), len(pairs))
+    if workers <= 1:
+        return [make_row(i, p) for i, p in enumerate(pairs)]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="compare-row") as pool:
+        return list(pool.map(make_row, range(len(pairs)), pairs))
+
+
 def batch_rows(golden_dir, target_dir, *, limits: dict, tensor_map: dict, op_map: dict,
                outputs: set, pre_rows: list[dict] | None = None, origins: dict | None = None) -> list[dict]:
     """The rows of one batch, in graph order: ``pre_rows`` (complete rows, e.g. the AIPP check) first."""
@@ -196,7 +233,7 @@ def batch_rows(golden_dir, target_dir, *, limits: dict, tensor_map: dict, op_map
     pairs = order.order_pairs(mapping.pair_tensors(golden_index["tensors"], target_index["tensors"],
                                                    tensor_map=tensor_map, op_map=op_map, origins=origins))
     pre = [dict(r, index=i, pre=True) for i, r in enumerate(pre_rows or [])]
-    rows = pre + [_row(len(pre) + i, p, golden_dir, target_dir, limits, outputs) for i, p in enumerate(pairs)]
+    rows = pre + _map_rows(lambda i, p: _row(len(pre) + i, p, golden_dir, target_dir, limits, outputs), pairs)
     if not outputs and rows:  # no graph: the last compared tensor stands for the output
         compared = [r for r in rows if r["side"] == "both"]
         if compared:

@@ -22,7 +22,8 @@ def test_each_metric_against_hand_computed_values():
     assert m["relative_euclidean"] == pytest.approx(1 / math.sqrt(30), abs=1e-15)
     p = np.exp(G.astype(float)) / np.exp(G.astype(float)).sum()
     q = np.exp(T.astype(float)) / np.exp(T.astype(float)).sum()
-    assert m["kl"] == pytest.approx(float((p * np.log(p / q)).sum()), rel=1e-12)
+    # the softmax's exponentials are float32 (as msit's whole softmax is), its sums float64
+    assert m["kl"] == pytest.approx(float((p * np.log(p / q)).sum()), rel=1e-6)
     assert m["target_mean"] == 2.75 and m["target_std"] == pytest.approx(math.sqrt(8.75 / 4))
     assert m["golden_mean"] == 2.5 and m["golden_std"] == pytest.approx(math.sqrt(1.25))
     assert M.cosine_similarity(G, T) == m["cosine"] and M.root_mean_square_error(G, T) == 0.5
@@ -81,7 +82,9 @@ def test_chunked_accumulation_matches_whole_tensor_float64(monkeypatch):
     assert m["target_std"] == pytest.approx(np.std(t64), rel=1e-10)
     p = np.exp(g64 - g64.max()); p /= p.sum()
     q = np.exp(t64 - t64.max()); q /= q.sum()
-    assert m["kl"] == pytest.approx(float(np.sum(p * np.log(p / q))), rel=1e-8)
+    # float32 exponentials: an absolute error of ~1e-9 on the log-partition functions (the decision's
+    # threshold is 0.005); here KL is 5e-5
+    assert m["kl"] == pytest.approx(float(np.sum(p * np.log(p / q))), abs=1e-8)
 
 
 def test_magnitude_max_ignores_nonfinite():

@@ -227,9 +227,12 @@ def _blocked_results(t_src: np.ndarray, g_src: np.ndarray, t_file: str, g_file: 
     f32, f64 = np.float32, np.float64
     count = np.intp(n)  # numpy's mean divides by the item count as an intp
 
-    def blocks():
+    # float32 copies once (msaccucmp's astype): a float16 side is cast once, not once per pass
+    t_src, g_src = np.asarray(t_src, dtype=f32), np.asarray(g_src, dtype=f32)
+
+    def blocks():  # views: no operation below writes into its operands
         for start, stop in spans:
-            yield t_src[start:stop].astype(f32), g_src[start:stop].astype(f32)
+            yield t_src[start:stop], g_src[start:stop]
 
     def total(parts, dtype=f32):
         return numpy_sums.combine(n, BLOCK, parts, dtype)
@@ -267,24 +270,24 @@ def _blocked_results(t_src: np.ndarray, g_src: np.ndarray, t_file: str, g_file: 
     results: dict[str, tuple[str, str]] = {}
     t_norm = np.sqrt(np.array([total(sums["tt"])], f32))
     g_norm = np.sqrt(np.array([total(sums["gg"])], f32))
-    results["CosineSimilarity"] = _cosine_cell(
-        t_norm, g_norm, lambda: total([np.add.reduce((t / t_norm) * (g / g_norm)) for t, g in blocks()]),
-        t_file, g_file)
-
     t_spread, g_spread = high["t_hi"] - low["t_lo"], high["g_hi"] - low["g_lo"]
 
-    def pdfs():  # _kl_pdf, block by block
+    def pdfs(with_blocks=False):  # _kl_pdf, block by block
         for t, g in blocks():
-            t = (t - low["t_lo"]) / t_spread if t_spread != 0 else t
-            g = (g - low["g_lo"]) / g_spread if g_spread != 0 else g
-            yield np.maximum(t, KL_FLOOR), np.maximum(g, KL_FLOOR)
+            pt = (t - low["t_lo"]) / t_spread if t_spread != 0 else t
+            pg = (g - low["g_lo"]) / g_spread if g_spread != 0 else g
+            pt, pg = np.maximum(pt, KL_FLOOR), np.maximum(pg, KL_FLOOR)
+            yield (pt, pg, t, g) if with_blocks else (pt, pg)
 
-    pt_sums, pg_sums, t_zero, g_zero = [], [], True, True
-    for pt, pg in pdfs():
+    # second pass: the cosine's normalised products (used only if the norms allow) and the KL sums
+    cos_sums, pt_sums, pg_sums, t_zero, g_zero = [], [], [], True, True
+    for pt, pg, t, g in pdfs(with_blocks=True):
+        cos_sums.append(np.add.reduce((t / t_norm) * (g / g_norm)))
         pt_sums.append(np.add.reduce(pt))
         pg_sums.append(np.add.reduce(pg))
         t_zero = t_zero and bool(np.all(pt == 0))
         g_zero = g_zero and bool(np.all(pg == 0))
+    results["CosineSimilarity"] = _cosine_cell(t_norm, g_norm, lambda: total(cos_sums), t_file, g_file)
 
     def kl_value():
         pt_total, pg_total = total(pt_sums), total(pg_sums)

@@ -113,6 +113,10 @@ def _overflow(target_entry: dict, m: dict | None, golden_max: float | None, targ
     return None
 
 
+def _widened(array: np.ndarray) -> np.ndarray:
+    return array.astype(np.float32) if array.dtype == np.float16 else array
+
+
 def _magnitude(entry: dict, array: np.ndarray) -> float:
     """Largest finite |x|: from the dump index's min/max (over finite values, written with the tensor)
     when it has them, else read from the array (a dump imported from elsewhere may lack them)."""
@@ -149,8 +153,10 @@ def _row(pos: int, pair: mapping.Pair, golden_dir, target_dir, limits: dict, out
     golden_max = target_max = None
     cells, messages = dict.fromkeys(msaccucmp.ALGORITHMS, msaccucmp.NAN), []  # msaccucmp's cells for a one-sided row
     if g and t:
-        golden = _load_tensor(golden_dir, g)
-        target = _load_tensor(target_dir, t)
+        # a float16 side is read as float32 once: both metric modules widen it anyway, each pass would
+        # redo numpy's slow float16 cast, and the values are the same
+        golden = _widened(_load_tensor(golden_dir, g))
+        target = _widened(_load_tensor(target_dir, t))
         golden_max, target_max = _magnitude(g, golden), _magnitude(t, target)
         cells, messages = msaccucmp.cells(golden, target, target_file=str(Path(target_dir) / t["file"]),
                                           golden_file=str(Path(golden_dir) / g["file"]))

@@ -13,7 +13,7 @@ Also ``--big-dump GB``: compare two synthetic dumps of that size and report the 
 the streaming compare stays near the two largest tensors plus a constant.
 
 Usage: python bench/compare_vs_polygraphy.py [--model detector|reid] [--size 736] [--width 16]
-       [--polygraphy /tmp/peers/bin/polygraphy] [--big-dump 2]
+       [--polygraphy /tmp/peers/bin/polygraphy] [--repeat 3] [--big-dump 2]
 """
 
 from __future__ import annotations
@@ -21,6 +21,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -171,6 +173,7 @@ def main() -> int:
     parser.add_argument("--model", choices=("detector", "reid"), default="detector")
     parser.add_argument("--size", type=int, default=736)
     parser.add_argument("--width", type=int, default=16)
+    parser.add_argument("--repeat", type=int, default=3, help="alternated runs of each flow; medians are reported")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-compare-") as tmp:
         tmp = Path(tmp)
@@ -196,17 +199,28 @@ def main() -> int:
             target = tmp / "conv" / "model.onnx"
             np.save(tmp / "x.npy", x)
             print(label)
-            (tmp / "ours").mkdir()
             (tmp / "poly").mkdir()
-            ours = run_ascendpipe(golden, tmp / "conv", tmp / "x.npy", tmp / "ours")
-            save, load = run_polygraphy(args.polygraphy, golden, target, tmp / "poly")
-            poly_wall = save["wall"] + load["wall"]
-            poly_peak = max(save["peak_rss_mb"], load["peak_rss_mb"])
-            print(f"ascendpipe compare: {ours['wall']:.2f} s, peak {ours['peak_rss_mb']:.0f} MB")
-            print(f"polygraphy layerwise: {save['wall']:.2f} s save + {load['wall']:.2f} s load/compare = "
-                  f"{poly_wall:.2f} s, peak {poly_peak:.0f} MB")
-            print(f"polygraphy / ascendpipe: time {poly_wall / ours['wall']:.2f}x (target >= 8x), "
-                  f"peak memory {poly_peak / ours['peak_rss_mb']:.2f}x (target >= 6x); "
+            runs = []
+            for k in range(args.repeat):  # alternated, so both flows see the same machine load
+                shutil.rmtree(tmp / "ours", ignore_errors=True)
+                (tmp / "ours").mkdir()
+                ours = run_ascendpipe(golden, tmp / "conv", tmp / "x.npy", tmp / "ours")
+                save, load = run_polygraphy(args.polygraphy, golden, target, tmp / "poly")
+                runs.append((ours, save, load))
+                print(f"run {k + 1}: ascendpipe {ours['wall']:.2f} s / {ours['peak_rss_mb']:.0f} MB; polygraphy "
+                      f"{save['wall'] + load['wall']:.2f} s / {max(save['peak_rss_mb'], load['peak_rss_mb']):.0f} MB; "
+                      f"load average {os.getloadavg()[0]:.1f}")
+            ours_wall = statistics.median(r[0]["wall"] for r in runs)
+            ours_peak = statistics.median(r[0]["peak_rss_mb"] for r in runs)
+            save_wall = statistics.median(r[1]["wall"] for r in runs)
+            load_wall = statistics.median(r[2]["wall"] for r in runs)
+            poly_wall = statistics.median(r[1]["wall"] + r[2]["wall"] for r in runs)
+            poly_peak = statistics.median(max(r[1]["peak_rss_mb"], r[2]["peak_rss_mb"]) for r in runs)
+            print(f"ascendpipe compare (median of {args.repeat}): {ours_wall:.2f} s, peak {ours_peak:.0f} MB")
+            print(f"polygraphy layerwise (median of {args.repeat}): {save_wall:.2f} s save + {load_wall:.2f} s "
+                  f"load/compare = {poly_wall:.2f} s, peak {poly_peak:.0f} MB")
+            print(f"polygraphy / ascendpipe: time {poly_wall / ours_wall:.2f}x (target >= 8x), "
+                  f"peak memory {poly_peak / ours_peak:.2f}x (target >= 6x); "
                   f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
         if args.big_dump:
             (tmp / "big").mkdir()

@@ -33,7 +33,8 @@ cell here is the string msaccucmp formats, for the same two arrays. Source: pack
   ``%.3f``, float64 accumulation, and any |value| < 0.001 written as 0.
 The arithmetic below is written to perform the same numpy operations in the same order and dtype, so
 the text is identical, not just close (tests/compare/test_msaccucmp_reference.py checks it against the
-package). Memory: float32 copies of both tensors, as msaccucmp makes.
+package). A pair larger than ``BLOCK`` elements is evaluated block by block with identical text
+(``_blocked_results``): memory is the float32 copies of both tensors, as msaccucmp makes, plus blocks.
 """
 
 from __future__ import annotations

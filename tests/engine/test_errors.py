@@ -133,3 +133,16 @@ def test_user_error_api_is_typed(ws):
     ws.pipeline("stages: {}\n")
     with pytest.raises(UserError):
         ascendpipe.build(str(ws.root / "pipeline.yaml"), quiet=True)
+
+
+@pytest.mark.parametrize("command", ["build", "validate", "status", "dag"])
+def test_a_pipeline_file_that_is_a_fifo_is_refused_without_blocking(tmp_path, command):
+    """Reading a FIFO would block until something writes to it: the file is never opened."""
+    import os
+
+    os.mkfifo(tmp_path / "p.yaml")
+    proc = subprocess.run([sys.executable, "-m", "ascendpipe", command, "p.yaml"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        "ascendpipe: error: p.yaml: pipeline file p.yaml is a FIFO (named pipe); give the pipeline's YAML file"]

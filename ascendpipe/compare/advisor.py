@@ -186,7 +186,7 @@ def _overflow_advice(rows, position, producers, plan_nodes, stage, existing_keep
         why += (f"; {', '.join(repr(x) for x in later)} read{'s' if len(later) == 1 else ''} a value beyond fp16's "
                 "range and would overflow next")
     return [_keep_dtype_item(_unique(list(existing_keep or []) + names), stage, why + ": keep them in fp32",
-                             added=names)]
+                             added=names, existing=existing_keep)]
 
 
 def _likely_harmless(rows, position) -> bool:
@@ -234,7 +234,7 @@ def _unswitchable_advice(row, passes: list[str], stage: str, existing_keep: list
     message = (f"fused op '{row['op_name']}' (from {', '.join(ops)}) fails while its inputs pass; it is made by "
                f"{named}, which ATC cannot switch off (the CANN reference: 'this fusion pattern cannot be "
                "disabled'): keep its ops in fp32 instead")
-    return _keep_dtype_item(_unique(list(existing_keep or []) + ops), stage, message, added=ops)
+    return _keep_dtype_item(_unique(list(existing_keep or []) + ops), stage, message, added=ops, existing=existing_keep)
 
 
 def _original_types(rows: list[dict], row: dict) -> list[str]:
@@ -306,7 +306,8 @@ def _loss_advice(rows, position, plan_nodes, stage, existing_keep, known, mode=N
     else:
         names = ops
         message = f"op '{row['op_name']}' loses accuracy in fp16 without overflowing: keep it in fp32"
-    advice = [_keep_dtype_item(_unique(list(existing_keep or []) + names), stage, message, added=names)]
+    advice = [_keep_dtype_item(_unique(list(existing_keep or []) + names), stage, message, added=names,
+                               existing=existing_keep)]
     if "precision_mode" in known and mode != "allow_fp32_to_fp16":  # never the mode already in use
         advice.append({
             "kind": "precision_mode",
@@ -317,13 +318,16 @@ def _loss_advice(rows, position, plan_nodes, stage, existing_keep, known, mode=N
     return advice
 
 
-def _keep_dtype_item(names: list[str], stage: str, message: str, added: list[str] | None = None) -> dict:
-    """``ops``: the whole list to paste (it replaces the stage's keep_dtype); ``added``: the new entries."""
+def _keep_dtype_item(names: list[str], stage: str, message: str, added: list[str] | None = None,
+                     existing: list[str] | None = None) -> dict:
+    """``ops``: the whole list to paste (it replaces the stage's keep_dtype); ``added``: the entries it
+    adds, never one the stage's keep_dtype (``existing``) already holds."""
+    kept = set(existing or [])
     return {
         "kind": "keep_dtype",
         "message": message,
         "ops": names,
-        "added": list(added if added is not None else names),
+        "added": [n for n in (added if added is not None else names) if n not in kept],
         "file": {"name": "keep_dtype.cfg", "content": "".join(f"{n}\n" for n in names)},
         "set": paste.set_line(stage, ["keep_dtype"], names),
         "yaml": paste.yaml_lines(stage, {"keep_dtype": names}),

@@ -196,3 +196,13 @@ def test_the_precision_mode_in_use_is_never_advised():
     kinds = [i["kind"] for i in advisor.describe_failure(rows, 0, target_settings={"precision_mode": "force_fp16"},
                                                          convert_params=known)["advice"]]
     assert kinds == ["keep_dtype", "precision_mode"]
+
+
+def test_an_op_the_stage_already_keeps_is_never_listed_as_added():
+    rows = [_row(0, "/Mul_1", peak=3e4), _row(1, "/ReduceSum", "ReduceSum", failed=True, overflow="target", peak=3e5),
+            _row(2, "/Sqrt", "Sqrt", failed=True, peak=550.0), _row(3, "/Div", "Div", failed=True, out=True)]
+    producers = {"/Mul_1": [], "/ReduceSum": ["/Mul_1"], "/Sqrt": ["/ReduceSum"], "/Div": ["/Sqrt"]}
+    first = advisor.describe_failure(rows, 1, producers=producers, stage="convert",
+                                     target_settings={"keep_dtype": ["/ReduceSum"]})
+    item = first["advice"][0]
+    assert item["ops"] == ["/ReduceSum", "/Sqrt"] and item["added"] == ["/Sqrt"]

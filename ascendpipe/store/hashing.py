@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 import threading
 import time
 
@@ -51,6 +52,9 @@ class Hasher:
         self._pending: list[tuple] = []
 
     def _stat_hash(self, abspath: str, st) -> str:
+        if not stat.S_ISREG(st.st_mode):
+            # never opened: a FIFO blocks the build until something writes to it, a device never ends
+            self._refuse(abspath, st)
         row = self.db.stat_get(abspath)
         if row and row[:4] == (st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size):
             return row[4]
@@ -64,6 +68,15 @@ class Hasher:
             with self._lock:
                 self._pending.append((abspath, st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size, digest))
         return digest
+
+    def _refuse(self, abspath: str, st) -> None:
+        from ascendpipe.config.paths import special_file
+        from ascendpipe.errors import Location, UserError
+
+        rel = os.path.relpath(abspath, self.workspace)
+        what = special_file(abspath) or "not a regular file"
+        raise UserError(f"'{rel}' is {what}: a dep or an output must be a regular file or a folder; replace it",
+                        Location(file=rel))
 
     def flush(self) -> None:
         with self._lock:
@@ -87,6 +100,10 @@ class Hasher:
             st = os.stat(abspath)
         except FileNotFoundError:
             digest = None
+        except OSError as exc:  # a symlink loop, a path through a file: the path cannot be read
+            from ascendpipe.errors import Location, UserError
+
+            raise UserError(f"'{rel}' cannot be read: {exc.strerror}; replace it", Location(file=rel)) from None
         else:
             if os.path.isdir(abspath):
                 digest = self._hash_dir(abspath)[0]
@@ -102,7 +119,13 @@ class Hasher:
             dirs.sort()
             for name in sorted(files):
                 full = os.path.join(root, name)
-                st = os.stat(full)
+                try:
+                    st = os.stat(full)
+                except OSError as exc:  # a dangling link or a loop inside a folder: its content is unknown
+                    from ascendpipe.errors import Location, UserError
+
+                    rel = os.path.relpath(full, self.workspace)
+                    raise UserError(f"'{rel}' cannot be read: {exc.strerror}; replace it", Location(file=rel)) from None
                 entries.append(
                     {"path": os.path.relpath(full, abspath).replace(os.sep, "/"), "size": st.st_size, "hash": self._stat_hash(full, st)}
                 )

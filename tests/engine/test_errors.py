@@ -146,3 +146,33 @@ def test_a_pipeline_file_that_is_a_fifo_is_refused_without_blocking(tmp_path, co
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert proc.stderr.strip().splitlines() == [
         "ascendpipe: error: p.yaml: pipeline file p.yaml is a FIFO (named pipe); give the pipeline's YAML file"]
+
+
+def test_a_dep_that_became_a_fifo_after_a_build_is_refused_not_waited_on(tmp_path):
+    """The plan is cached after the first build, so the path rules that refuse a FIFO dep at load time
+    do not run again: the hasher itself never opens a file that is not regular."""
+    import os
+
+    (tmp_path / "p.yaml").write_text("stages:\n  a:\n    kind: run\n    cmd: cat d.txt > o.txt\n"
+                                     "    deps: [d.txt]\n    outs: [o.txt]\n")
+    (tmp_path / "d.txt").write_text("hi\n")
+
+    def build():
+        return subprocess.run([sys.executable, "-m", "ascendpipe", "build", "p.yaml"], cwd=tmp_path,
+                              capture_output=True, text=True, timeout=60)
+
+    assert build().returncode == 0
+    (tmp_path / "d.txt").unlink()
+    os.mkfifo(tmp_path / "d.txt")
+    proc = build()
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        "ascendpipe: error: d.txt: 'd.txt' is a FIFO (named pipe): a dep or an output must be a regular file or a "
+        "folder; replace it"]
+    assert (tmp_path / "o.txt").read_text() == "hi\n"  # what was built stays
+    (tmp_path / "d.txt").unlink()
+    (tmp_path / "d.txt").symlink_to("d.txt")
+    proc = build()
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        "ascendpipe: error: d.txt: 'd.txt' cannot be read: Too many levels of symbolic links; replace it"]

@@ -228,8 +228,11 @@ def _map_rows(make_row, pairs: list) -> list[dict]:
         return [make_row(i, p) for i, p in enumerate(pairs)]
     from concurrent.futures import ThreadPoolExecutor
 
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="compare-row") as pool:
+    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="compare-row")
+    try:
         return list(pool.map(make_row, range(len(pairs)), pairs))
+    finally:  # on an error or Ctrl-C, the rows not started are dropped rather than computed first
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def batch_rows(golden_dir, target_dir, *, limits: dict, tensor_map: dict, op_map: dict,

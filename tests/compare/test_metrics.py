@@ -134,3 +134,24 @@ def test_msaccucmp_special_cases():
 def test_our_metrics_survive_float64_beyond_1e154():
     m = M.tensor_metrics(np.full(8, 2e154), np.full(8, 3e154))  # was: OverflowError in the std
     assert m["compared"] == 8 and m["max_abs_error"] == pytest.approx(1e154) and m["target_mean"] == pytest.approx(3e154)
+
+
+def test_rows_run_in_order_and_an_error_stops_the_rows_not_started(monkeypatch):
+    from ascendpipe.compare import runner
+
+    monkeypatch.setattr(runner, "row_workers", lambda: 2)
+    started = []
+
+    def make_row(i, pair):
+        started.append(i)
+        if i == 3:
+            raise ValueError("bad pair")
+        import time
+
+        time.sleep(0.01)
+        return {"i": i, "pair": pair}
+
+    assert [r["i"] for r in runner._map_rows(lambda i, p: {"i": i, "pair": p}, list("abcdefgh"))] == list(range(8))
+    with pytest.raises(ValueError, match="bad pair"):
+        runner._map_rows(make_row, list(range(400)))
+    assert len(started) < 400  # the queued rows were cancelled, not run

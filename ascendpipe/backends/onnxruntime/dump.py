@@ -29,6 +29,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
+from ascendpipe.backends.onnxruntime.segments import plan_segments
 from ascendpipe.contract import DUMP_FORMAT, DUMP_INDEX, DUMP_TENSORS_DIR
 from ascendpipe.errors import Location, UserError
 from ascendpipe.inputs import check_array, write_json_atomic
@@ -77,29 +78,6 @@ def tensor_stats(array: np.ndarray) -> dict:
     if finite.size == 0:
         return {"min": None, "max": None, "nan": nan, "inf": inf}
     return {"min": float(finite.min()), "max": float(finite.max()), "nan": nan, "inf": inf}
-
-
-def plan_chunks(sizes: Sequence[int | None], budget: int | None) -> list[list[int]]:
-    """Indices grouped in order so each group's total estimated size stays within ``budget``.
-
-    Unknown sizes count as the largest known one (a guess on the safe side); a tensor bigger than
-    the budget gets a chunk of its own.
-    """
-    if budget is None or not sizes:
-        return [list(range(len(sizes)))] if sizes else []
-    known = [s for s in sizes if s is not None]
-    fallback = max(known) if known else max(budget // 8, 1)
-    chunks, current, total = [], [], 0
-    for index, size in enumerate(sizes):
-        size = fallback if size is None else size
-        if current and total + size > budget:
-            chunks.append(current)
-            current, total = [], 0
-        current.append(index)
-        total += size
-    if current:
-        chunks.append(current)
-    return chunks
 
 
 def emulation_info(metadata: dict[str, str], where: Location) -> tuple[set[str], dict[str, dict]]:
@@ -339,12 +317,14 @@ def dump_model(model_path, feeds: dict[str, np.ndarray], out_dir, *, fusions: bo
     if not fits_without_estimate(model, feeds, len(plan), memory_budget_bytes):
         for planned, size in zip(plan, _estimate_sizes(model, feeds, [p.name for p in plan])):
             planned.size = size
-        chunks = plan_chunks([p.size for p in plan], memory_budget_bytes)
+        segments = plan_segments(model.graph.node, {p.name: p.size for p in plan},
+                                 {p.name for p in plan if p.size is not None}, memory_budget_bytes,
+                                 graph_inputs=[s.name for s in specs],
+                                 initializers={i.name for i in model.graph.initializer},
+                                 graph_outputs={o.name for o in model.graph.output})
     else:
-        chunks = plan_chunks([0] * len(plan), None)
-    existing_outputs = {o.name for o in model.graph.output}
+        segments = []
     summary = graph_summary(model.graph)
-    del model  # the weights stay in memory once, as bytes, not also as a parsed proto
     planned_at = time.perf_counter()
 
     out_dir = Path(out_dir)
@@ -353,12 +333,16 @@ def dump_model(model_path, feeds: dict[str, np.ndarray], out_dir, *, fusions: bo
     input_entries: dict[str, dict] = {}
     entries: list[dict | None] = _write_inputs(specs, feeds, out_dir / TENSORS_DIR, input_entries)
     entries.extend([None] * len(plan))
-    for chunk_no, chunk in enumerate(chunks):
-        extra = [plan[i].name for i in chunk if plan[i].name not in existing_outputs]
-        _run_chunk(marked_model_bytes(model_bytes, extra), [plan[i] for i in chunk], feeds, out_dir, entries,
-                   first_position=len(specs) + chunk[0], fusions=fusions, runtime_dir=model_path.parent)
-        if log is not None:
-            log.write(f"dump: chunk {chunk_no + 1}/{len(chunks)}: {len(chunk)} tensors\n")
+    run = _Runner(plan, feeds, out_dir, entries, first_position=len(specs), fusions=fusions,
+                  runtime_dir=model_path.parent, log=log)
+    if len(segments) > 1:
+        del model_bytes  # each segment serialises only its own weights from the parsed model
+        run.segments(model, segments)
+    else:
+        existing_outputs = {o.name for o in model.graph.output}
+        del model  # the weights stay in memory once, as bytes, not also as a parsed proto
+        run.whole(marked_model_bytes(model_bytes, [p.name for p in plan if p.name not in existing_outputs]))
+    runs = max(len(segments), 1)
     index = {
         "format": FORMAT,
         "model": model_path.name,  # the file name only: a path would differ between clones and folders
@@ -371,7 +355,7 @@ def dump_model(model_path, feeds: dict[str, np.ndarray], out_dir, *, fusions: bo
     }
     write_json_atomic(out_dir / INDEX_FILE, index)
     if stats is not None:
-        stats.update(chunks=len(chunks), plan_seconds=planned_at - started,
+        stats.update(chunks=runs, plan_seconds=planned_at - started, session_seconds=run.session_seconds,
                      seconds=time.perf_counter() - started)
     return out_dir / INDEX_FILE
 
@@ -411,26 +395,118 @@ _SIZE_FROM_VALUES = frozenset({"Expand", "Tile", "Resize", "Upsample", "Constant
                                "NonZero", "Loop", "Scan", "If", "OneHot", "ConvTranspose"})
 
 
-def _run_chunk(model_bytes: bytes, planned: list[Planned], feeds: dict, out_dir: Path, entries: list,
-               *, first_position: int, fusions: bool, runtime_dir: Path) -> None:
-    """One run returning this chunk's tensors; each is written, indexed and released in turn."""
-    from ascendpipe.backends.onnxruntime.session import make_session
+class _Runner:
+    """Runs the model (whole, or segment by segment) and writes each dumped tensor as it comes.
 
-    # Fusions off for a golden (ORT_DISABLE_ALL): measured one-shot (session + first run, CPU time) on
-    # a ResNet-18 at batch 8, ORT_ENABLE_ALL's faster convolutions are paid back by its longer session
-    # set-up (0.94 s vs 0.91 s, under load), so the golden keeps the plain kernels and its values.
-    session = make_session(model_bytes, fusions=fusions, runtime_dir=runtime_dir)
-    values = session.run([p.name for p in planned], feeds)
-    del session
-    values.reverse()  # pop() from the end hands them out in order, each freed once written
-    # Writing (page cache copies) and the stats passes release the GIL: two writers overlap them.
-    with ThreadPoolExecutor(max_workers=2) as pool:
+    Writing (page cache copies) and the stats passes release the GIL, so two writer threads overlap
+    them with each other and with the next segment's run. At most two segments' tensors are held:
+    the one being written and the one just returned (the next run waits for the writes before it).
+    """
+
+    def __init__(self, plan: list[Planned], feeds: dict, out_dir: Path, entries: list, *, first_position: int,
+                 fusions: bool, runtime_dir: Path, log):
+        self.plan, self.feeds, self.out_dir, self.entries = plan, feeds, out_dir, entries
+        self.position = {p.name: first_position + i for i, p in enumerate(plan)}
+        self.planned = {p.name: p for p in plan}
+        self.fusions, self.runtime_dir, self.log = fusions, runtime_dir, log
+        self.session_seconds = 0.0
+
+    def _run(self, model_bytes: bytes, names: list[str], feeds: dict) -> list:
+        import time
+
+        from ascendpipe.backends.onnxruntime.session import make_session
+
+        # Fusions off for a golden (ORT_DISABLE_ALL): measured one-shot (session + first run, CPU time) on
+        # a ResNet-18 at batch 8, ORT_ENABLE_ALL's faster convolutions are paid back by its longer session
+        # set-up (0.94 s vs 0.91 s, under load), so the golden keeps the plain kernels and its values.
+        started = time.perf_counter()
+        session = make_session(model_bytes, fusions=self.fusions, runtime_dir=self.runtime_dir)
+        self.session_seconds += time.perf_counter() - started
+        del model_bytes
+        return session.run(names, feeds)
+
+    def _submit(self, pool, names: list[str], values: list) -> list:
+        values.reverse()  # pop() from the end hands them out in order, each freed once written
         jobs = []
-        for offset, item in enumerate(planned):
-            position = first_position + offset
-            jobs.append((position, pool.submit(_write_tensor, item, values.pop(), out_dir, position)))
+        for name in names:
+            value = values.pop()
+            if name in self.position:
+                position = self.position[name]
+                jobs.append((position, pool.submit(_write_tensor, self.planned[name], value, self.out_dir, position)))
+        return jobs
+
+    def _collect(self, jobs: list) -> None:
         for position, job in jobs:
-            entries[position] = job.result()
+            self.entries[position] = job.result()
+
+    def whole(self, marked_model: bytes) -> None:
+        """One run of the whole model with every dumped tensor marked."""
+        names = [p.name for p in self.plan]
+        values = self._run(marked_model, names, self.feeds)
+        del marked_model
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            self._collect(self._submit(pool, names, values))
+        if self.log is not None:
+            self.log.write(f"dump: 1 run: {len(names)} tensors\n")
+
+    def segments(self, model, segments: list) -> None:
+        """The segments in order, each fed the graph inputs and earlier segments' tensors it reads;
+        a crossing value is kept only until its last reader has run."""
+        carried: dict[str, object] = {}
+        later = {name for seg in segments for name in seg.inputs}
+        builder = _SegmentBuilder(model)
+        pending: list = []
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            for number, seg in enumerate(segments, start=1):
+                feeds = {n: self.feeds[n] if n in self.feeds else carried[n] for n in seg.inputs}
+                values = self._run(builder.build(seg, feeds), seg.outputs, feeds)
+                del feeds
+                for name in seg.releases:
+                    carried.pop(name, None)
+                for name, value in zip(seg.outputs, values):
+                    if name in later:
+                        carried[name] = value
+                self._collect(pending)  # the previous segment's writes: bounded to two segments held
+                pending = self._submit(pool, seg.outputs, values)
+                if self.log is not None:
+                    self.log.write(f"dump: segment {number}/{len(segments)}: {len(seg.nodes)} nodes, "
+                                   f"{sum(1 for n in seg.outputs if n in self.position)} tensors\n")
+            self._collect(pending)
+
+
+class _SegmentBuilder:
+    """Serialised sub-models of one parsed model: a segment's nodes, the initializers they read, its
+    inputs typed as the values it is fed. Only the segment's own weights are copied."""
+
+    def __init__(self, model):
+        graph = model.graph
+        self.model = model
+        self.inits = {i.name: i for i in graph.initializer}
+        self.declared = {i.name: i for i in graph.input}
+        self.outputs = {o.name: o for o in graph.output}
+
+    def build(self, seg, feeds: dict) -> bytes:
+        import onnx
+        from onnx import helper
+
+        graph = self.model.graph
+        sub = onnx.GraphProto(name=graph.name)
+        sub.node.extend(graph.node[i] for i in seg.nodes)
+        sub.initializer.extend(self.inits[n] for n in seg.initializers)
+        for name in seg.inputs:
+            if name in self.declared:
+                sub.input.append(self.declared[name])
+            else:
+                value = feeds[name]
+                sub.input.append(helper.make_tensor_value_info(
+                    name, helper.np_dtype_to_tensor_dtype(value.dtype), list(value.shape)))
+        # an initializer declared as an input stays overridable, as in the whole model (not folded)
+        sub.input.extend(self.declared[n] for n in seg.initializers if n in self.declared)
+        sub.output.extend(self.outputs.get(n) or onnx.ValueInfoProto(name=n) for n in seg.outputs)
+        part = onnx.ModelProto(ir_version=self.model.ir_version, graph=sub)
+        part.opset_import.extend(self.model.opset_import)
+        part.functions.extend(self.model.functions)
+        return part.SerializeToString()
 
 
 def _write_tensor(item: Planned, value, out_dir: Path, position: int) -> dict | None:

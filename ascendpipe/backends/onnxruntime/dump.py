@@ -40,7 +40,7 @@ TENSORS_DIR = DUMP_TENSORS_DIR
 FORMAT = DUMP_FORMAT
 EMULATION_KEY = "ascendpipe.emulation"
 EMU_PREFIX = "ascendpipe_emu/"
-DEFAULT_MEMORY_BUDGET = 1 << 30  # bytes of marked outputs held at once
+DEFAULT_MEMORY_BUDGET = 8 << 20  # bytes a segment holds: its dumped tensors and its weights
 # Bump when the bytes of a dump change for the same model and feeds (part of a shared dump's key).
 # 2: no path or run count in index.json, graph facts in it, fp16 ops' outputs stored as fp16
 DUMP_VERSION = 2
@@ -253,6 +253,16 @@ def _estimate_sizes(model, feeds: dict[str, np.ndarray], names: list[str]) -> li
     return [known.get(n) for n in names]
 
 
+def _tensor_bytes(init) -> int:
+    from onnx import helper
+
+    try:
+        itemsize = np.dtype(helper.tensor_dtype_to_np_dtype(init.data_type)).itemsize
+    except (KeyError, TypeError):  # strings and unknown types: a guess is enough for a budget
+        itemsize = 4
+    return int(np.prod(init.dims, dtype=np.int64)) * itemsize
+
+
 def marked_model_bytes(model_bytes: bytes, names: Sequence[str]) -> bytes:
     """The model with ``names`` added as graph outputs, without re-serialising its weights.
 
@@ -298,16 +308,15 @@ def dump_model(model_path, feeds: dict[str, np.ndarray], out_dir, *, fusions: bo
     where = Location(file=str(model_path))
     if not model_path.is_file():
         raise UserError("model file does not exist", where)
-    model_bytes = model_path.read_bytes()
     try:
-        model = onnx.load_model_from_string(model_bytes)
+        model = onnx.load_model_from_string(model_path.read_bytes())
     except Exception as exc:  # onnx raises DecodeError and friends for a bad file
         raise UserError(f"cannot read the ONNX model: {exc}", where) from None
-    if any(i.data_location == onnx.TensorProto.EXTERNAL for i in model.graph.initializer):
+    external = any(i.data_location == onnx.TensorProto.EXTERNAL for i in model.graph.initializer)
+    if external:
         # onnxruntime cannot read external weights of a model given as bytes for every op (its shape
         # inference wants them inline), so inline them: this path is limited to protobuf's 2 GiB
         model = onnx.load(str(model_path))
-        model_bytes = model.SerializeToString()
     specs = graph_input_specs(model.graph)
     _check_feeds(specs, feeds, where)
     emulated = EMULATION_KEY in {p.key for p in model.metadata_props}
@@ -320,7 +329,7 @@ def dump_model(model_path, feeds: dict[str, np.ndarray], out_dir, *, fusions: bo
         segments = plan_segments(model.graph.node, {p.name: p.size for p in plan},
                                  {p.name for p in plan if p.size is not None}, memory_budget_bytes,
                                  graph_inputs=[s.name for s in specs],
-                                 initializers={i.name for i in model.graph.initializer},
+                                 initializers={i.name: _tensor_bytes(i) for i in model.graph.initializer},
                                  graph_outputs={o.name for o in model.graph.output})
     else:
         segments = []
@@ -336,12 +345,15 @@ def dump_model(model_path, feeds: dict[str, np.ndarray], out_dir, *, fusions: bo
     run = _Runner(plan, feeds, out_dir, entries, first_position=len(specs), fusions=fusions,
                   runtime_dir=model_path.parent, log=log)
     if len(segments) > 1:
-        del model_bytes  # each segment serialises only its own weights from the parsed model
-        run.segments(model, segments)
+        run.segments(model, segments)  # each segment serialises only its own weights
     else:
         existing_outputs = {o.name for o in model.graph.output}
-        del model  # the weights stay in memory once, as bytes, not also as a parsed proto
-        run.whole(marked_model_bytes(model_bytes, [p.name for p in plan if p.name not in existing_outputs]))
+        # the weights are held once: the parsed model goes before the file's bytes are read again
+        model_bytes = model.SerializeToString() if external else None
+        del model
+        model_bytes = marked_model_bytes(model_bytes or model_path.read_bytes(),
+                                         [p.name for p in plan if p.name not in existing_outputs])
+        run.whole(model_bytes)
     runs = max(len(segments), 1)
     index = {
         "format": FORMAT,
@@ -467,11 +479,31 @@ class _Runner:
                     if name in later:
                         carried[name] = value
                 self._collect(pending)  # the previous segment's writes: bounded to two segments held
+                _release_heap()
                 pending = self._submit(pool, seg.outputs, values)
                 if self.log is not None:
                     self.log.write(f"dump: segment {number}/{len(segments)}: {len(seg.nodes)} nodes, "
                                    f"{sum(1 for n in seg.outputs if n in self.position)} tensors\n")
             self._collect(pending)
+
+
+def _release_heap() -> None:
+    """Hand freed heap pages back to the OS (glibc): a finished segment's session, sub-model and
+    tensors are freed into the heap, which otherwise keeps them and the peak RSS grows by segment."""
+    import ctypes
+    import ctypes.util
+
+    global _TRIM
+    if _TRIM is None:
+        try:
+            _TRIM = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+        except (OSError, AttributeError):  # not glibc: nothing to do
+            _TRIM = False
+    if _TRIM:
+        _TRIM(0)
+
+
+_TRIM = None
 
 
 class _SegmentBuilder:

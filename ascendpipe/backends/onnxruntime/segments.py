@@ -65,9 +65,11 @@ def node_reads(node) -> list[str]:
 
 
 def plan_segments(nodes: Sequence, sizes: dict[str, int | None], crossable: set[str], budget: int | None, *,
-                  graph_inputs: Sequence[str], initializers: set[str], graph_outputs: set[str]) -> list[Segment]:
-    """Consecutive segments whose dumped tensors' estimated bytes (``sizes``: the dumped tensors,
-    None when unknown, counted as the largest known) stay within ``budget`` where a legal cut allows.
+                  graph_inputs: Sequence[str], initializers: dict[str, int], graph_outputs: set[str]) -> list[Segment]:
+    """Consecutive segments whose bytes stay within ``budget`` where a legal cut allows: a segment
+    holds its dumped tensors (``sizes``: every dumped tensor's estimated bytes, None when unknown,
+    counted as the largest known) and a copy of the weights it reads (``initializers``: name ->
+    bytes) while its session lives.
 
     A segment grows past the budget when no legal cut lies inside it (one run as a last resort).
     """
@@ -101,7 +103,7 @@ def plan_segments(nodes: Sequence, sizes: dict[str, int | None], crossable: set[
     known = [s for s in sizes.values() if s is not None]
     fallback = max(known) if known else 0
     cost = [0 if constant[i] else sum((fallback if sizes[o] is None else sizes[o]) for o in node.output if o in sizes)
-            for i, node in enumerate(nodes)]
+            + sum(initializers.get(x, 0) for x in set(reads[i])) for i, node in enumerate(nodes)]
     cuts = [0]
     if budget is not None:
         start, total, last_legal, total_at_legal = 0, 0, None, 0

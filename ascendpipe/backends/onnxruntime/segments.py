@@ -117,9 +117,27 @@ def plan_segments(nodes: Sequence, sizes: dict[str, int | None], crossable: set[
                     last_legal, total_at_legal = i, total
             total += cost[i]
     cuts.append(n)
-    spans = [(a, b) for a, b in zip(cuts, cuts[1:]) if b > a]
+    spans = _fed_spans([(a, b) for a, b in zip(cuts, cuts[1:]) if b > a], reads, constant, producer, set(graph_inputs))
     return _describe(nodes, reads, constant, producer, spans, graph_inputs=graph_inputs,
                      initializers=initializers, graph_outputs=graph_outputs, sizes=sizes)
+
+
+def _fed_spans(spans: list, reads, constant, producer, feeds: set[str]) -> list:
+    """Spans merged so that each is fed something: a segment computing only from weights and
+    Constants is folded away whole by onnxruntime, which then refuses a graph with nothing to run."""
+    def fed(a, b):
+        return any(x in feeds or (x in producer and producer[x] < a and not constant[producer[x]])
+                   for i in range(a, b) for x in reads[i])
+
+    merged: list = []
+    for a, b in spans:
+        if merged and not fed(*merged[-1]):
+            a = merged.pop()[0]
+        merged.append((a, b))
+    if len(merged) > 1 and not fed(*merged[-1]):
+        b = merged.pop()[1]
+        merged[-1] = (merged[-1][0], b)
+    return merged
 
 
 def _describe(nodes, reads, constant, producer, spans, *, graph_inputs, initializers, graph_outputs, sizes):

@@ -74,7 +74,17 @@ def test_only_the_output_read_later_is_carried_from_a_two_output_node():
     nodes = [helper.make_node("Split", ["x"], ["p", "q"], name="split", axis=0, num_outputs=2),
              helper.make_node("Relu", ["p"], ["rp"], name="n1"),
              helper.make_node("Neg", ["q"], ["nq"], name="n2")]
-    segments = _plan(nodes, {"p": 8, "q": 8, "rp": 8, "nq": 8}, 16, crossable={"q", "rp", "nq"})
-    # p is not dumped (not crossable): the cut after Split is illegal, after Relu legal
+    segments = _plan(nodes, {"p": None, "q": 8, "rp": 8, "nq": 8}, 16, crossable={"q", "rp", "nq"})
+    # p's size is unknown (it may not cross): no cut after Split; after Relu only q crosses
     assert [s.nodes for s in segments] == [[0, 1], [2]]
-    assert segments[1].inputs == ["q"] and segments[0].outputs == ["q", "rp"]
+    assert segments[1].inputs == ["q"] and segments[0].outputs == ["p", "q", "rp"]
+
+
+def test_a_segment_fed_nothing_joins_the_next():
+    # n0 computes from a weight only (onnxruntime would fold that segment to nothing and refuse it)
+    nodes = [helper.make_node("Neg", ["w"], ["nw"], name="n0"),
+             helper.make_node("Mul", ["x", "nw"], ["a"], name="n1"),
+             helper.make_node("Relu", ["a"], ["b"], name="n2")]
+    segments = _plan(nodes, {"nw": 8, "a": 8, "b": 8}, 8, inits={"w": 0})
+    assert [s.nodes for s in segments] == [[0, 1], [2]]
+    assert segments[0].inputs == ["x"] and segments[0].initializers == ["w"]

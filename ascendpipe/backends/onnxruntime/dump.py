@@ -6,11 +6,16 @@ fused golden would lose original tensors, so the golden dump runs with fusions o
 a converted (emulated) model already carries its fusions and runs as converted, with its
 ``runtime.json``.
 
-Memory: onnxruntime returns a run's marked outputs all at once. To keep peak memory bounded for big
-models, tensors are marked in chunks whose estimated size (from ONNX shape inference with the feed's
-shapes) stays under ``memory_budget_bytes``; each chunk is one more full run of the model. So the
-trade-off is: peak ~ budget + the model's own working set, time ~ chunks x one run. A model that
-fits the budget (ResNet-18 at batch 8 needs ~0.2 GB) runs once.
+Memory: onnxruntime returns a run's marked outputs all at once, so one run of a big model holds
+all its activations. Above ``memory_budget_bytes`` the model runs in consecutive segments
+(``segments.py``): each a sub-model of its own nodes and the weights they read, whose dumped
+tensors (estimated by ONNX shape inference with the feed's shapes) plus weights fit the budget. A
+segment is fed the graph inputs and the earlier segments' tensors it reads (each kept until its
+last reader has run), so every tensor is computed once: time ~ one run plus a session set-up per
+segment (a few ms each), peak ~ the model + about four budgets (a segment's outputs as onnxruntime
+and numpy copies, the previous segment's being written) + a constant. Cuts fall only where every
+crossing tensor is a dumped one (a graph output in the single run too: nothing is fused across it),
+so a segmented dump has the same bytes as one run; where no cut is legal the model runs once.
 
 Emulated models: tensors listed in the ``ascendpipe.emulation`` metadata as ``internal_tensors``
 are skipped, ``tensor_producer`` names each kept tensor's original op, and a tensor that leaves an
@@ -297,7 +302,7 @@ def dump_model(model_path, feeds: dict[str, np.ndarray], out_dir, *, fusions: bo
     The index depends only on the model's content and the feeds (no path, time or process id in
     it), so the same dump has the same bytes wherever and whenever it is made (a shared, cached
     dump can stand for it). ``stats``, if given, receives what is not content: the number of runs
-    (``chunks``) and the seconds spent.
+    (``chunks``: segments, 1 for one run), the seconds spent and the seconds of session set-up.
     """
     import time
 
@@ -637,7 +642,7 @@ def run_stage(ctx):
         shared, made = cache.get_or_make(cache_key(model, feeds, fusions=bool(fusions)), make)
         shared.copy_to(ctx.out_dir)
         ctx.say(f"dump: {'made' if made else 'taken from the shared dump cache'} (key {shared.key[:12]}, "
-                f"{shared.bytes} bytes)" + (f", {stats['chunks']} run(s), {stats['seconds']:.2f} s" if made else ""))
+                f"{shared.bytes} bytes)" + (f", {stats['chunks']} segment(s), {stats['seconds']:.2f} s" if made else ""))
     except UserError as err:
         raise err.with_location(stage=ctx.name)
     index = json.loads((ctx.out_dir / INDEX_FILE).read_text())

@@ -45,7 +45,7 @@ TENSORS_DIR = DUMP_TENSORS_DIR
 FORMAT = DUMP_FORMAT
 EMULATION_KEY = "ascendpipe.emulation"
 EMU_PREFIX = "ascendpipe_emu/"
-DEFAULT_MEMORY_BUDGET = 8 << 20  # bytes a segment holds: its dumped tensors and its weights
+DEFAULT_MEMORY_BUDGET = 16 << 20  # bytes a segment holds: its dumped tensors and its weights
 # Bump when the bytes of a dump change for the same model and feeds (part of a shared dump's key).
 # 2: no path or run count in index.json, graph facts in it, fp16 ops' outputs stored as fp16
 DUMP_VERSION = 2

@@ -350,7 +350,9 @@ def dump_model(model_path, feeds: dict[str, np.ndarray], out_dir, *, fusions: bo
     run = _Runner(plan, feeds, out_dir, entries, first_position=len(specs), fusions=fusions,
                   runtime_dir=model_path.parent, log=log)
     if len(segments) > 1:
-        run.segments(model, segments)  # each segment serialises only its own weights
+        builder = _SegmentBuilder(model, model.SerializeToString() if external else model_path.read_bytes())
+        del model  # the weights stay in memory once, as the file's bytes each segment slices
+        run.segments(builder, segments)
     else:
         existing_outputs = {o.name for o in model.graph.output}
         # the weights are held once: the parsed model goes before the file's bytes are read again
@@ -467,12 +469,11 @@ class _Runner:
         if self.log is not None:
             self.log.write(f"dump: 1 run: {len(names)} tensors\n")
 
-    def segments(self, model, segments: list) -> None:
+    def segments(self, builder: "_SegmentBuilder", segments: list) -> None:
         """The segments in order, each fed the graph inputs and earlier segments' tensors it reads;
         a crossing value is kept only until its last reader has run."""
         carried: dict[str, object] = {}
         later = {name for seg in segments for name in seg.inputs}
-        builder = _SegmentBuilder(model)
         with ThreadPoolExecutor(max_workers=2) as pool:
             for number, seg in enumerate(segments, start=1):
                 feeds = {n: self.feeds[n] if n in self.feeds else carried[n] for n in seg.inputs}
@@ -510,24 +511,35 @@ _TRIM = None
 
 
 class _SegmentBuilder:
-    """Serialised sub-models of one parsed model: a segment's nodes, the initializers they read, its
-    inputs typed as the values it is fed. Only the segment's own weights are copied."""
+    """Serialised sub-models of one model: a segment's nodes, the initializers they read (sliced
+    from the model's bytes, see ``wire``), its inputs typed as the values it is fed."""
 
-    def __init__(self, model):
+    def __init__(self, model, model_bytes: bytes):
+        import onnx
+
+        from ascendpipe.backends.onnxruntime.wire import initializer_spans
+
         graph = model.graph
-        self.model = model
-        self.inits = {i.name: i for i in graph.initializer}
-        self.declared = {i.name: i for i in graph.input}
-        self.outputs = {o.name: o for o in graph.output}
+        self.bytes, self.spans = memoryview(model_bytes), initializer_spans(model_bytes)
+        self.name, self.nodes = graph.name, [onnx.NodeProto() for _ in graph.node]
+        for copy, node in zip(self.nodes, graph.node):  # copies: the parsed model and its weights go
+            copy.CopyFrom(node)
+        self.declared = {i.name: _copy(i) for i in graph.input}
+        self.outputs = {o.name: _copy(o) for o in graph.output}
+        self.value_info = {v.name: _copy(v) for v in graph.value_info}
+        header = onnx.ModelProto(ir_version=model.ir_version)
+        header.opset_import.extend(model.opset_import)
+        header.functions.extend(model.functions)
+        self.header = header.SerializeToString()
 
     def build(self, seg, feeds: dict) -> bytes:
         import onnx
         from onnx import helper
 
-        graph = self.model.graph
-        sub = onnx.GraphProto(name=graph.name)
-        sub.node.extend(graph.node[i] for i in seg.nodes)
-        sub.initializer.extend(self.inits[n] for n in seg.initializers)
+        from ascendpipe.backends.onnxruntime.wire import join_model
+
+        sub = onnx.GraphProto(name=self.name)
+        sub.node.extend(self.nodes[i] for i in seg.nodes)
         for name in seg.inputs:
             if name in self.declared:
                 sub.input.append(self.declared[name])
@@ -538,10 +550,17 @@ class _SegmentBuilder:
         # an initializer declared as an input stays overridable, as in the whole model (not folded)
         sub.input.extend(self.declared[n] for n in seg.initializers if n in self.declared)
         sub.output.extend(self.outputs.get(n) or onnx.ValueInfoProto(name=n) for n in seg.outputs)
-        part = onnx.ModelProto(ir_version=self.model.ir_version, graph=sub)
-        part.opset_import.extend(self.model.opset_import)
-        part.functions.extend(self.model.functions)
-        return part.SerializeToString()
+        # the shapes the whole model states for tensors made inside the segment, as in one run
+        inner = {o for i in seg.nodes for o in self.nodes[i].output} - set(seg.outputs)
+        sub.value_info.extend(v for name, v in self.value_info.items() if name in inner)
+        tensors = [self.bytes[start:end] for start, end in (self.spans[n] for n in seg.initializers)]
+        return join_model(self.header, sub.SerializeToString(), tensors)
+
+
+def _copy(message):
+    copy = type(message)()
+    copy.CopyFrom(message)
+    return copy
 
 
 def _write_tensor(item: Planned, value, out_dir: Path, position: int) -> dict | None:

@@ -68,8 +68,8 @@ def plan_segments(nodes: Sequence, sizes: dict[str, int | None], crossable: set[
                   graph_inputs: Sequence[str], initializers: dict[str, int], graph_outputs: set[str]) -> list[Segment]:
     """Consecutive segments whose bytes stay within ``budget`` where a legal cut allows: a segment
     holds its dumped tensors (``sizes``: every dumped tensor's estimated bytes, None when unknown,
-    counted as the largest known) and a copy of the weights it reads (``initializers``: name ->
-    bytes) while its session lives.
+    counted as the largest known) and the weights it reads (``initializers``: name -> bytes),
+    counted twice: the sub-model's bytes and the session's own copy live as long as the session.
 
     A segment grows past the budget when no legal cut lies inside it (one run as a last resort).
     """
@@ -103,7 +103,7 @@ def plan_segments(nodes: Sequence, sizes: dict[str, int | None], crossable: set[
     known = [s for s in sizes.values() if s is not None]
     fallback = max(known) if known else 0
     cost = [0 if constant[i] else sum((fallback if sizes[o] is None else sizes[o]) for o in node.output if o in sizes)
-            + sum(initializers.get(x, 0) for x in set(reads[i])) for i, node in enumerate(nodes)]
+            + 2 * sum(initializers.get(x, 0) for x in set(reads[i])) for i, node in enumerate(nodes)]
     cuts = [0]
     if budget is not None:
         start, total, last_legal, total_at_legal = 0, 0, None, 0

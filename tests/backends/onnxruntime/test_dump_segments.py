@@ -119,3 +119,17 @@ def test_segments_are_logged_and_counted(tmp_path):
     dump_model(model, {"x": x}, tmp_path / "d", fusions=False, memory_budget_bytes=1, log=log, stats=stats)
     lines = log.getvalue().splitlines()
     assert len(lines) == stats["chunks"] and lines[0].startswith(f"dump: segment 1/{stats['chunks']}: ")
+
+
+def test_segments_of_a_converted_model_run_with_its_runtime_json(tmp_path):
+    import json
+
+    from ascendpipe.errors import UserError
+
+    model = _convert(modelzoo.conv_bn_relu_model(tmp_path / "m.onnx"), tmp_path / "conv")
+    feeds = modelzoo.conv_bn_relu_inputs()
+    (model.parent / "runtime.json").write_text(json.dumps({"session": {"graph_optimization_level": "basic"}}))
+    assert _same_dump(model, feeds, tmp_path / "basic", fusions=True) > 1
+    (model.parent / "runtime.json").write_text(json.dumps({"session": {"graph_optimization_level": "fastest"}}))
+    with pytest.raises(UserError, match="graph_optimization_level: unknown value 'fastest'"):
+        dump_model(model, feeds, tmp_path / "bad", fusions=True, memory_budget_bytes=1)

@@ -8,14 +8,15 @@ a converted (emulated) model already carries its fusions and runs as converted, 
 
 Memory: onnxruntime returns a run's marked outputs all at once, so one run of a big model holds
 all its activations. Above ``memory_budget_bytes`` the model runs in consecutive segments
-(``segments.py``): each a sub-model of its own nodes and the weights they read, whose dumped
-tensors (estimated by ONNX shape inference with the feed's shapes) plus weights fit the budget. A
-segment is fed the graph inputs and the earlier segments' tensors it reads (each kept until its
-last reader has run), so every tensor is computed once: time ~ one run plus a session set-up per
-segment (a few ms each), peak ~ the model + a few budgets (a segment's outputs as onnxruntime and
-numpy copies, its weights as sub-model bytes and session copies) + a constant. Cuts fall only where every
-crossing tensor is a dumped one (a graph output in the single run too: nothing is fused across it),
-so a segmented dump has the same bytes as one run; where no cut is legal the model runs once.
+(``segments.py``): each a sub-model of its own nodes and the weights they read (sliced from the
+model's bytes, ``wire.py``), whose dumped tensors (estimated by ONNX shape inference with the feed's
+shapes) plus weights (counted twice) fit the budget. A segment is fed the graph inputs and the
+earlier segments' tensors it reads, each kept until its last reader has run, so every tensor is
+computed once: time ~ one run plus a session set-up per segment (a few ms each), peak ~ the model
++ a few budgets (a segment's outputs as onnxruntime and numpy copies, its weights as sub-model
+bytes and session copies) + a constant. Cuts fall only where every crossing tensor is a dumped one
+(a graph output in the single run too: nothing is fused across it), so a segmented dump has the
+same bytes as one run; where no cut is legal the model runs once.
 
 Emulated models: tensors listed in the ``ascendpipe.emulation`` metadata as ``internal_tensors``
 are skipped, ``tensor_producer`` names each kept tensor's original op, and a tensor that leaves an

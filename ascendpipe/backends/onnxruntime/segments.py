@@ -141,10 +141,6 @@ def _fed_spans(spans: list, reads, constant, producer, feeds: set[str]) -> list:
 
 
 def _describe(nodes, reads, constant, producer, spans, *, graph_inputs, initializers, graph_outputs, sizes):
-    segment_of = {}
-    for k, (a, b) in enumerate(spans):
-        for i in range(a, b):
-            segment_of[i] = k
     feeds = set(graph_inputs)
     read_by: dict[str, list[int]] = {}  # a non-Constant tensor or graph input -> the segments reading it
     segments = []
@@ -156,7 +152,8 @@ def _describe(nodes, reads, constant, producer, spans, *, graph_inputs, initiali
         wanted = list(dict.fromkeys(names))
         made_here = {o for i in own for o in nodes[i].output if o}
         consts = sorted({producer[x] for x in wanted if x in producer and constant[producer[x]]})
-        inputs = [x for x in wanted if x not in made_here and (x in feeds or (x in producer and not constant[producer[x]]))]
+        inputs = [x for x in wanted
+                  if x not in made_here and (x in feeds or (x in producer and not constant[producer[x]]))]
         for x in inputs:
             read_by.setdefault(x, []).append(k)
         segments.append(Segment(nodes=consts + own, inputs=inputs,

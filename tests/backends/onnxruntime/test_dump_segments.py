@@ -133,3 +133,12 @@ def test_segments_of_a_converted_model_run_with_its_runtime_json(tmp_path):
     (model.parent / "runtime.json").write_text(json.dumps({"session": {"graph_optimization_level": "fastest"}}))
     with pytest.raises(UserError, match="graph_optimization_level: unknown value 'fastest'"):
         dump_model(model, feeds, tmp_path / "bad", fusions=True, memory_budget_bytes=1)
+
+
+def test_a_model_with_external_weights_segments_from_its_inlined_bytes(tmp_path):
+    import onnx
+
+    source = modelzoo.conv_bn_relu_model(tmp_path / "src.onnx")
+    onnx.save(onnx.load(str(source)), str(tmp_path / "ext.onnx"), save_as_external_data=True,
+              all_tensors_to_one_file=True, location="ext.weights", size_threshold=0)
+    assert _same_dump(tmp_path / "ext.onnx", modelzoo.conv_bn_relu_inputs(), tmp_path / "d", fusions=False) > 1

@@ -1,13 +1,16 @@
 """Bench: dump every tensor of a ResNet-18-sized model (batch 8, 3x256x128) against one plain inference.
 
 Target (issue 21): the whole dump takes at most 1.5x one plain inference. Each case runs in its own
-child process so its peak RSS is its own. Run: ``python bench/dump.py [--budget-mb 64]``.
+child process so its peak RSS is its own. Run: ``python bench/dump.py [--budget-mb 64]`` (the
+default budget is ``dump.DEFAULT_MEMORY_BUDGET``).
 
 - plain: default session (fusions on), warmed up; the median of 5 runs is "one plain inference".
 - dump: ``dump_model`` end to end with fusions off (model load, marking, session, run, every tensor
   written as .npy with stats, index); the median of 3 calls, and the first (cold) one; the golden's
   case (a compare's golden, a dump stage of a plain ONNX).
-- dump (budget): the same with a small memory budget, to show chunking bounds peak memory.
+- dump (budget): the same with another memory budget (a segment's dumped tensors and weights): the
+  model runs in segments, each tensor computed once, so peak memory follows the budget at about
+  the time of one run.
 """
 
 from __future__ import annotations
@@ -186,9 +189,9 @@ def main() -> int:
           f"(cold incl. session: {plain['cold_seconds'] * 1000:.1f} ms)   peak RSS {plain['peak_rss_mb']:.0f} MB")
     print(f"dump, fusions off, end to end (median of 3):     {dump['seconds'] * 1000:8.1f} ms   "
           f"(each: {', '.join(f'{t * 1000:.0f}' for t in dump['all_seconds'])} ms)   "
-          f"{dump['tensors']} tensors, {dump['bytes'] / 1e6:.0f} MB, {dump['chunks']} run(s)   peak RSS {dump['peak_rss_mb']:.0f} MB")
+          f"{dump['tensors']} tensors, {dump['bytes'] / 1e6:.0f} MB, {dump['chunks']} segment(s)   peak RSS {dump['peak_rss_mb']:.0f} MB")
     print(f"dump, budget {args.budget_mb or 64:.0f} MB:                            {small['seconds'] * 1000:8.1f} ms   "
-          f"{small['chunks']} run(s)   peak RSS {small['peak_rss_mb']:.0f} MB")
+          f"{small['chunks']} segment(s)   peak RSS {small['peak_rss_mb']:.0f} MB")
     print(f"alternated in one process (5 pairs, medians): plain {paired['plain_wall'] * 1000:.0f} ms wall / "
           f"{paired['plain_cpu'] * 1000:.0f} ms CPU, dump {paired['dump_wall'] * 1000:.0f} ms wall / "
           f"{paired['dump_cpu'] * 1000:.0f} ms CPU: ratio {paired['wall_ratio']:.2f}x wall, {paired['cpu_ratio']:.2f}x CPU "

@@ -20,7 +20,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                          help="run with fusions on (default for a converted model)")
     parser.add_argument("--max-batch", "--max_batch", dest="max_batch", type=int, default=8)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--memory-budget-mb", "--memory_budget_mb", dest="memory_budget_mb", type=float)
+    parser.add_argument("--memory-budget-mb", "--memory_budget_mb", dest="memory_budget_mb", type=float,
+                        help="MB a dump segment holds, its tensors and weights (default 16): "
+                             "above it the model runs in segments, each tensor computed once")
     parser.add_argument("--json", action="store_true",
                         help='print {"index", "tensors", "fusions", "nan_or_inf": [TENSOR...]}')
     parser.add_argument("--backend", choices=("onnxruntime", "ascend"), default="onnxruntime",

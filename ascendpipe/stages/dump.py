@@ -20,7 +20,7 @@ class DumpKind(StageKind):
             "seed": {"type": "integer", "default": 0},
             # input name -> its batch axis where not 0 (a state [2, B, H]: 1); null: not batched
             "batch_axes": {"type": "object", "additionalProperties": {"type": ["integer", "null"], "minimum": 0}},
-            # marked outputs held at once; above it the model is run once per chunk of tensors
+            # a segment's dumped tensors and weights held at once (default 8); above it the model runs in segments
             "memory_budget_mb": {"type": "number", "exclusiveMinimum": 0},
         },
     }

@@ -6,11 +6,17 @@ fused golden would lose original tensors, so the golden dump runs with fusions o
 a converted (emulated) model already carries its fusions and runs as converted, with its
 ``runtime.json``.
 
-Memory: onnxruntime returns a run's marked outputs all at once. To keep peak memory bounded for big
-models, tensors are marked in chunks whose estimated size (from ONNX shape inference with the feed's
-shapes) stays under ``memory_budget_bytes``; each chunk is one more full run of the model. So the
-trade-off is: peak ~ budget + the model's own working set, time ~ chunks x one run. A model that
-fits the budget (ResNet-18 at batch 8 needs ~0.2 GB) runs once.
+Memory: onnxruntime returns a run's marked outputs all at once, so one run of a big model holds
+all its activations. Above ``memory_budget_bytes`` the model runs in consecutive segments
+(``segments.py``): each a sub-model of its own nodes and the weights they read (sliced from the
+model's bytes, ``wire.py``), whose dumped tensors (estimated by ONNX shape inference with the feed's
+shapes) plus weights (counted twice) fit the budget. A segment is fed the graph inputs and the
+earlier segments' tensors it reads, each kept until its last reader has run, so every tensor is
+computed once: time ~ one run plus a session set-up per segment (a few ms each), peak ~ the model
++ a few budgets (a segment's outputs as onnxruntime and numpy copies, its weights as sub-model
+bytes and session copies) + a constant. Cuts fall only where every crossing tensor is a dumped one
+(a graph output in the single run too: nothing is fused across it), so a segmented dump has the
+same bytes as one run; where no cut is legal the model runs once.
 
 Emulated models: tensors listed in the ``ascendpipe.emulation`` metadata as ``internal_tensors``
 are skipped, ``tensor_producer`` names each kept tensor's original op, and a tensor that leaves an
@@ -29,6 +35,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
+from ascendpipe.backends.onnxruntime.segments import plan_segments
 from ascendpipe.contract import DUMP_FORMAT, DUMP_INDEX, DUMP_TENSORS_DIR
 from ascendpipe.errors import Location, UserError
 from ascendpipe.inputs import check_array, write_json_atomic
@@ -39,7 +46,7 @@ TENSORS_DIR = DUMP_TENSORS_DIR
 FORMAT = DUMP_FORMAT
 EMULATION_KEY = "ascendpipe.emulation"
 EMU_PREFIX = "ascendpipe_emu/"
-DEFAULT_MEMORY_BUDGET = 1 << 30  # bytes of marked outputs held at once
+DEFAULT_MEMORY_BUDGET = 16 << 20  # bytes a segment holds: its dumped tensors and its weights
 # Bump when the bytes of a dump change for the same model and feeds (part of a shared dump's key).
 # 2: no path or run count in index.json, graph facts in it, fp16 ops' outputs stored as fp16
 DUMP_VERSION = 2
@@ -77,29 +84,6 @@ def tensor_stats(array: np.ndarray) -> dict:
     if finite.size == 0:
         return {"min": None, "max": None, "nan": nan, "inf": inf}
     return {"min": float(finite.min()), "max": float(finite.max()), "nan": nan, "inf": inf}
-
-
-def plan_chunks(sizes: Sequence[int | None], budget: int | None) -> list[list[int]]:
-    """Indices grouped in order so each group's total estimated size stays within ``budget``.
-
-    Unknown sizes count as the largest known one (a guess on the safe side); a tensor bigger than
-    the budget gets a chunk of its own.
-    """
-    if budget is None or not sizes:
-        return [list(range(len(sizes)))] if sizes else []
-    known = [s for s in sizes if s is not None]
-    fallback = max(known) if known else max(budget // 8, 1)
-    chunks, current, total = [], [], 0
-    for index, size in enumerate(sizes):
-        size = fallback if size is None else size
-        if current and total + size > budget:
-            chunks.append(current)
-            current, total = [], 0
-        current.append(index)
-        total += size
-    if current:
-        chunks.append(current)
-    return chunks
 
 
 def emulation_info(metadata: dict[str, str], where: Location) -> tuple[set[str], dict[str, dict]]:
@@ -275,6 +259,16 @@ def _estimate_sizes(model, feeds: dict[str, np.ndarray], names: list[str]) -> li
     return [known.get(n) for n in names]
 
 
+def _tensor_bytes(init) -> int:
+    from onnx import helper
+
+    try:
+        itemsize = np.dtype(helper.tensor_dtype_to_np_dtype(init.data_type)).itemsize
+    except (KeyError, TypeError):  # strings and unknown types: a guess is enough for a budget
+        itemsize = 4
+    return int(np.prod(init.dims, dtype=np.int64)) * itemsize
+
+
 def marked_model_bytes(model_bytes: bytes, names: Sequence[str]) -> bytes:
     """The model with ``names`` added as graph outputs, without re-serialising its weights.
 
@@ -309,7 +303,7 @@ def dump_model(model_path, feeds: dict[str, np.ndarray], out_dir, *, fusions: bo
     The index depends only on the model's content and the feeds (no path, time or process id in
     it), so the same dump has the same bytes wherever and whenever it is made (a shared, cached
     dump can stand for it). ``stats``, if given, receives what is not content: the number of runs
-    (``chunks``) and the seconds spent.
+    (``chunks``: segments, 1 for one run), the seconds spent and the seconds of session set-up.
     """
     import time
 
@@ -320,16 +314,15 @@ def dump_model(model_path, feeds: dict[str, np.ndarray], out_dir, *, fusions: bo
     where = Location(file=str(model_path))
     if not model_path.is_file():
         raise UserError("model file does not exist", where)
-    model_bytes = model_path.read_bytes()
     try:
-        model = onnx.load_model_from_string(model_bytes)
+        model = onnx.load_model_from_string(model_path.read_bytes())
     except Exception as exc:  # onnx raises DecodeError and friends for a bad file
         raise UserError(f"cannot read the ONNX model: {exc}", where) from None
-    if any(i.data_location == onnx.TensorProto.EXTERNAL for i in model.graph.initializer):
+    external = any(i.data_location == onnx.TensorProto.EXTERNAL for i in model.graph.initializer)
+    if external:
         # onnxruntime cannot read external weights of a model given as bytes for every op (its shape
         # inference wants them inline), so inline them: this path is limited to protobuf's 2 GiB
         model = onnx.load(str(model_path))
-        model_bytes = model.SerializeToString()
     specs = graph_input_specs(model.graph)
     _check_feeds(specs, feeds, where)
     emulated = EMULATION_KEY in {p.key for p in model.metadata_props}
@@ -339,12 +332,14 @@ def dump_model(model_path, feeds: dict[str, np.ndarray], out_dir, *, fusions: bo
     if not fits_without_estimate(model, feeds, len(plan), memory_budget_bytes):
         for planned, size in zip(plan, _estimate_sizes(model, feeds, [p.name for p in plan])):
             planned.size = size
-        chunks = plan_chunks([p.size for p in plan], memory_budget_bytes)
+        segments = plan_segments(model.graph.node, {p.name: p.size for p in plan},
+                                 {p.name for p in plan if p.size is not None}, memory_budget_bytes,
+                                 graph_inputs=[s.name for s in specs],
+                                 initializers={i.name: _tensor_bytes(i) for i in model.graph.initializer},
+                                 graph_outputs={o.name for o in model.graph.output})
     else:
-        chunks = plan_chunks([0] * len(plan), None)
-    existing_outputs = {o.name for o in model.graph.output}
+        segments = []
     summary = graph_summary(model.graph)
-    del model  # the weights stay in memory once, as bytes, not also as a parsed proto
     planned_at = time.perf_counter()
 
     out_dir = Path(out_dir)
@@ -353,12 +348,21 @@ def dump_model(model_path, feeds: dict[str, np.ndarray], out_dir, *, fusions: bo
     input_entries: dict[str, dict] = {}
     entries: list[dict | None] = _write_inputs(specs, feeds, out_dir / TENSORS_DIR, input_entries)
     entries.extend([None] * len(plan))
-    for chunk_no, chunk in enumerate(chunks):
-        extra = [plan[i].name for i in chunk if plan[i].name not in existing_outputs]
-        _run_chunk(marked_model_bytes(model_bytes, extra), [plan[i] for i in chunk], feeds, out_dir, entries,
-                   first_position=len(specs) + chunk[0], fusions=fusions, runtime_dir=model_path.parent)
-        if log is not None:
-            log.write(f"dump: chunk {chunk_no + 1}/{len(chunks)}: {len(chunk)} tensors\n")
+    run = _Runner(plan, feeds, out_dir, entries, first_position=len(specs), fusions=fusions,
+                  runtime_dir=model_path.parent, log=log)
+    if len(segments) > 1:
+        builder = _SegmentBuilder(model, model.SerializeToString() if external else model_path.read_bytes())
+        del model  # the weights stay in memory once, as the file's bytes each segment slices
+        run.segments(builder, segments)
+    else:
+        existing_outputs = {o.name for o in model.graph.output}
+        # the weights are held once: the parsed model goes before the file's bytes are read again
+        model_bytes = model.SerializeToString() if external else None
+        del model
+        model_bytes = marked_model_bytes(model_bytes or model_path.read_bytes(),
+                                         [p.name for p in plan if p.name not in existing_outputs])
+        run.whole(model_bytes)
+    runs = max(len(segments), 1)
     index = {
         "format": FORMAT,
         "model": model_path.name,  # the file name only: a path would differ between clones and folders
@@ -371,7 +375,7 @@ def dump_model(model_path, feeds: dict[str, np.ndarray], out_dir, *, fusions: bo
     }
     write_json_atomic(out_dir / INDEX_FILE, index)
     if stats is not None:
-        stats.update(chunks=len(chunks), plan_seconds=planned_at - started,
+        stats.update(chunks=runs, plan_seconds=planned_at - started, session_seconds=run.session_seconds,
                      seconds=time.perf_counter() - started)
     return out_dir / INDEX_FILE
 
@@ -411,26 +415,153 @@ _SIZE_FROM_VALUES = frozenset({"Expand", "Tile", "Resize", "Upsample", "Constant
                                "NonZero", "Loop", "Scan", "If", "OneHot", "ConvTranspose"})
 
 
-def _run_chunk(model_bytes: bytes, planned: list[Planned], feeds: dict, out_dir: Path, entries: list,
-               *, first_position: int, fusions: bool, runtime_dir: Path) -> None:
-    """One run returning this chunk's tensors; each is written, indexed and released in turn."""
-    from ascendpipe.backends.onnxruntime.session import make_session
+class _Runner:
+    """Runs the model (whole, or segment by segment) and writes each dumped tensor as it comes.
 
-    # Fusions off for a golden (ORT_DISABLE_ALL): measured one-shot (session + first run, CPU time) on
-    # a ResNet-18 at batch 8, ORT_ENABLE_ALL's faster convolutions are paid back by its longer session
-    # set-up (0.94 s vs 0.91 s, under load), so the golden keeps the plain kernels and its values.
-    session = make_session(model_bytes, fusions=fusions, runtime_dir=runtime_dir)
-    values = session.run([p.name for p in planned], feeds)
-    del session
-    values.reverse()  # pop() from the end hands them out in order, each freed once written
-    # Writing (page cache copies) and the stats passes release the GIL: two writers overlap them.
-    with ThreadPoolExecutor(max_workers=2) as pool:
+    Writing (page cache copies) and the stats passes release the GIL: two writer threads overlap
+    them. A segment's tensors are written before the next segment runs: overlapping the writes with
+    the next run measured no faster (onnxruntime's threads already use every core) and holds two
+    segments' tensors instead of one.
+    """
+
+    def __init__(self, plan: list[Planned], feeds: dict, out_dir: Path, entries: list, *, first_position: int,
+                 fusions: bool, runtime_dir: Path, log):
+        self.plan, self.feeds, self.out_dir, self.entries = plan, feeds, out_dir, entries
+        self.position = {p.name: first_position + i for i, p in enumerate(plan)}
+        self.planned = {p.name: p for p in plan}
+        self.fusions, self.runtime_dir, self.log = fusions, runtime_dir, log
+        self.session_seconds = 0.0
+
+    def _run(self, model_bytes: bytes, names: list[str], feeds: dict) -> list:
+        import time
+
+        from ascendpipe.backends.onnxruntime.session import make_session
+
+        # Fusions off for a golden (ORT_DISABLE_ALL): measured one-shot (session + first run, CPU time) on
+        # a ResNet-18 at batch 8, ORT_ENABLE_ALL's faster convolutions are paid back by its longer session
+        # set-up (0.94 s vs 0.91 s, under load), so the golden keeps the plain kernels and its values.
+        started = time.perf_counter()
+        session = make_session(model_bytes, fusions=self.fusions, runtime_dir=self.runtime_dir)
+        self.session_seconds += time.perf_counter() - started
+        del model_bytes
+        return session.run(names, feeds)
+
+    def _submit(self, pool, names: list[str], values: list) -> list:
+        values.reverse()  # pop() from the end hands them out in order, each freed once written
         jobs = []
-        for offset, item in enumerate(planned):
-            position = first_position + offset
-            jobs.append((position, pool.submit(_write_tensor, item, values.pop(), out_dir, position)))
+        for name in names:
+            value = values.pop()
+            if name in self.position:
+                position = self.position[name]
+                jobs.append((position, pool.submit(_write_tensor, self.planned[name], value, self.out_dir, position)))
+        return jobs
+
+    def _collect(self, jobs: list) -> None:
         for position, job in jobs:
-            entries[position] = job.result()
+            self.entries[position] = job.result()
+
+    def whole(self, marked_model: bytes) -> None:
+        """One run of the whole model with every dumped tensor marked."""
+        names = [p.name for p in self.plan]
+        values = self._run(marked_model, names, self.feeds)
+        del marked_model
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            self._collect(self._submit(pool, names, values))
+        if self.log is not None:
+            self.log.write(f"dump: 1 run: {len(names)} tensors\n")
+
+    def segments(self, builder: "_SegmentBuilder", segments: list) -> None:
+        """The segments in order, each fed the graph inputs and earlier segments' tensors it reads;
+        a crossing value is kept only until its last reader has run."""
+        carried: dict[str, object] = {}
+        later = {name for seg in segments for name in seg.inputs}
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            for number, seg in enumerate(segments, start=1):
+                feeds = {n: self.feeds[n] if n in self.feeds else carried[n] for n in seg.inputs}
+                values = self._run(builder.build(seg, feeds), seg.outputs, feeds)
+                del feeds
+                for name in seg.releases:
+                    carried.pop(name, None)
+                for name, value in zip(seg.outputs, values):
+                    if name in later:
+                        carried[name] = value
+                self._collect(self._submit(pool, seg.outputs, values))
+                _release_heap()
+                if self.log is not None:
+                    self.log.write(f"dump: segment {number}/{len(segments)}: {len(seg.nodes)} nodes, "
+                                   f"{sum(1 for n in seg.outputs if n in self.position)} tensors\n")
+
+
+def _release_heap() -> None:
+    """Hand freed heap pages back to the OS (glibc): a finished segment's session, sub-model and
+    tensors are freed into the heap, which otherwise keeps them and the peak RSS grows by segment."""
+    import ctypes
+    import ctypes.util
+
+    global _TRIM
+    if _TRIM is None:
+        try:
+            _TRIM = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+        except (OSError, AttributeError):  # not glibc: nothing to do
+            _TRIM = False
+    if _TRIM:
+        _TRIM(0)
+
+
+_TRIM = None
+
+
+class _SegmentBuilder:
+    """Serialised sub-models of one model: a segment's nodes, the initializers they read (sliced
+    from the model's bytes, see ``wire``), its inputs typed as the values it is fed."""
+
+    def __init__(self, model, model_bytes: bytes):
+        import onnx
+
+        from ascendpipe.backends.onnxruntime.wire import initializer_spans
+
+        graph = model.graph
+        self.bytes, self.spans = memoryview(model_bytes), initializer_spans(model_bytes)
+        self.name, self.nodes = graph.name, [onnx.NodeProto() for _ in graph.node]
+        for copy, node in zip(self.nodes, graph.node):  # copies: the parsed model and its weights go
+            copy.CopyFrom(node)
+        self.declared = {i.name: _copy(i) for i in graph.input}
+        self.outputs = {o.name: _copy(o) for o in graph.output}
+        self.value_info = {v.name: _copy(v) for v in graph.value_info}
+        header = onnx.ModelProto(ir_version=model.ir_version)
+        header.opset_import.extend(model.opset_import)
+        header.functions.extend(model.functions)
+        self.header = header.SerializeToString()
+
+    def build(self, seg, feeds: dict) -> bytes:
+        import onnx
+        from onnx import helper
+
+        from ascendpipe.backends.onnxruntime.wire import join_model
+
+        sub = onnx.GraphProto(name=self.name)
+        sub.node.extend(self.nodes[i] for i in seg.nodes)
+        for name in seg.inputs:
+            if name in self.declared:
+                sub.input.append(self.declared[name])
+            else:
+                value = feeds[name]
+                sub.input.append(helper.make_tensor_value_info(
+                    name, helper.np_dtype_to_tensor_dtype(value.dtype), list(value.shape)))
+        # an initializer declared as an input stays overridable, as in the whole model (not folded)
+        sub.input.extend(self.declared[n] for n in seg.initializers if n in self.declared)
+        sub.output.extend(self.outputs.get(n) or onnx.ValueInfoProto(name=n) for n in seg.outputs)
+        # the shapes the whole model states for tensors made inside the segment, as in one run
+        inner = {o for i in seg.nodes for o in self.nodes[i].output} - set(seg.outputs)
+        sub.value_info.extend(v for name, v in self.value_info.items() if name in inner)
+        tensors = [self.bytes[start:end] for start, end in (self.spans[n] for n in seg.initializers)]
+        return join_model(self.header, sub.SerializeToString(), tensors)
+
+
+def _copy(message):
+    copy = type(message)()
+    copy.CopyFrom(message)
+    return copy
 
 
 def _write_tensor(item: Planned, value, out_dir: Path, position: int) -> dict | None:
@@ -529,7 +660,7 @@ def run_stage(ctx):
         shared, made = cache.get_or_make(cache_key(model, feeds, fusions=bool(fusions)), make)
         shared.copy_to(ctx.out_dir)
         ctx.say(f"dump: {'made' if made else 'taken from the shared dump cache'} (key {shared.key[:12]}, "
-                f"{shared.bytes} bytes)" + (f", {stats['chunks']} run(s), {stats['seconds']:.2f} s" if made else ""))
+                f"{shared.bytes} bytes)" + (f", {stats['chunks']} segment(s), {stats['seconds']:.2f} s" if made else ""))
     except UserError as err:
         raise err.with_location(stage=ctx.name)
     index = json.loads((ctx.out_dir / INDEX_FILE).read_text())

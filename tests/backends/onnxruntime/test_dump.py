@@ -3,7 +3,7 @@ import json
 import numpy as np
 import pytest
 
-from ascendpipe.backends.onnxruntime.dump import dump_model, fits_without_estimate, plan_chunks, tensor_stats
+from ascendpipe.backends.onnxruntime.dump import dump_model, fits_without_estimate, tensor_stats
 from ascendpipe.errors import UserError
 
 from tests.modelzoo import conv2d_reference, conv_model, emulated_model, linear_model, linear_reference
@@ -17,13 +17,6 @@ def test_tensor_stats_by_hand():
     assert tensor_stats(np.array([1.0, np.nan, np.inf, -2.0], np.float32)) == {"min": -2.0, "max": 1.0, "nan": 1, "inf": 1}
     assert tensor_stats(np.array([np.nan], np.float16)) == {"min": None, "max": None, "nan": 1, "inf": 0}
     assert tensor_stats(np.array([3, -1], np.int64)) == {"min": -1, "max": 3, "nan": 0, "inf": 0}
-
-
-def test_plan_chunks_keeps_order_and_budget():
-    assert plan_chunks([5, 5, 5], 10) == [[0, 1], [2]]
-    assert plan_chunks([20, 1, 1], 10) == [[0], [1, 2]]  # too big alone: its own chunk
-    assert plan_chunks([4, None, 4], 8) == [[0, 1], [2]]  # unknown counts as the largest known
-    assert plan_chunks([1, 2], None) == [[0, 1]]
 
 
 def test_golden_dump_has_every_tensor_with_values_and_stats(tmp_path):
@@ -50,13 +43,14 @@ def test_golden_dump_has_every_tensor_with_values_and_stats(tmp_path):
     assert sorted(p.name for p in (tmp_path / "dump/tensors").iterdir()) == [f"{i:05d}.npy" for i in range(5)]
 
 
-def test_chunked_dump_equals_single_run(tmp_path):
+def test_segmented_dump_equals_single_run(tmp_path):
     path, w, b = linear_model(tmp_path / "m.onnx")
     x = np.random.default_rng(1).standard_normal((6, 3)).astype(np.float32)
     one_stats, many_stats = {}, {}
     one = _index(dump_model(path, {"x": x}, tmp_path / "one", fusions=False, stats=one_stats))
     many = _index(dump_model(path, {"x": x}, tmp_path / "many", fusions=False, memory_budget_bytes=50, stats=many_stats))
-    assert one_stats["chunks"] == 1 and many_stats["chunks"] == 4  # 6x2 floats = 48 bytes each: one tensor per run
+    # 6x2 floats = 48 bytes each (with weights 24 and 8 bytes): one op per segment
+    assert one_stats["chunks"] == 1 and many_stats["chunks"] == 4
     assert (tmp_path / "one/index.json").read_bytes() == (tmp_path / "many/index.json").read_bytes()
     assert [t["name"] for t in one["tensors"]] == [t["name"] for t in many["tensors"]]
     for a, b_ in zip(one["tensors"], many["tensors"]):

@@ -87,6 +87,20 @@ def test_dump_stage_auto_fusions_and_max_batch(tmp_path):
     assert json.loads((ctx2.out_dir / "index.json").read_text())["fusions"] is True
 
 
+def test_dump_stage_memory_budget_runs_segments_with_the_same_bytes(tmp_path):
+    linear_model(tmp_path / "m.onnx")
+    np.save(tmp_path / "x.npy", np.random.default_rng(5).standard_normal((6, 3)).astype(np.float32))
+    inputs = {"model": tmp_path / "m.onnx", "inputs": tmp_path / "x.npy"}
+    (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()  # two workspaces: no shared dump between them
+    small = _ctx(tmp_path / "a", "dump", {"memory_budget_mb": 1e-5}, inputs, name="small")  # ~10 bytes
+    big = _ctx(tmp_path / "b", "dump", {}, inputs, name="big")
+    assert DumpKind().run(small).info["chunks"] == 4 and DumpKind().run(big).info["chunks"] == 1
+    assert "4 segment(s)" in small.log.getvalue() and "dump: segment 4/4: 1 nodes, 1 tensors" in small.log.getvalue()
+    assert (small.out_dir / "index.json").read_bytes() == (big.out_dir / "index.json").read_bytes()
+    for name in sorted(p.name for p in (big.out_dir / "tensors").iterdir()):
+        assert (small.out_dir / "tensors" / name).read_bytes() == (big.out_dir / "tensors" / name).read_bytes()
+
+
 def _cli(module, argv):
     parser = argparse.ArgumentParser()
     module.add_arguments(parser)

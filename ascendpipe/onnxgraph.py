@@ -50,3 +50,32 @@ def read_input_specs(model: Path) -> list[InputSpec]:
     import onnx
 
     return graph_input_specs(onnx.load(str(model), load_external_data=False).graph)
+
+
+def subgraphs(node):
+    """(attribute name, body) of an If/Loop/Scan node."""
+    for attr in node.attribute:
+        if attr.g.node or attr.g.output:
+            yield attr.name, attr.g
+        for index, sub in enumerate(attr.graphs):
+            yield f"{attr.name}{index}", sub
+
+
+def name_nodes(graph, prefix: str = "", seen: set[str] | None = None) -> None:
+    """Name every node, unique across the main graph and every body: an unnamed node becomes
+    ``<OpType>_<index>`` (a body's prefixed with its node and attribute), a duplicate gets a ``_N``
+    suffix. convert names its models so (plans, keep_dtype, dumps and the rounding's internal names
+    key on them), and a dump of the unconverted model names its ops the same way, so both sides of
+    a compare, and the golden's op graph, use one name per op."""
+    seen = set() if seen is None else seen
+    for index, node in enumerate(graph.node):
+        if not node.name:
+            node.name = f"{prefix}{node.op_type}_{index}"
+        if node.name in seen:
+            suffix = 1
+            while f"{node.name}_{suffix}" in seen:
+                suffix += 1
+            node.name = f"{node.name}_{suffix}"
+        seen.add(node.name)
+        for attr_name, sub in subgraphs(node):
+            name_nodes(sub, f"{node.name}/{attr_name}/", seen)

@@ -76,8 +76,11 @@ def graph_info(model_path: Path | str | None) -> dict:
     import onnx
 
     from ascendpipe.backends.onnxruntime.dump import graph_summary
+    from ascendpipe.onnxgraph import name_nodes
 
-    return graph_summary(onnx.load(str(model_path), load_external_data=False).graph)
+    graph = onnx.load(str(model_path), load_external_data=False).graph
+    name_nodes(graph)  # as the dump names unnamed ops
+    return graph_summary(graph)
 
 
 def output_indices(graph) -> dict[str, int]:

@@ -19,6 +19,8 @@ from typing import Any
 
 from ascendpipe.errors import Location, UserError
 from ascendpipe.fsutil import atomic_path, workspace_relative, write_json_atomic, write_text_atomic
+from ascendpipe.onnxgraph import name_nodes as _name_nodes
+from ascendpipe.onnxgraph import subgraphs as _subgraphs
 from ascendpipe.precision import lists as oplists
 from ascendpipe.precision import remedy
 from ascendpipe.precision.policy import Decision, Lists, NodeInfo, decide, plan
@@ -189,15 +191,6 @@ class Scope:
     prefix: str = ""
     fp16: frozenset = frozenset()
     hoist: Any = None
-
-
-def _subgraphs(node):
-    """(attribute name, body) of an If/Loop/Scan node."""
-    for attr in node.attribute:
-        if attr.g.node or attr.g.output:
-            yield attr.name, attr.g
-        for index, sub in enumerate(attr.graphs):
-            yield f"{attr.name}{index}", sub
 
 
 def _local_names(graph) -> set[str]:
@@ -395,23 +388,6 @@ def _node_infos(graph, floats: set[str], originals: dict[str, list[str]], orig_t
                  tuple((o, orig_types.get(o, "")) for o in originals.get(n.name, []) if o != n.name))
         for n in graph.node
     ]
-
-
-def _name_nodes(graph, prefix: str = "", seen: set[str] | None = None) -> None:
-    """Name every node, unique across the main graph and every body (plans, keep_dtype, dumps and
-    the rounding's internal names key on them); a duplicate gets a ``_N`` suffix."""
-    seen = set() if seen is None else seen
-    for index, node in enumerate(graph.node):
-        if not node.name:
-            node.name = f"{prefix}{node.op_type}_{index}"
-        if node.name in seen:
-            suffix = 1
-            while f"{node.name}_{suffix}" in seen:
-                suffix += 1
-            node.name = f"{node.name}_{suffix}"
-        seen.add(node.name)
-        for attr_name, sub in _subgraphs(node):
-            _name_nodes(sub, f"{node.name}/{attr_name}/", seen)
 
 
 def _body_nodes(graph, prefix: str = ""):

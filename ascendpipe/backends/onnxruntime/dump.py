@@ -39,7 +39,7 @@ from ascendpipe.backends.onnxruntime.segments import plan_segments
 from ascendpipe.contract import DUMP_FORMAT, DUMP_INDEX, DUMP_TENSORS_DIR
 from ascendpipe.errors import Location, UserError
 from ascendpipe.inputs import check_array, write_json_atomic
-from ascendpipe.onnxgraph import graph_input_specs
+from ascendpipe.onnxgraph import graph_input_specs, name_nodes
 
 INDEX_FILE = DUMP_INDEX
 TENSORS_DIR = DUMP_TENSORS_DIR
@@ -49,7 +49,8 @@ EMU_PREFIX = "ascendpipe_emu/"
 DEFAULT_MEMORY_BUDGET = 16 << 20  # bytes a segment holds: its dumped tensors and its weights
 # Bump when the bytes of a dump change for the same model and feeds (part of a shared dump's key).
 # 2: no path or run count in index.json, graph facts in it, fp16 ops' outputs stored as fp16
-DUMP_VERSION = 2
+# 3: an unnamed op is named as convert names it (<OpType>_<index>), not by its tensor or node_<index>
+DUMP_VERSION = 3
 
 _FLOAT = 1  # onnx.TensorProto.FLOAT
 _FLOAT16 = 10  # onnx.TensorProto.FLOAT16
@@ -323,6 +324,7 @@ def dump_model(model_path, feeds: dict[str, np.ndarray], out_dir, *, fusions: bo
         # onnxruntime cannot read external weights of a model given as bytes for every op (its shape
         # inference wants them inline), so inline them: this path is limited to protobuf's 2 GiB
         model = onnx.load(str(model_path))
+    name_nodes(model.graph)  # unnamed ops get the names convert gives them (both sides of a compare agree)
     specs = graph_input_specs(model.graph)
     _check_feeds(specs, feeds, where)
     emulated = EMULATION_KEY in {p.key for p in model.metadata_props}

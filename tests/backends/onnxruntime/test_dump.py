@@ -109,3 +109,32 @@ def test_shape_inference_is_skipped_only_when_a_generous_bound_fits(tmp_path):
     assert fits_without_estimate(model, x, 4, None)
     detector = onnx.load(str(text_detector(tmp_path / "d.onnx", size=32, width=4, blocks=1)))
     assert not fits_without_estimate(detector, {"image": np.ones((1, 3, 32, 32), np.float32)}, 10, 1 << 40)  # Resize
+
+
+def test_unnamed_ops_are_named_as_convert_names_them_on_both_sides(tmp_path):
+    """An exported model with unnamed nodes: the golden's dump, its op graph and the converted model's
+    dump name each op alike (<OpType>_<index>), so compare's rows and the golden's producers agree."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    from ascendpipe.backends.onnxruntime.convert import convert_model
+    from ascendpipe.compare.runner import graph_info
+    from ascendpipe.precision.settings import ConvertSettings
+
+    nodes = [helper.make_node("Mul", ["x", "x"], ["sq"]), helper.make_node("Relu", ["sq"], ["r"]),
+             helper.make_node("Add", ["r", "x"], ["y"])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 9
+    onnx.save(model, tmp_path / "m.onnx")
+    feeds = {"x": np.arange(6, dtype=np.float32).reshape(2, 3)}
+    golden = _index(dump_model(tmp_path / "m.onnx", feeds, tmp_path / "golden", fusions=False))
+    assert [(e["name"], e["op_name"]) for e in golden["tensors"][1:]] == [("sq", "Mul_0"), ("r", "Relu_1"), ("y", "Add_2")]
+    assert golden["graph"]["producers"] == {"Mul_0": [], "Relu_1": ["Mul_0"], "Add_2": ["Relu_1"]}
+    assert graph_info(tmp_path / "m.onnx")["producers"] == golden["graph"]["producers"]
+    convert_model(tmp_path / "m.onnx", tmp_path / "conv", ConvertSettings(precision_mode="force_fp16"))
+    target = _index(dump_model(tmp_path / "conv" / "model.onnx", feeds, tmp_path / "target", fusions=True))
+    by_tensor = {e["name"]: e["op_name"] for e in target["tensors"]}
+    assert all(by_tensor[e["name"]] == e["op_name"] for e in golden["tensors"][1:] if e["name"] in by_tensor)
+    assert {"sq", "y"} <= set(by_tensor)

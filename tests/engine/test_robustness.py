@@ -37,10 +37,17 @@ with open("data/slow.txt", "w") as f:
 """
 
 
+def _default_sigint() -> None:
+    # A build at a terminal has ^C's default disposition; a test run started in the background
+    # (``cmd &`` in a script) hands its children SIGINT ignored, which a build rightly keeps (nohup).
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _spawn_build(ws, *args):
     return subprocess.Popen(
         [sys.executable, "-m", "ascendpipe", "build", "pipeline.yaml", *args],
         cwd=ws.root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        preexec_fn=_default_sigint,
     )
 
 

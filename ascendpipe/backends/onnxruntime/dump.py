@@ -154,12 +154,13 @@ def compact(value: np.ndarray, item: Planned) -> np.ndarray:
     """
     if value.dtype != np.float32 or not (item.as_float16 or item.device_fp16):
         return value
-    with np.errstate(over="ignore", invalid="ignore"):
-        half = value.astype(np.float16)
+    from ascendpipe.backends.onnxruntime import half as float16
+
+    half, back = float16.round_trip(value)
     if item.as_float16:
         return half  # exact: the emulation already rounded to fp16
     # (the conversion keeps the sign of zero, so equal values are equal bits up to NaN payloads)
-    return half if np.array_equal(half.astype(np.float32), value, equal_nan=True) else value
+    return half if float16.equal_bits(back, value) else value
 
 
 def graph_summary(graph) -> dict:

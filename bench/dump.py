@@ -1,8 +1,8 @@
 """Bench: dump every tensor of a ResNet-18-sized model (batch 8, 3x256x128) against one plain inference.
 
 Target (issue 21): the whole dump takes at most 1.5x one plain inference. Each case runs in its own
-child process so its peak RSS is its own. Run: ``python bench/dump.py [--budget-mb 64]`` (the
-default budget is ``dump.DEFAULT_MEMORY_BUDGET``).
+child process so its peak RSS is its own. Run: ``python bench/dump.py [--budget-mb 64]`` (without it,
+the dump's default: one run up to ``dump.ONE_RUN_BYTES``, else segments).
 
 - plain: default session (fusions on), warmed up; the median of 5 runs is "one plain inference".
 - dump: ``dump_model`` end to end with fusions off (model load, marking, session, run, every tensor
@@ -98,9 +98,9 @@ def case_plain(model: Path, feeds: dict, out: Path, budget_mb: float | None) -> 
 
 
 def case_dump(model: Path, feeds: dict, out: Path, budget_mb: float | None) -> dict:
-    from ascendpipe.backends.onnxruntime.dump import DEFAULT_MEMORY_BUDGET, dump_model
+    from ascendpipe.backends.onnxruntime.dump import AUTO, dump_model
 
-    budget = int(budget_mb * (1 << 20)) if budget_mb else DEFAULT_MEMORY_BUDGET
+    budget = int(budget_mb * (1 << 20)) if budget_mb else AUTO
     times = []
     for attempt in range(3):  # the first is cold (like plain's first run); each writes a fresh dump
         target = out / str(attempt)
@@ -120,10 +120,10 @@ def case_paired(model: Path, feeds: dict, out: Path, budget_mb: float | None) ->
     both see the same load, and CPU time (user + system, this process) is reported beside wall time."""
     import shutil
 
-    from ascendpipe.backends.onnxruntime.dump import DEFAULT_MEMORY_BUDGET, dump_model
+    from ascendpipe.backends.onnxruntime.dump import AUTO, dump_model
     from ascendpipe.backends.onnxruntime.session import make_session
 
-    budget = int(budget_mb * (1 << 20)) if budget_mb else DEFAULT_MEMORY_BUDGET
+    budget = int(budget_mb * (1 << 20)) if budget_mb else AUTO
     session = make_session(model)
     session.run(None, feeds)
     dump_model(model, feeds, out / "warm", fusions=False, memory_budget_bytes=budget)  # page cache, imports

@@ -21,8 +21,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-batch", "--max_batch", dest="max_batch", type=int, default=8)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--memory-budget-mb", "--memory_budget_mb", dest="memory_budget_mb", type=float,
-                        help="MB a dump segment holds, its tensors and weights (default 16): "
-                             "above it the model runs in segments, each tensor computed once")
+                        help="MB a dump segment holds, its tensors and weights: above it the model runs "
+                             "in segments, each tensor computed once (default: one run for a dump of at "
+                             "most 128 MB, else segments of 16 MB)")
     parser.add_argument("--json", action="store_true",
                         help='print {"index", "tensors", "fusions", "nan_or_inf": [TENSOR...]}')
     parser.add_argument("--backend", choices=("onnxruntime", "ascend"), default="onnxruntime",
@@ -37,7 +38,7 @@ def main(args: argparse.Namespace) -> int:
                      {"model": args.model, "inputs": args.input}, Path(args.output))
         print(f"{Path(args.output) / 'index.json'}: {result.metrics['tensors']} tensors")
         return 0
-    from ascendpipe.backends.onnxruntime.dump import (DEFAULT_MEMORY_BUDGET, dump_model, first_samples,
+    from ascendpipe.backends.onnxruntime.dump import (AUTO, dump_model, first_samples,
                                                       is_converted)
     from ascendpipe.backends.onnxruntime.session import input_specs, make_session
     from ascendpipe.inputs import load_inputs, random_inputs, with_batch_axes
@@ -51,7 +52,7 @@ def main(args: argparse.Namespace) -> int:
         batches = load_inputs(args.input, specs, batch_size=None if static else args.max_batch)
     else:
         batches = [random_inputs(specs, seed=args.seed, batch_size=args.max_batch)]
-    budget = int(args.memory_budget_mb * (1 << 20)) if args.memory_budget_mb else DEFAULT_MEMORY_BUDGET
+    budget = int(args.memory_budget_mb * (1 << 20)) if args.memory_budget_mb else AUTO
     index_path = dump_model(model, first_samples(batches, args.max_batch, static), Path(args.output),
                             fusions=fusions, memory_budget_bytes=budget)
     index = json.loads(index_path.read_text())

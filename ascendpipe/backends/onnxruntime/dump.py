@@ -47,6 +47,11 @@ FORMAT = DUMP_FORMAT
 EMULATION_KEY = "ascendpipe.emulation"
 EMU_PREFIX = "ascendpipe_emu/"
 DEFAULT_MEMORY_BUDGET = 16 << 20  # bytes a segment holds: its dumped tensors and its weights
+# With no budget given ("auto"), a dump whose tensors total at most this runs once: each segment costs
+# a session (25% more time on a ResNet-18 in 16 segments), and below this the memory saved is less
+# than the process already holds for its libraries and the model.
+ONE_RUN_BYTES = 128 << 20
+AUTO = "auto"
 # Bump when the bytes of a dump change for the same model and feeds (part of a shared dump's key).
 # 2: no path or run count in index.json, graph facts in it, fp16 ops' outputs stored as fp16
 # 3: an unnamed op is named as convert names it (<OpType>_<index>), not by its tensor or node_<index>
@@ -299,13 +304,15 @@ def _entry(planned: Planned | None, name: str, array: np.ndarray, file: str) -> 
 
 
 def dump_model(model_path, feeds: dict[str, np.ndarray], out_dir, *, fusions: bool,
-               memory_budget_bytes: int | None = DEFAULT_MEMORY_BUDGET, log=None, stats: dict | None = None) -> Path:
+               memory_budget_bytes: int | str | None = AUTO, log=None, stats: dict | None = None) -> Path:
     """Dump every op output of the model for ``feeds``; return the path of ``index.json``.
 
     The index depends only on the model's content and the feeds (no path, time or process id in
     it), so the same dump has the same bytes wherever and whenever it is made (a shared, cached
     dump can stand for it). ``stats``, if given, receives what is not content: the number of runs
     (``chunks``: segments, 1 for one run), the seconds spent and the seconds of session set-up.
+    ``memory_budget_bytes``: the most a segment holds; None: one run; "auto": one run when the
+    dump's tensors total at most ``ONE_RUN_BYTES``, else segments of ``DEFAULT_MEMORY_BUDGET``.
     """
     import time
 
@@ -332,10 +339,15 @@ def dump_model(model_path, feeds: dict[str, np.ndarray], out_dir, *, fusions: bo
     internal, producer = emulation_info({p.key: p.value for p in model.metadata_props}, where)
     half_ops = fp16_ops(_read_plan(model_path.parent)) if emulated else set()
     plan = plan_tensors(model.graph.node, {i.name for i in model.graph.input}, internal, producer, half_ops)
-    if not fits_without_estimate(model, feeds, len(plan), memory_budget_bytes):
+    auto = memory_budget_bytes == AUTO
+    if auto and fits_without_estimate(model, feeds, len(plan), ONE_RUN_BYTES):
+        segments = []
+    elif not fits_without_estimate(model, feeds, len(plan), DEFAULT_MEMORY_BUDGET if auto else memory_budget_bytes):
         for planned, size in zip(plan, _estimate_sizes(model, feeds, [p.name for p in plan])):
             planned.size = size
-        segments = plan_segments(model.graph.node, {p.name: p.size for p in plan},
+        if auto:
+            memory_budget_bytes = None if _total_bytes(plan) <= ONE_RUN_BYTES else DEFAULT_MEMORY_BUDGET
+        segments = [] if memory_budget_bytes is None else plan_segments(model.graph.node, {p.name: p.size for p in plan},
                                  {p.name for p in plan if p.size is not None}, memory_budget_bytes,
                                  graph_inputs=[s.name for s in specs],
                                  initializers={i.name: _tensor_bytes(i) for i in model.graph.initializer},
@@ -390,6 +402,13 @@ def _read_plan(folder: Path) -> dict | None:
         return json.loads((folder / PRECISION_PLAN).read_text())
     except (OSError, ValueError):
         return None  # no plan: nothing is stored compactly beyond the emulation's own roundings
+
+
+def _total_bytes(plan: list) -> int:
+    """The dump's estimated bytes: an unknown size counts as the largest known one (as segments do)."""
+    known = [p.size for p in plan if p.size is not None]
+    fallback = max(known, default=0)
+    return sum(fallback if p.size is None else p.size for p in plan)
 
 
 def fits_without_estimate(model, feeds: dict[str, np.ndarray], tensors: int, budget: int | None) -> bool:
@@ -657,7 +676,7 @@ def run_stage(ctx):
 
         def make(folder):
             dump_model(model, feeds, folder, fusions=bool(fusions), log=ctx.log, stats=stats,
-                       memory_budget_bytes=int(budget * (1 << 20)) if budget else DEFAULT_MEMORY_BUDGET)
+                       memory_budget_bytes=int(budget * (1 << 20)) if budget else AUTO)
 
         cache = DumpCache.for_workspace(ctx.workspace)
         shared, made = cache.get_or_make(cache_key(model, feeds, fusions=bool(fusions)), make)

@@ -1,5 +1,6 @@
 """A segmented dump holds the same bytes as one run: every .npy and index.json (golden and emulated)."""
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -142,3 +143,28 @@ def test_a_model_with_external_weights_segments_from_its_inlined_bytes(tmp_path)
     onnx.save(onnx.load(str(source)), str(tmp_path / "ext.onnx"), save_as_external_data=True,
               all_tensors_to_one_file=True, location="ext.weights", size_threshold=0)
     assert _same_dump(tmp_path / "ext.onnx", modelzoo.conv_bn_relu_inputs(), tmp_path / "d", fusions=False) > 1
+
+
+def test_without_a_budget_a_small_dump_runs_once_and_a_large_one_in_segments(tmp_path, monkeypatch):
+    """"auto": segments cost a session each, so a dump under ONE_RUN_BYTES runs once; over it, in
+    segments of DEFAULT_MEMORY_BUDGET; the bytes are those of one run either way."""
+    import numpy as np
+
+    from ascendpipe.backends.onnxruntime import dump as D
+    from tests import modelzoo
+
+    model = modelzoo.text_detector(tmp_path / "det.onnx", size=64, width=8)
+    feeds = {"image": modelzoo.text_detector_inputs(size=64)["image"]}
+    small: dict = {}
+    D.dump_model(model, feeds, tmp_path / "auto", fusions=False, stats=small)
+    assert small["chunks"] == 1
+    monkeypatch.setattr(D, "ONE_RUN_BYTES", 1 << 16)
+    monkeypatch.setattr(D, "DEFAULT_MEMORY_BUDGET", 1 << 18)
+    large: dict = {}
+    D.dump_model(model, feeds, tmp_path / "segments", fusions=False, stats=large)
+    assert large["chunks"] > 1
+    one = json.loads((tmp_path / "auto" / "index.json").read_text())
+    assert json.loads((tmp_path / "segments" / "index.json").read_text()) == one
+    for entry in one["tensors"]:
+        a = np.load(tmp_path / "auto" / entry["file"])
+        assert a.tobytes() == np.load(tmp_path / "segments" / entry["file"]).tobytes()

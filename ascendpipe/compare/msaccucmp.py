@@ -173,8 +173,7 @@ class _Shared:
         self._memo.pop(self._LAST_USE.get(algorithm), None)
 
 
-def _run(name: str, t, g, scalar: bool, t_file: str, g_file: str, shared: _Shared | None = None):
-    shared = shared or _Shared(t, g)
+def _run(name: str, t, g, scalar: bool, t_file: str, g_file: str, shared: _Shared):
     if name == "CosineSimilarity":
         return _cosine(t, g, scalar, t_file, g_file)
     if name == "MaxAbsoluteError":
@@ -327,15 +326,14 @@ def cells(golden: np.ndarray, target: np.ndarray, *, shape=None, target_file: st
         return dict.fromkeys(ALGORITHMS, NAN), [message]
     both_bool = t.dtype == np.bool_ and g.dtype == np.bool_
     scalar = is_scalar_shape(shape)
-    # numpy's RuntimeWarnings ("Mean of empty slice") come only from an empty tensor; catch_warnings
-    # changes process-wide state, so it is taken (under a lock) only then: rows run in threads.
-    quiet = _WARNINGS_LOCK if g.size == 0 else contextlib.nullcontext()
     if not both_bool and _use_blocks(t, g, shape):
         with np.errstate(all="ignore"):
             results = _blocked_results(t, g, target_file, golden_file)
         return ({name: results[name][0] for name in ALGORITHMS},
                 [results[name][1] for name in ALGORITHMS if results[name][1]])
-    with quiet, (_no_warnings() if g.size == 0 else contextlib.nullcontext()), np.errstate(all="ignore"):
+    # numpy's RuntimeWarnings ("Mean of empty slice") come only from an empty tensor; catch_warnings
+    # changes process-wide state, so it is taken (under a lock) only then: rows run in threads.
+    with (_no_warnings() if g.size == 0 else contextlib.nullcontext()), np.errstate(all="ignore"):
         if not both_bool:
             t, g = t.astype("float32"), g.astype("float32")
         shared = _Shared(t, g)
@@ -367,7 +365,7 @@ _WARNINGS_LOCK = threading.Lock()
 
 @contextlib.contextmanager
 def _no_warnings():
-    with warnings.catch_warnings():
+    with _WARNINGS_LOCK, warnings.catch_warnings():
         warnings.simplefilter("ignore")  # msaccucmp logs these and goes on
         yield
 

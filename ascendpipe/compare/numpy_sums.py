@@ -18,7 +18,7 @@ blocking is numpy's 8192-element buffer; callers make that call whole, it alloca
 
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from typing import Sequence
 
 import numpy as np
 
@@ -63,7 +63,3 @@ def combine(n: int, limit: int, sums: Sequence, dtype) -> np.generic:
     # numpy's reduction starts from the identity (0) and adds the pairwise sum to it
     return kind(kind(0) + walk(n))
 
-
-def blockwise_sum(blocks: Iterable[np.ndarray], n: int, limit: int, dtype) -> np.generic:
-    """``combine`` over an iterable of the leaf slices' arrays (already computed by the caller)."""
-    return combine(n, limit, [np.add.reduce(b) for b in blocks], dtype)

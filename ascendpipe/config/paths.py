@@ -15,7 +15,7 @@ import os
 import re
 import stat
 
-from ascendpipe.errors import UserError
+from ascendpipe.errors import Location, UserError
 
 # Variant names (matrix keys, product values) become folder names (``build/convert__fp16``) and
 # reach the CANN tools, which accept only [A-Za-z0-9./_-] in a path (see contract.stage_folder);
@@ -124,6 +124,14 @@ class PathRules:
         special = special_file(absolute)
         if special or os.path.isdir(absolute):
             raise UserError(f"the stage's log '{rel}' is {special or 'a folder'}; remove it")
+
+
+def refuse_special_pipeline_file(path: str) -> None:
+    """A pipeline file that is a FIFO, socket or device is refused without being opened: reading a
+    FIFO blocks until someone writes to it."""
+    special = special_file(path)
+    if special:
+        raise UserError(f"pipeline file {path} is {special}; give the pipeline's YAML file", Location(file=path))
 
 
 def special_file(path: str) -> str | None:

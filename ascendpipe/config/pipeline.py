@@ -31,11 +31,9 @@ def load_pipeline(
 ) -> Pipeline:
     path = Path(path)
     display = str(path)
-    from ascendpipe.config.paths import special_file
+    from ascendpipe.config.paths import refuse_special_pipeline_file
 
-    special = special_file(display)
-    if special:  # never opened: reading a FIFO blocks until someone writes to it
-        raise UserError(f"pipeline file {display} is {special}; give the pipeline's YAML file", Location(file=display))
+    refuse_special_pipeline_file(display)
     try:
         raw = path.read_bytes()
     except FileNotFoundError:

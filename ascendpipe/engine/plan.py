@@ -70,11 +70,9 @@ def resolve(path: str, overrides=(), backend: str | None = None, environ: dict |
     environ = dict(os.environ) if environ is None else environ
     file_lines = read_overrides_file(path) if overrides_file else []
     overrides = file_lines + list(overrides or [])
-    from ascendpipe.config.paths import special_file
+    from ascendpipe.config.paths import refuse_special_pipeline_file
 
-    special = special_file(str(path))
-    if special:  # never opened: reading a FIFO blocks until someone writes to it
-        raise UserError(f"pipeline file {path} is {special}; give the pipeline's YAML file", Location(file=str(path)))
+    refuse_special_pipeline_file(str(path))
     try:
         text = open(path, "rb").read()
     except FileNotFoundError:

@@ -37,10 +37,16 @@ def test_overflow_chain_walks_forward_while_golden_values_stay_beyond_fp16():
     assert (up, ops, down) == ([], ["big"], ["b", "c"])
 
 
-def test_matrix_variant_target_gets_matrix_paste_lines_and_keeps_existing_entries():
+def _norm_chain():
+    """An L2 norm: x*x -> ReduceSum (overflows) -> Sqrt -> Div (the output): its rows and producers."""
     rows = [_row(0, "/Mul_1", peak=3e4), _row(1, "/ReduceSum", "ReduceSum", failed=True, overflow="target", peak=3e5),
             _row(2, "/Sqrt", "Sqrt", failed=True, peak=550.0), _row(3, "/Div", "Div", failed=True, out=True)]
     producers = {"/Mul_1": [], "/ReduceSum": ["/Mul_1"], "/Sqrt": ["/ReduceSum"], "/Div": ["/Sqrt"]}
+    return rows, producers
+
+
+def test_matrix_variant_target_gets_matrix_paste_lines_and_keeps_existing_entries():
+    rows, producers = _norm_chain()
     first = advisor.describe_failure(rows, 1, producers=producers, stage="convert@fp16",
                                      target_settings={"keep_dtype": ["/Conv"]})
     item = first["advice"][0]
@@ -199,9 +205,7 @@ def test_the_precision_mode_in_use_is_never_advised():
 
 
 def test_an_op_the_stage_already_keeps_is_never_listed_as_added():
-    rows = [_row(0, "/Mul_1", peak=3e4), _row(1, "/ReduceSum", "ReduceSum", failed=True, overflow="target", peak=3e5),
-            _row(2, "/Sqrt", "Sqrt", failed=True, peak=550.0), _row(3, "/Div", "Div", failed=True, out=True)]
-    producers = {"/Mul_1": [], "/ReduceSum": ["/Mul_1"], "/Sqrt": ["/ReduceSum"], "/Div": ["/Sqrt"]}
+    rows, producers = _norm_chain()
     first = advisor.describe_failure(rows, 1, producers=producers, stage="convert",
                                      target_settings={"keep_dtype": ["/ReduceSum"]})
     item = first["advice"][0]

@@ -73,6 +73,10 @@ def test_emulated_dump_skips_internal_tensors_and_names_original_ops(tmp_path):
         expected = np.maximum(x, 0).astype(np.float16)  # 70000 overflows to inf in fp16
     np.testing.assert_array_equal(r, expected)
     assert index["tensors"][1]["inf"] == 1 and index["tensors"][2]["inf"] == 1
+    for entry in index["tensors"]:  # an fp16 tensor's stats are read from its fp32 values: the same numbers
+        stored = np.load(tmp_path / "dump" / entry["file"])
+        assert {k: entry[k] for k in ("min", "max", "nan", "inf")} == tensor_stats(stored)
+    assert index["tensors"][1]["max"] == 0.333251953125  # 0.3333333 in fp16; the inf is left out
 
 
 def test_feed_mismatch_is_a_user_error(tmp_path):

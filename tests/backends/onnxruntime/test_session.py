@@ -1,9 +1,11 @@
 import json
+import os
+import sys
 
 import onnxruntime as ort
 import pytest
 
-from ascendpipe.backends.onnxruntime.session import input_specs, make_session
+from ascendpipe.backends.onnxruntime.session import input_specs, make_session, shrink_shared_arena, use_shared_arena
 from ascendpipe.errors import UserError
 
 from tests.modelzoo import linear_model
@@ -43,3 +45,33 @@ def test_unreadable_model_is_a_user_error(tmp_path):
         make_session(tmp_path / "broken.onnx")
     with pytest.raises(UserError, match="does not exist"):
         make_session(tmp_path / "missing.onnx")
+
+
+def _rss_bytes() -> int:
+    with open("/proc/self/statm") as handle:
+        return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/statm")
+def test_shared_arena_sessions_compute_alike_and_the_arena_shrinks_when_asked(tmp_path):
+    import numpy as np
+    from onnx import TensorProto, helper, save
+
+    graph = helper.make_graph([helper.make_node("Neg", ["x"], ["y"])], "neg",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n"])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n"])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    save(model, str(tmp_path / "neg.onnx"))
+    x = np.arange(16 << 20, dtype=np.float32)  # 64 MiB: the output comes from the arena
+    assert use_shared_arena() and use_shared_arena()  # registered once, then reported
+    shared = make_session(tmp_path / "neg.onnx", shared_arena=True)
+    assert shared.get_session_options().get_session_config_entry("session.use_env_allocators") == "1"
+    (y,) = shared.run(None, {"x": x})
+    (own,) = make_session(tmp_path / "neg.onnx").run(None, {"x": x})
+    np.testing.assert_array_equal(y, -x)
+    np.testing.assert_array_equal(own, y)
+    del y, own
+    held = _rss_bytes()  # the output's 64 MiB are free in the arena but still the process's
+    shrink_shared_arena()
+    assert held - _rss_bytes() >= 48 << 20

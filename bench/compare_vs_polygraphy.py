@@ -132,6 +132,19 @@ def run_polygraphy(polygraphy: str, golden: Path, target: Path, work: Path) -> t
     return save, load
 
 
+IMPORT_ONNX = ("import time; t = time.perf_counter(); import onnx, ml_dtypes; "
+               "print(f'{time.perf_counter() - t:.2f} s with ml_dtypes {ml_dtypes.__version__}')")
+
+
+def onnx_import_note(polygraphy: str) -> str:
+    """What `import onnx` costs in each venv: it imports ml_dtypes, whose 0.7.0 takes ~0.8 s on numpy
+    2.4 (ascendpipe excludes that release); each flow pays it once per process, Polygraphy's twice."""
+    peer_python = str(Path(polygraphy).parent / "python")
+    ours = subprocess.run([sys.executable, "-c", IMPORT_ONNX], capture_output=True, text=True).stdout.strip()
+    theirs = subprocess.run([peer_python, "-c", IMPORT_ONNX], capture_output=True, text=True).stdout.strip()
+    return f"import onnx: {ours or '?'} (ascendpipe's venv), {theirs or '?'} (Polygraphy's venv)"
+
+
 BIG_FLOW = r"""
 import sys
 from ascendpipe.compare.runner import compare_dumps
@@ -219,6 +232,7 @@ def main() -> int:
             print(f"ascendpipe compare (median of {args.repeat}): {ours_wall:.2f} s, peak {ours_peak:.0f} MB")
             print(f"polygraphy layerwise (median of {args.repeat}): {save_wall:.2f} s save + {load_wall:.2f} s "
                   f"load/compare = {poly_wall:.2f} s, peak {poly_peak:.0f} MB")
+            print(onnx_import_note(args.polygraphy))
             print(f"polygraphy / ascendpipe: time {poly_wall / ours_wall:.2f}x (target >= 8x), "
                   f"peak memory {poly_peak / ours_peak:.2f}x (target >= 6x); "
                   f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")

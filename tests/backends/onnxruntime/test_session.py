@@ -75,3 +75,22 @@ def test_shared_arena_sessions_compute_alike_and_the_arena_shrinks_when_asked(tm
     held = _rss_bytes()  # the output's 64 MiB are free in the arena but still the process's
     shrink_shared_arena()
     assert held - _rss_bytes() >= 48 << 20
+
+
+def test_without_a_shared_arena_sessions_use_their_own(tmp_path, monkeypatch):
+    from ascendpipe.backends.onnxruntime import session
+
+    class Fail(Exception):  # onnxruntime's own errors derive from Exception, not RuntimeError
+        pass
+
+    def refuse(*args):
+        raise Fail("not supported")
+
+    monkeypatch.setattr(session, "_SHARED_ARENA", None)
+    monkeypatch.setattr(ort, "create_and_register_allocator", refuse)
+    assert use_shared_arena() is False
+    path, _, _ = linear_model(tmp_path / "m.onnx")
+    options = make_session(path, shared_arena=True).get_session_options()
+    with pytest.raises(RuntimeError, match="does not have configuration"):
+        options.get_session_config_entry("session.use_env_allocators")
+    shrink_shared_arena()  # nothing to shrink: no error

@@ -6,6 +6,11 @@
   runs (and the corrupted object is deleted from the remote so the rebuild replaces it).
 - ``pull`` is a build that only restores (``RestoreOnly``): what neither cache holds is reported.
   ``push`` (engine/push.py) uploads what was built, through ``publish``.
+- Shared dumps travel with the stages that read them: a compare's golden dump lives in ``cache/``,
+  not in the stage's folder, which names it in ``object_refs.json``. ``publish`` uploads it too and
+  lists it in the entry (``dumps``: key -> folder digest); a restore fetches it and names it under
+  its key in ``cache/dumps/``, so the next compare of that golden on the other machine reads it
+  instead of dumping again. Both are best effort: the stage's own outputs are whole without it.
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ def restore_from_remote(executor, stage, key: str):
         return None, "remote cache object missing, rebuilt"
     except CorruptObject as exc:
         return None, f"remote {exc}; rebuilt"
+    _restore_dumps(remote, executor.objects, executor.ws.cache_root, entry.get("dumps"))
     return {
         "outs": dict(entry["outs"]),
         "metrics": dict(entry.get("metrics") or {}),
@@ -65,12 +71,62 @@ def entry_for(db, key: str, state: dict) -> dict:
 
 
 def publish(remote, objects, key: str, stage_name: str, entry: dict, known: set | None = None) -> int:
-    """Objects first, then the entry that names them."""
+    """Objects first (the outputs', then the shared dumps they name), then the entry that names them."""
     sent = 0
     for digest in entry["outs"].values():
         sent += remote.push_object(objects, digest, known)
-    remote.put_entry(key, {"stage": stage_name, **entry})
+    dumps = {}
+    for dump_key, digest in sorted(shared_dumps(objects, entry["outs"]).items()):
+        try:
+            sent += remote.push_object(objects, digest, known)
+        except (FileNotFoundError, CorruptObject):
+            continue  # gone or damaged here: the other side dumps it again when it needs it
+        dumps[dump_key] = digest
+    remote.put_entry(key, {"stage": stage_name, **entry, **({"dumps": dumps} if dumps else {})})
     return sent
+
+
+def shared_dumps(objects, outs: dict[str, str]) -> dict[str, str]:
+    """The shared dumps (key -> folder digest) that the ``object_refs.json`` of these outputs name."""
+    from ascendpipe.store.dump_cache import OBJECT_REFS, referenced_dumps
+    from ascendpipe.store.hashing import DIR_SUFFIX
+
+    found: dict[str, str] = {}
+    for digest in outs.values():
+        if not digest.endswith(DIR_SUFFIX):
+            continue
+        try:
+            refs = [e["hash"] for e in objects.manifest(digest) if e.get("path") == OBJECT_REFS]
+            for ref in refs:
+                with open(objects.path_of(ref), "rb") as handle:
+                    found.update(referenced_dumps(handle.read()))
+        except (OSError, ValueError, KeyError, TypeError):
+            continue  # an output folder this store cannot read names nothing
+    return found
+
+
+def _is_hex64(value) -> bool:
+    return isinstance(value, str) and len(value) == 64 and all(c in "0123456789abcdef" for c in value)
+
+
+def _restore_dumps(remote, objects, cache_root, dumps) -> None:
+    """Fetch the shared dumps a restored stage read and name them in ``cache/dumps/`` (best effort)."""
+    if not isinstance(dumps, dict):
+        return
+    from ascendpipe.store.dump_cache import DumpCache
+
+    cache = DumpCache(cache_root)
+    for dump_key, digest in sorted(dumps.items()):
+        # the entry is the remote's word: only names of the store's own shape become paths here
+        if not (_is_hex64(dump_key) and isinstance(digest, str) and digest.endswith(".dir") and _is_hex64(digest[:-4])):
+            continue
+        if cache.get(dump_key) is not None:
+            continue
+        try:
+            remote.fetch_object(objects, digest)
+        except (FileNotFoundError, CorruptObject):
+            continue  # not in the remote (or damaged, and deleted there): made again when needed
+        cache.link(dump_key, digest)
 
 
 class RestoreOnly:

@@ -230,6 +230,20 @@ class DumpCache:
         write_text_atomic(self._ref(key), digest + "\n")  # last: the key names a whole dump
         return CachedDump(self.objects, key, digest, entries)
 
+    def link(self, key: str, digest: str) -> bool:
+        """Name the folder object ``digest`` (already whole in the store, e.g. fetched from a remote)
+        as the dump of ``key``, unless a whole dump already has that key. Whether it now does."""
+        from ascendpipe.fsutil import write_text_atomic
+
+        if self.get(key) is not None:
+            return True
+        self.refs.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(self._ref(key), digest + "\n")
+        if self.get(key) is None:  # not whole after all: leave no key naming it
+            self.drop(key)
+            return False
+        return True
+
     def get_or_make(self, key: str, make) -> tuple[CachedDump, bool]:
         """(the dump of ``key``, whether this call made it). ``make(folder)`` writes a dump folder."""
         import fcntl
@@ -260,6 +274,16 @@ def refs_document(objects: list[dict]) -> dict:
     """``object_refs.json``: the cache objects a stage's results were computed from, each
     {"what", "digest", ...} (a shared dump: its folder digest, key and bytes)."""
     return {"format": OBJECT_REFS_FORMAT, "objects": objects}
+
+
+def referenced_dumps(document: bytes) -> dict[str, str]:
+    """The shared dumps an ``object_refs.json`` names, key -> folder digest ({} for anything unreadable)."""
+    try:
+        doc = json.loads(document)
+        return {o["key"]: o["digest"] for o in doc.get("objects", [])
+                if isinstance(o.get("key"), str) and isinstance(o.get("digest"), str) and o["digest"].endswith(DIR_SUFFIX)}
+    except (ValueError, AttributeError, TypeError):
+        return {}
 
 
 def referenced_objects(document: bytes) -> list[str]:

@@ -281,3 +281,39 @@ def test_parallel_build_dumps_the_golden_once(workspace):
     assert made == 1
     results = {v: json.loads((workspace / "build" / f"compare__{v}" / "result.json").read_text()) for v in VARIANTS}
     assert results["fp16"]["first_failure"]["op_name"] == "sum" and results["fp32"]["first_failure"] is None
+
+
+def test_link_names_only_a_whole_dump_and_remote_names_never_become_paths(tmp_path):
+    from ascendpipe.engine.remote_sync import _restore_dumps
+
+    folder = tmp_path / "made"
+    folder.mkdir()
+    (folder / "index.json").write_text('{"format": "x"}')
+    (folder / "t.npy").write_bytes(b"\x93NUMPY")
+    source = DumpCache(tmp_path / "a")
+    made = source.put("1" * 64, folder)
+    target = DumpCache(tmp_path / "b")
+    assert target.link("2" * 64, made.digest) is False  # its objects are not in b's store: no key left
+    assert not (tmp_path / "b" / "dumps" / ("2" * 64)).exists()
+
+    class Remote:  # hands out a's objects, as a remote cache's fetch_object would
+        def __init__(self):
+            self.fetched = []
+
+        def fetch_object(self, objects, digest):
+            self.fetched.append(digest)
+            for e in source.objects.manifest(digest) if digest.endswith(".dir") else []:
+                Path(objects.path_of(e["hash"])).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(source.objects.path_of(e["hash"]), objects.path_of(e["hash"]))
+            Path(objects.path_of(digest)).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(source.objects.path_of(digest), objects.path_of(digest))
+            return 1
+
+    remote = Remote()
+    hostile = {"../../escape": made.digest, "3" * 64: "../../x.dir", "4" * 64: made.digest}
+    _restore_dumps(remote, target.objects, tmp_path / "b", hostile)
+    assert remote.fetched == [made.digest]  # only the well-formed pair was fetched
+    linked = target.get("4" * 64)
+    assert linked is not None and linked.read_bytes("index.json") == b'{"format": "x"}'
+    assert sorted(p.name for p in (tmp_path / "b" / "dumps").iterdir()) == ["4" * 64]
+    assert not (tmp_path / "escape").exists()

@@ -213,3 +213,73 @@ def test_workspace_config_overrides_the_pipeline_remote(make_ws, bucket, tmp_pat
     b = ws.clone("b")
     (b.root / ".ascendpipe/config.json").write_text(json.dumps({"remote": str(folder)}))
     assert states(b.build()) == dict.fromkeys(ALL, "restored")
+
+
+COMPARE_PIPELINE = """\
+remote: REMOTE
+backend: onnxruntime
+stages:
+  convert:
+    kind: convert
+    model: model.onnx
+    matrix:
+      fp32: {precision_mode: force_fp32}
+      fp16: {precision_mode: force_fp16}
+  compare:
+    kind: compare
+    golden: model.onnx
+    target: convert
+    inputs: x.npy
+"""
+
+
+def _compare_workspace(make_ws, url):
+    import numpy as np
+
+    from tests import modelzoo
+
+    ws = make_ws("a")
+    ws.pipeline(COMPARE_PIPELINE.replace("REMOTE", url))
+    modelzoo.l2norm_model(ws.root / "model.onnx")
+    np.save(ws.root / "x.npy", modelzoo.l2norm_inputs(0, batch=4)["features"])
+    return ws
+
+
+def _count_golden_dumps(monkeypatch) -> list:
+    from ascendpipe.backends.onnxruntime import dump as dumpmod
+
+    calls, real = [], dumpmod.dump_model
+
+    def counting(model, feeds, out_dir, *, fusions, **kw):
+        if not fusions:  # a golden dump
+            calls.append(str(model))
+        return real(model, feeds, out_dir, fusions=fusions, **kw)
+
+    monkeypatch.setattr(dumpmod, "dump_model", counting)
+    return calls
+
+
+def test_the_shared_golden_dump_travels_with_the_compares(make_ws, bucket, monkeypatch):
+    from ascendpipe.store.dump_cache import OBJECT_REFS, DumpCache
+
+    a = _compare_workspace(make_ws, bucket)
+    first = a.build()
+    assert set(states(first).values()) == {"ran"}
+    ref = json.loads((a.root / "build" / "compare__fp16" / OBJECT_REFS).read_text())["objects"][0]
+    pushed = ascendpipe.push(str(a.root / "pipeline.yaml"))
+    assert {s["state"] for s in pushed["stages"].values()} == {"pushed"}
+    from ascendpipe.store.remote import RemoteCache
+
+    entry = RemoteCache(bucket).get_entry(pushed["stages"]["compare@fp16"]["key"])
+    assert entry["dumps"] == {ref["key"]: ref["digest"]}
+
+    calls = _count_golden_dumps(monkeypatch)
+    for clone, restore in (("b", lambda ws: ws.build()), ("c", lambda ws: ascendpipe.pull(str(ws.root / "pipeline.yaml")))):
+        ws = a.clone(clone)
+        assert set(states(restore(ws)).values()) == {"restored"}
+        shared = DumpCache(ws.root / "cache").get(ref["key"])
+        assert shared is not None and shared.digest == ref["digest"]  # fetched whole and named under its key
+        # a compare that runs again reads the golden from the restored dump: nothing is dumped again
+        run = ws.build(["compare@fp16"], force=True)
+        assert states(run)["compare@fp16"] == "ran" and calls == []
+        assert run["stages"]["compare@fp16"]["metrics"] == first["stages"]["compare@fp16"]["metrics"]

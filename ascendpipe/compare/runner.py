@@ -117,7 +117,9 @@ def _overflow(target_entry: dict, m: dict | None, golden_max: float | None, targ
 
 
 def _widened(array: np.ndarray) -> np.ndarray:
-    return array.astype(np.float32) if array.dtype == np.float16 else array
+    from ascendpipe.backends.onnxruntime.half import widen
+
+    return widen(array)
 
 
 def _magnitude(entry: dict, array: np.ndarray) -> float:

@@ -34,3 +34,20 @@ def test_equal_bits_accepts_exact_values_and_nan_and_refuses_rounded_ones():
     assert not half.equal_bits(half.round_trip(rounded)[1], rounded)
     small = exact[:100]  # below MIN_ELEMENTS: numpy's cast, same answer
     assert half.equal_bits(half.round_trip(small)[1], small)
+
+
+def test_widen_gives_numpy_float32_values_for_every_float16():
+    import onnxruntime  # noqa: F401  widen takes onnxruntime's path only once it is loaded
+
+    every = np.arange(1 << 16, dtype=np.uint16).view(np.float16)  # every bit pattern: NaNs, infs, -0, subnormals
+    value = np.tile(every, 2).reshape(2, 2, -1)  # above MIN_ELEMENTS: onnxruntime
+    got = half.widen(value)
+    want = value.astype(np.float32)
+    assert got.dtype == np.float32 and got.shape == value.shape
+    finite = np.isfinite(want)
+    assert np.array_equal(got.view(np.uint32)[finite], want.view(np.uint32)[finite])  # -0 stays -0
+    assert np.array_equal(np.isnan(got), np.isnan(want)) and np.array_equal(got[~np.isnan(got)], want[~np.isnan(want)])
+    small = every[:100]
+    assert np.array_equal(half.widen(small).view(np.uint32), small.astype(np.float32).view(np.uint32))
+    other = np.ones(3, np.float32)
+    assert half.widen(other) is other

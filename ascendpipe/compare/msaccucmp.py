@@ -279,14 +279,15 @@ def _blocked_results(t_src: np.ndarray, g_src: np.ndarray, t_file: str, g_file: 
             pt, pg = np.maximum(pt, KL_FLOOR), np.maximum(pg, KL_FLOOR)
             yield (pt, pg, t, g) if with_blocks else (pt, pg)
 
-    # second pass: the cosine's normalised products (used only if the norms allow) and the KL sums
-    cos_sums, pt_sums, pg_sums, t_zero, g_zero = [], [], [], True, True
+    # second pass: the cosine's normalised products (used only if the norms allow) and the KL sums.
+    # msaccucmp's "all zero" test of each pdf cannot hold here: a pdf is floored at KL_FLOOR > 0 (a
+    # NaN is not 0 either), so only an empty tensor passes it, and a blocked one is never empty.
+    cos_sums, pt_sums, pg_sums = [], [], []
     for pt, pg, t, g in pdfs(with_blocks=True):
         cos_sums.append(np.add.reduce((t / t_norm) * (g / g_norm)))
         pt_sums.append(np.add.reduce(pt))
         pg_sums.append(np.add.reduce(pg))
-        t_zero = t_zero and bool(np.all(pt == 0))
-        g_zero = g_zero and bool(np.all(pg == 0))
+    t_zero = g_zero = False
     results["CosineSimilarity"] = _cosine_cell(t_norm, g_norm, lambda: total(cos_sums), t_file, g_file)
 
     def kl_value():

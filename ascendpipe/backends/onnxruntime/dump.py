@@ -325,8 +325,11 @@ def dump_model(model_path, feeds: dict[str, np.ndarray], out_dir, *, fusions: bo
     where = Location(file=str(model_path))
     if not model_path.is_file():
         raise UserError("model file does not exist", where)
+    # the file's bytes are read once: parsed here, and run (with the outputs marked) below; the
+    # weights are held twice at most, as the marking's copy holds them anyway
+    raw = model_path.read_bytes()
     try:
-        model = onnx.load_model_from_string(model_path.read_bytes())
+        model = onnx.load_model_from_string(raw)
     except Exception as exc:  # onnx raises DecodeError and friends for a bad file
         raise UserError(f"cannot read the ONNX model: {exc}", where) from None
     external = any(i.data_location == onnx.TensorProto.EXTERNAL for i in model.graph.initializer)
@@ -334,6 +337,7 @@ def dump_model(model_path, feeds: dict[str, np.ndarray], out_dir, *, fusions: bo
         # onnxruntime cannot read external weights of a model given as bytes for every op (its shape
         # inference wants them inline), so inline them: this path is limited to protobuf's 2 GiB
         model = onnx.load(str(model_path))
+        raw = None
     name_nodes(model.graph)  # unnamed ops get the names convert gives them (both sides of a compare agree)
     specs = graph_input_specs(model.graph)
     _check_feeds(specs, feeds, where)
@@ -368,16 +372,14 @@ def dump_model(model_path, feeds: dict[str, np.ndarray], out_dir, *, fusions: bo
     run = _Runner(plan, feeds, out_dir, entries, first_position=len(specs), fusions=fusions,
                   runtime_dir=model_path.parent, log=log)
     if len(segments) > 1:
-        builder = _SegmentBuilder(model, model.SerializeToString() if external else model_path.read_bytes())
-        del model  # the weights stay in memory once, as the file's bytes each segment slices
+        builder = _SegmentBuilder(model, model.SerializeToString() if external else raw)
+        del model, raw  # the weights stay in memory once, as the file's bytes each segment slices
         run.segments(builder, segments)
     else:
         existing_outputs = {o.name for o in model.graph.output}
-        # the weights are held once: the parsed model goes before the file's bytes are read again
-        model_bytes = model.SerializeToString() if external else None
-        del model
-        model_bytes = marked_model_bytes(model_bytes or model_path.read_bytes(),
-                                         [p.name for p in plan if p.name not in existing_outputs])
+        model_bytes = model.SerializeToString() if external else raw
+        del model, raw  # the parsed weights go before the marked copy is made
+        model_bytes = marked_model_bytes(model_bytes, [p.name for p in plan if p.name not in existing_outputs])
         run.whole(model_bytes)
     runs = max(len(segments), 1)
     index = {

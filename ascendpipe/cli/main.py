@@ -112,7 +112,13 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
-    except Exception:
+    except Exception as err:
+        from ascendpipe.store.failures import explain, is_environmental
+
+        if is_environmental(err):  # a full disk, a read-only folder: the machine's, not a bug
+            where = getattr(args, "output", None) or getattr(args, "out", None)
+            sys.stderr.write(f"ascendpipe: error: {explain(err, str(where) if where else None, retry='run it again')}\n")
+            return 1
         import traceback
 
         traceback.print_exc()

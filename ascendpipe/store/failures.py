@@ -42,9 +42,20 @@ def sqlite_kind(exc: BaseException) -> str | None:
     return None
 
 
-def describe(exc: BaseException, path: str | None = None, free: int | None = None, doing: str | None = None) -> str:
+ENVIRONMENT_ERRNOS = frozenset((*_FULL, *_DENIED, errno.EROFS, errno.E2BIG))
+
+
+def is_environmental(exc: BaseException) -> bool:
+    """An OSError the machine caused (a full disk, a read-only or forbidden folder, an over-long
+    command line), not a bug: said in one line, never with a traceback."""
+    return isinstance(exc, OSError) and exc.errno in ENVIRONMENT_ERRNOS
+
+
+def describe(exc: BaseException, path: str | None = None, free: int | None = None, doing: str | None = None,
+             retry: str = "build again") -> str:
     """One line for ``exc``; ``path`` is where it happened when the exception does not say, ``free``
-    the bytes left on that file system, ``doing`` what was being done (``storing outputs``)."""
+    the bytes left on that file system, ``doing`` what was being done (``storing outputs``),
+    ``retry`` what to do once it is fixed."""
     where = (getattr(exc, "filename2", None) if getattr(exc, "errno", None) in _FULL else None) \
         or getattr(exc, "filename", None) or path  # shutil names the source first, the full one second
     if where and os.path.basename(str(where)).startswith(".tmp-"):
@@ -56,11 +67,11 @@ def describe(exc: BaseException, path: str | None = None, free: int | None = Non
         kind = "full"  # SQLite says "disk I/O error" when it cannot grow its -wal/-shm on a full disk
     if code in _FULL or kind == "full":
         return (f"no space left on the device{during} (writing {where}; {human_bytes(free)} free there); "
-                "free some space and build again")
+                f"free some space and {retry}")
     if code == errno.EROFS or kind == "readonly":
-        return f"{where} is on a read-only file system or cannot be written{during}; make it writable and build again"
+        return f"{where} is on a read-only file system or cannot be written{during}; make it writable and {retry}"
     if code in _DENIED:
-        return f"permission denied on {where}{during}; check its owner and mode, then build again"
+        return f"permission denied on {where}{during}; check its owner and mode, then {retry}"
     if code == errno.E2BIG:
         return ("the command is too long for the operating system (E2BIG: arguments and environment over its "
                 "limit); pass long values through a file")
@@ -88,9 +99,9 @@ def free_bytes(path: str | None) -> int | None:
     return st.f_bavail * st.f_frsize
 
 
-def explain(exc: BaseException, path: str | None = None, doing: str | None = None) -> str:
+def explain(exc: BaseException, path: str | None = None, doing: str | None = None, retry: str = "build again") -> str:
     where = getattr(exc, "filename2", None) or getattr(exc, "filename", None) or path
-    return describe(exc, path, free_bytes(where) if _needs_space(exc) else None, doing)
+    return describe(exc, path, free_bytes(where) if _needs_space(exc) else None, doing, retry)
 
 
 def _needs_space(exc: BaseException) -> bool:

@@ -137,3 +137,25 @@ def test_a_read_only_build_or_cache_folder_fails_the_stage_then_recovers(tmp_pat
     again = _build(root)
     assert again.returncode == 0, again.stdout + again.stderr
     assert ascendpipe.show("latest", workspace=str(root))["stages"]["infer"]["state"] == "ran"
+
+
+@pytest.mark.parametrize("command", ["dump", "compare"])
+def test_a_full_disk_under_a_standalone_command_is_one_line(small_fs, tmp_path, command):
+    """dump and compare outside a build: numpy's short write has no errno, and a write's close has no
+    path; both were an 'internal error' with a traceback."""
+    from tests.modelzoo import linear_model
+
+    linear_model(tmp_path / "m.onnx", features=64, classes=64)
+    np.save(tmp_path / "x.npy", np.ones((40_000, 64), np.float32))  # 10 MB: each tensor alone overfills 6 MB
+    if command == "dump":
+        argv = ["dump", "--model", str(tmp_path / "m.onnx"), "--input", str(tmp_path / "x.npy"),
+                "--max-batch", "40000", "--output", str(small_fs / "d")]
+    else:
+        argv = ["compare", "--golden", str(tmp_path / "m.onnx"), "--target", str(tmp_path / "m.onnx"),
+                "--input", str(tmp_path / "x.npy"), "--output", str(small_fs / "c")]
+    proc = subprocess.run([sys.executable, "-m", "ascendpipe", *argv], capture_output=True, text=True)
+    assert proc.returncode == 1, (proc.returncode, proc.stderr[-2000:])
+    assert "Traceback" not in proc.stderr and "internal error" not in proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    assert line.startswith("ascendpipe: error: no space left on the device (writing ")
+    assert str(small_fs) in line and line.endswith("free there); free some space and run it again")

@@ -27,7 +27,9 @@ are not dumped.
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -614,8 +616,24 @@ def _save_npy(path: Path, array: np.ndarray) -> None:
     """One tensor file, written in place: the dump's index is removed before and written last
     (atomically), so no index ever names a half-written file; a temp file and rename per tensor
     cost more than the write of a small one."""
-    with open(path, "wb") as handle:
-        np.save(handle, np.ascontiguousarray(array), allow_pickle=False)
+    try:
+        with open(path, "wb") as handle:
+            np.save(handle, np.ascontiguousarray(array), allow_pickle=False)
+    except OSError as exc:
+        # numpy reports a short write with no errno or path ("Not enough free space to write N bytes",
+        # "N requested and M written"): where the file system has no room for the array, it is the
+        # full disk it looks like, said with the file's name
+        if exc.errno is None and _free_bytes(path.parent) < array.nbytes:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path)) from None
+        raise
+
+
+def _free_bytes(folder: Path) -> int:
+    try:
+        st = os.statvfs(folder)
+    except OSError:
+        return 0
+    return st.f_bavail * st.f_frsize
 
 
 def _check_feeds(specs, feeds: dict, where: Location) -> None:

@@ -623,17 +623,11 @@ def _save_npy(path: Path, array: np.ndarray) -> None:
         # numpy reports a short write with no errno or path ("Not enough free space to write N bytes",
         # "N requested and M written"): where the file system has no room for the array, it is the
         # full disk it looks like, said with the file's name
-        if exc.errno is None and _free_bytes(path.parent) < array.nbytes:
+        from ascendpipe.store.failures import free_bytes
+
+        if exc.errno is None and (free_bytes(str(path)) or 0) < array.nbytes:
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path)) from None
         raise
-
-
-def _free_bytes(folder: Path) -> int:
-    try:
-        st = os.statvfs(folder)
-    except OSError:
-        return 0
-    return st.f_bavail * st.f_frsize
 
 
 def _check_feeds(specs, feeds: dict, where: Location) -> None:

@@ -150,6 +150,14 @@ def check_array(spec: InputSpec, array: np.ndarray, where: Location | None = Non
     return array
 
 
+def npy_error(exc: BaseException) -> str:
+    """numpy's reason a file did not load, said for the user: a file without numpy's header is
+    refused as "pickled (object) data" (numpy tries pickle last), which misleads for a damaged file."""
+    if isinstance(exc, ValueError) and "pickled" in str(exc):
+        return "not a numpy .npy/.npz file (it does not start with numpy's header: damaged, or another format)"
+    return str(exc)
+
+
 def _read_file(path: Path, specs: Sequence[InputSpec]) -> dict[str, np.ndarray]:
     """One file's arrays keyed by input name."""
     where = Location(file=str(path))
@@ -169,7 +177,7 @@ def _read_file(path: Path, specs: Sequence[InputSpec]) -> dict[str, np.ndarray]:
         else:
             raise UserError(f"unsupported input file type '{path.suffix}'; give .npy or .npz", where)
     except (ValueError, OSError, EOFError) as exc:
-        raise UserError(f"cannot read input file: {exc}", where) from None
+        raise UserError(f"cannot read input file: {npy_error(exc)}", where) from None
     _check_names(arrays, specs, where)
     return {s.name: check_array(s, arrays[s.name], where) for s in specs}
 

@@ -49,7 +49,9 @@ def _load_tensor(dump_dir, entry: dict) -> np.ndarray:
     try:
         return np.load(path, allow_pickle=False)
     except (OSError, ValueError) as exc:
-        raise UserError(f"cannot read tensor '{entry['name']}' from {path}: {exc}", Location(file=str(path))) from None
+        from ascendpipe.inputs import npy_error
+
+        raise UserError(f"cannot read tensor '{entry['name']}' from {path}: {npy_error(exc)}", Location(file=str(path))) from None
 
 
 def _as_dump(d):

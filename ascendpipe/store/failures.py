@@ -42,13 +42,21 @@ def sqlite_kind(exc: BaseException) -> str | None:
     return None
 
 
-ENVIRONMENT_ERRNOS = frozenset((*_FULL, *_DENIED, errno.EROFS, errno.E2BIG))
+_PATH_SHAPE = (errno.ENOTDIR, errno.EISDIR, errno.ENAMETOOLONG, errno.ELOOP)
+ENVIRONMENT_ERRNOS = frozenset((*_FULL, *_DENIED, *_PATH_SHAPE, errno.EROFS, errno.E2BIG))
 
 
 def is_environmental(exc: BaseException) -> bool:
-    """An OSError the machine caused (a full disk, a read-only or forbidden folder, an over-long
-    command line), not a bug: said in one line, never with a traceback."""
+    """An OSError of the machine or of a path given (a full disk, a read-only or forbidden folder, a
+    file where a folder must be, an over-long command line), not a bug: said in one line, never with
+    a traceback."""
+    if isinstance(exc, OSError) and exc.errno == errno.EEXIST:  # makedirs of a path that is a file
+        return _is_file(exc.filename)
     return isinstance(exc, OSError) and exc.errno in ENVIRONMENT_ERRNOS
+
+
+def _is_file(path) -> bool:
+    return bool(path) and os.path.lexists(str(path)) and not os.path.isdir(str(path))
 
 
 def describe(exc: BaseException, path: str | None = None, free: int | None = None, doing: str | None = None,
@@ -72,6 +80,16 @@ def describe(exc: BaseException, path: str | None = None, free: int | None = Non
         return f"{where} is on a read-only file system or cannot be written{during}; make it writable and {retry}"
     if code in _DENIED:
         return f"permission denied on {where}{during}; check its owner and mode, then {retry}"
+    if code == errno.EEXIST and _is_file(where):
+        return f"{where} is a file where a folder must be{during}; give a folder's path (or move the file) and {retry}"
+    if code == errno.ENOTDIR:
+        return f"{where}: part of this path is a file, not a folder{during}; give a folder's path (or move the file) and {retry}"
+    if code == errno.EISDIR:
+        return f"{where} is a folder where a file was expected{during}; give a file's path and {retry}"
+    if code == errno.ENAMETOOLONG:
+        return f"a file name is too long for the file system{during} ({where}); use a shorter name and {retry}"
+    if code == errno.ELOOP:
+        return f"{where}: too many levels of symbolic links (a link loop?){during}; fix the link and {retry}"
     if code == errno.E2BIG:
         return ("the command is too long for the operating system (E2BIG: arguments and environment over its "
                 "limit); pass long values through a file")

@@ -149,3 +149,40 @@ def test_fix_attempts_are_recorded_as_such_and_runs_says_so(tmp_path, chdir_to, 
     assert cli(["runs"]) == 0
     lines = capsys.readouterr().out.splitlines()[2:]
     assert "(fix attempt)" in lines[0] and "(fix attempt)" not in lines[1]
+
+
+@pytest.mark.parametrize("command", [
+    ["convert", "--model", "m.onnx", "--output", "afile"],
+    ["infer", "--model", "m.onnx", "--input", "x.npy", "--output", "afile"],
+    ["dump", "--model", "m.onnx", "--input", "x.npy", "--output", "afile"],
+    ["dump", "--model", "m.onnx", "--input", "x.npy", "--output", "afile/sub"],
+    ["profile", "--model", "m.onnx", "--input", "x.npy", "--output", "afile", "--iterations", "1"],
+])
+def test_an_output_path_that_is_a_file_is_one_line(tmp_path, monkeypatch, capsys, command):
+    """Was 'internal error' with a traceback (FileExistsError, NotADirectoryError)."""
+    import numpy as np
+
+    from tests.modelzoo import linear_model
+
+    monkeypatch.chdir(tmp_path)
+    linear_model(tmp_path / "m.onnx")
+    np.save(tmp_path / "x.npy", np.ones((2, 3), np.float32))
+    (tmp_path / "afile").write_text("mine\n")
+    assert cli(command) == 1
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+    assert err.startswith("ascendpipe: error: afile") and err.endswith("and run it again")
+    assert "is a file where a folder must be" in err or "part of this path is a file, not a folder" in err
+    assert (tmp_path / "afile").read_text() == "mine\n"  # the file is left as it was
+
+
+def test_a_damaged_npy_is_named_as_such(tmp_path, monkeypatch, capsys):
+    from tests.modelzoo import linear_model
+
+    monkeypatch.chdir(tmp_path)
+    linear_model(tmp_path / "m.onnx")
+    (tmp_path / "x.npy").write_text("garbage\n")
+    assert cli(["infer", "--model", "m.onnx", "--input", "x.npy", "--output", "out"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == ("ascendpipe: error: x.npy: cannot read input file: not a numpy .npy/.npz file (it does not "
+                   "start with numpy's header: damaged, or another format)")

@@ -381,6 +381,14 @@ def _cosine_of(row: dict) -> float | None:
     return exact if exact is not None else row.get("cosine")
 
 
+def _golden_nonfinite(row: dict) -> bool:
+    return row["side"] == "both" and bool(row.get("golden_nan") or row.get("golden_inf"))
+
+
+def first_golden_nonfinite(rows: list[dict]) -> dict | None:
+    return next((r for r in rows if _golden_nonfinite(r)), None)
+
+
 def summarize(rows: list[dict], failures: list[dict]) -> dict:
     """The stage metrics: first_failure_index, failed_ops, min_cosine, output_cosine (exact cosines), overflow_ops."""
     # A NaN cosine means a compared tensor holds inf/NaN (msit computes no metric): count it as 0.0 here.
@@ -396,6 +404,9 @@ def summarize(rows: list[dict], failures: list[dict]) -> dict:
         "output_cosine": min(out) if out else None,
         "overflow_ops": sum(1 for r in rows if r["overflow"] == "target"),
         "compared_tensors": sum(1 for r in rows if r["side"] == "both"),
+        # pairs without metrics because the golden itself holds NaN/inf (msit computes none either):
+        # NaN or inf in the inputs, or the fp32 model overflowing on its own
+        "golden_nonfinite": sum(1 for r in rows if _golden_nonfinite(r)),
         "golden_only": sum(1 for r in rows if r["side"] == "golden_only"),
         "target_only": sum(1 for r in rows if r["side"] == "target_only"),
     }

@@ -276,6 +276,10 @@ def run_compare(golden: Path, target: Path, *, input_path: Path | None, work_dir
     batches, note = compare_feed_batches(g, t, input_path, seed, batch_axes)
     if note:
         notes.append(note)
+    nonfinite = nonfinite_inputs(batches)
+    if nonfinite:
+        notes.append(f"the inputs hold {nonfinite}: every tensor computed from them is NaN/inf on both sides, "
+                     "and is not compared")
     golden_batches = None
     if golden_inputs is not None and g.model is not None:
         golden_batches, _ = make_feed_batches(g.model, golden_inputs, seed, field="golden_inputs", batch_axes=batch_axes)
@@ -345,6 +349,24 @@ def run_compare(golden: Path, target: Path, *, input_path: Path | None, work_dir
     if events is not None:
         events["golden_dumped"] = list(made)
     return result, "; ".join(notes) or None
+
+
+def nonfinite_inputs(batches: list) -> str | None:
+    """'x: 1 NaN, y: 2 inf' for the float feeds holding NaN or inf (over every batch), else None."""
+    import numpy as np
+
+    counts: dict[str, list[int]] = {}
+    for feeds in batches:
+        for name, array in (feeds or {}).items():
+            array = np.asarray(array)
+            if array.dtype.kind != "f" or np.isfinite(array).all():
+                continue
+            nan_inf = counts.setdefault(name, [0, 0])
+            nan_inf[0] += int(np.isnan(array).sum())
+            nan_inf[1] += int(np.isinf(array).sum())
+    parts = [f"{name}: " + ", ".join(f"{n} {what}" for n, what in zip(c, ("NaN", "inf")) if n)
+             for name, c in sorted(counts.items())]
+    return ", ".join(parts) or None
 
 
 def _inside(path, folder: Path) -> bool:

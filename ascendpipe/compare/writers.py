@@ -179,12 +179,23 @@ def terminal_text(result: dict, *, color: bool = False, worst: int = 10, input_n
         status = ("FAIL" + (" overflow" if r["overflow"] == "target" else "")) if r["failed"] else "ok"
         if r["overflow"] == "fp16_range" and not r["failed"]:
             status = "ok (overflows in fp16)"
+        if not r["failed"] and (r.get("golden_nan") or r.get("golden_inf")):
+            status = "not compared (golden NaN/inf)"
         line = (f"{r['index']:>4}  {r['op_name'][:32]:<32} {r['op_type'][:18]:<18} {_short(r['cosine']):>10} "
                 f"{_short(r['max_rel_error']):>10} {_short(r['rmse']):>10}  {status}")
         lines.append(paint(_RED if r["failed"] else (_YELLOW if r["overflow"] else _GREEN), line))
+    unmeasured = s.get("golden_nonfinite") or 0
+    if unmeasured:
+        from ascendpipe.compare.runner import first_golden_nonfinite
+
+        where = first_golden_nonfinite(result["rows"])
+        lines.append(paint(_YELLOW, f"{unmeasured} tensors not compared: their golden holds NaN or inf"
+                                    + (f" (first: #{where['index']} {where['op_name']})" if where else "")
+                                    + "; NaN or inf in the inputs, or the fp32 model overflows by itself"))
     first = result["first_failure"]
     if first is None:
-        lines.append(paint(_GREEN, "no op fails the thresholds"))
+        lines.append(paint(_YELLOW, f"no op fails the thresholds, but {unmeasured} tensors were not compared")
+                     if unmeasured else paint(_GREEN, "no op fails the thresholds"))
     else:
         where = (f" (batch {first['batch']}; fails on {first['failed_batches']} of {first['batches']} batches)"
                  if (first.get("batches") or 1) > 1 else "")

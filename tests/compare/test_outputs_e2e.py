@@ -209,3 +209,25 @@ def test_compares_fusion_switch_file_is_atcs_json_the_same_file_fix_and_convert_
     fixed = convert_model(model, tmp_path / "t2", resolve_settings(
         {"keep_dtype": ["square", "sum", "sqrt"], "fusion_switch_file": str(tmp_path / "fusion_switch.cfg")}))
     assert fixed.fusion["passes"] == {} and (fixed.out_dir / "fusion_switch.cfg").read_text() == text
+
+
+def test_a_golden_holding_nan_is_said_not_compared_never_passed(tmp_path):
+    """A NaN in the inputs makes every tensor NaN on both sides: nothing is measured, and the compare
+    used to end with a bare 'no op fails the thresholds'."""
+    path, _, _ = mz.linear_model(tmp_path / "m.onnx")
+    x = np.ones((2, 3), np.float32)
+    x[0, 1] = np.nan
+    np.save(tmp_path / "x.npy", x)
+    result, note = run_compare(path, path, input_path=tmp_path / "x.npy", work_dir=tmp_path / "work", limits=resolve())
+    rows = [r for r in result["rows"] if r["side"] == "both"]
+    assert result["summary"]["golden_nonfinite"] == len(rows) == 4 and result["first_failure"] is None
+    assert "the inputs hold x: 1 NaN" in note
+    text = writers.terminal_text(result, input_note=note)
+    assert "4 tensors not compared: their golden holds NaN or inf (first: #0 " in text
+    assert text.splitlines()[-1] == "no op fails the thresholds, but 4 tensors were not compared"
+    assert text.count("not compared (golden NaN/inf)") == 4
+    # finite inputs: nothing said, the plain verdict
+    np.save(tmp_path / "x.npy", np.ones((2, 3), np.float32))
+    result, note = run_compare(path, path, input_path=tmp_path / "x.npy", work_dir=tmp_path / "work2", limits=resolve())
+    assert result["summary"]["golden_nonfinite"] == 0 and "NaN" not in (note or "")
+    assert writers.terminal_text(result, input_note=note).splitlines()[-1] == "no op fails the thresholds"

@@ -10,6 +10,8 @@ HELP = "dump every op output of a model (tensors/*.npy + index.json) for the fir
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from ascendpipe.cli.common import positive_int, positive_number
+
     parser.add_argument("--model", required=True, help=".onnx file or a convert output directory")
     parser.add_argument("--input", help=".npy, .npz or a directory of them (default: random inputs)")
     parser.add_argument("--output", required=True, help="dump directory")
@@ -18,9 +20,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                          help="run with onnxruntime fusions off (default for a plain ONNX)")
     fusions.add_argument("--fusions", dest="fusions", action="store_true",
                          help="run with fusions on (default for a converted model)")
-    parser.add_argument("--max-batch", "--max_batch", dest="max_batch", type=int, default=8)
+    parser.add_argument("--max-batch", "--max_batch", dest="max_batch", type=positive_int, default=8,
+                        help="samples dumped, the first of the inputs (default 8)")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--memory-budget-mb", "--memory_budget_mb", dest="memory_budget_mb", type=float,
+    parser.add_argument("--memory-budget-mb", "--memory_budget_mb", dest="memory_budget_mb", type=positive_number,
                         help="MB a dump segment holds, its tensors and weights: above it the model runs "
                              "in segments, each tensor computed once (default: one run for a dump of at "
                              "most 128 MB, else segments of 16 MB)")

@@ -186,3 +186,21 @@ def test_a_damaged_npy_is_named_as_such(tmp_path, monkeypatch, capsys):
     err = capsys.readouterr().err.strip()
     assert err == ("ascendpipe: error: x.npy: cannot read input file: not a numpy .npy/.npz file (it does not "
                    "start with numpy's header: damaged, or another format)")
+
+
+@pytest.mark.parametrize("flag, value, words", [
+    ("--max-batch", "0", "expected a whole number of at least 1, given '0'"),
+    ("--memory-budget-mb", "-5", "expected a number above 0, given '-5'"),
+    ("--memory-budget-mb", "nan", "expected a number above 0, given 'nan'"),
+])
+def test_dump_refuses_sizes_the_stage_schema_refuses(tmp_path, capsys, flag, value, words):
+    """The dump stage's schema wants max_batch >= 1 and memory_budget_mb > 0; the command took 0 and -5."""
+    from tests.modelzoo import linear_model
+
+    linear_model(tmp_path / "m.onnx")
+    with pytest.raises(SystemExit) as stop:
+        cli(["dump", "--model", str(tmp_path / "m.onnx"), "--output", str(tmp_path / "d"), flag, value])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith(f"ascendpipe dump: error: argument {flag}") and err.endswith(words)
+    assert not (tmp_path / "d").exists()

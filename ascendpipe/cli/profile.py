@@ -10,12 +10,14 @@ HELP = "profile a model: latency, throughput, timeline.json, op_summary/op_stati
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from ascendpipe.cli.common import positive_int
+
     parser.add_argument("--model", required=True, help="an .onnx file or a convert output directory")
     parser.add_argument("--input", help=".npy/.npz file or a directory of them (default: random data)")
     parser.add_argument("--output", required=True, help="directory for the profile files")
     parser.add_argument("--warmup", "--warmup-count", "--warmup_count", dest="warmup", type=int, default=5)
     parser.add_argument("--iterations", "--loop", dest="iterations", type=int, default=20)
-    parser.add_argument("--batch-size", "--batch_size", "--batchsize", dest="batch_size", type=int)
+    parser.add_argument("--batch-size", "--batch_size", "--batchsize", dest="batch_size", type=positive_int)
     parser.add_argument("--json", action="store_true", help="print the metrics as JSON instead of the table")
 
 

@@ -204,3 +204,14 @@ def test_dump_refuses_sizes_the_stage_schema_refuses(tmp_path, capsys, flag, val
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert err.startswith(f"ascendpipe dump: error: argument {flag}") and err.endswith(words)
     assert not (tmp_path / "d").exists()
+
+
+def test_profile_refuses_a_batch_size_of_zero(tmp_path, capsys):
+    """Random inputs read 0 as 'no batch size given' and profiled the model's default batch."""
+    from tests.modelzoo import linear_model
+
+    linear_model(tmp_path / "m.onnx")
+    with pytest.raises(SystemExit) as stop:
+        cli(["profile", "--model", str(tmp_path / "m.onnx"), "--output", str(tmp_path / "p"), "--batch-size", "0"])
+    assert stop.value.code == 2
+    assert capsys.readouterr().err.strip().endswith("expected a whole number of at least 1, given '0'")

@@ -87,6 +87,8 @@ class CompareKind(StageKind):
         s = result["summary"]
         metrics = {k: s[k] for k in ("first_failure_index", "failed_ops", "min_cosine", "output_cosine", "overflow_ops")}
         metrics["dump_bytes"] = dumps["bytes_kept"]
+        if s.get("golden_nonfinite"):  # pairs without metrics (their golden holds NaN/inf): never a pass
+            metrics["golden_nonfinite"] = s["golden_nonfinite"]
         metrics.update(registry.get(ctx.backend).compare_extras(ctx, result))
         write_metrics(ctx.out_dir, metrics)
         if first:  # the op, its kind and its ATC pass: what the build summary and `show` name

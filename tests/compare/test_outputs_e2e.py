@@ -231,3 +231,20 @@ def test_a_golden_holding_nan_is_said_not_compared_never_passed(tmp_path):
     result, note = run_compare(path, path, input_path=tmp_path / "x.npy", work_dir=tmp_path / "work2", limits=resolve())
     assert result["summary"]["golden_nonfinite"] == 0 and "NaN" not in (note or "")
     assert writers.terminal_text(result, input_note=note).splitlines()[-1] == "no op fails the thresholds"
+
+
+def test_a_compare_stage_records_its_uncompared_pairs(tmp_path, monkeypatch):
+    import ascendpipe
+
+    root = tmp_path / "ws"
+    (root / ".ascendpipe").mkdir(parents=True)
+    mz.linear_model(root / "m.onnx")
+    x = np.ones((2, 3), np.float32)
+    x[1, 0] = np.inf
+    np.save(root / "x.npy", x)
+    (root / "p.yaml").write_text("stages:\n  compare: {kind: compare, golden: m.onnx, target: m.onnx, inputs: x.npy}\n")
+    monkeypatch.chdir(root)
+    run = ascendpipe.build(str(root / "p.yaml"), quiet=True)
+    metrics = run["stages"]["compare"]["metrics"]
+    assert metrics["failed_ops"] == 0 and metrics["golden_nonfinite"] == 4
+    assert "no op fails the thresholds, but 4 tensors were not compared" in (root / "build" / "compare.log").read_text()

@@ -114,6 +114,7 @@ def _restore_dumps(remote, objects, cache_root, dumps) -> None:
     if not isinstance(dumps, dict):
         return
     from ascendpipe.store.dump_cache import DumpCache
+    from ascendpipe.store.remote import RemoteUnreachable
 
     cache = DumpCache(cache_root)
     for dump_key, digest in sorted(dumps.items()):
@@ -126,6 +127,8 @@ def _restore_dumps(remote, objects, cache_root, dumps) -> None:
             remote.fetch_object(objects, digest)
         except (FileNotFoundError, CorruptObject):
             continue  # not in the remote (or damaged, and deleted there): made again when needed
+        except RemoteUnreachable:
+            return  # the stage itself is restored; its dumps are made again when needed
         cache.link(dump_key, digest)
 
 

@@ -331,6 +331,7 @@ def run_compare(golden: Path, target: Path, *, input_path: Path | None, work_dir
         made.clear()
         goldens = golden_dumps()
         result = compare(goldens)
+    _refuse_nothing_compared(result, target)
     if t.quantization:
         from ascendpipe.compare.advisor import quantization_report
 
@@ -349,6 +350,20 @@ def run_compare(golden: Path, target: Path, *, input_path: Path | None, work_dir
     if events is not None:
         events["golden_dumped"] = list(made)
     return result, "; ".join(notes) or None
+
+
+def _refuse_nothing_compared(result: dict, target: Path) -> None:
+    """A compare whose sides share no tensor has no verdict to give: 'no op fails' would be a false pass."""
+    rows, summary = result["rows"], result["summary"]
+    if summary["compared_tensors"] or not rows:
+        return
+    golden = next((r["golden_tensor"] for r in rows if r["side"] == "golden_only"), None)
+    target_name = next((r["tensor"] for r in rows if r["side"] == "target_only"), None)
+    example = ", ".join(x for x in (f"golden '{golden}'" if golden else "", f"target '{target_name}'" if target_name else "") if x)
+    raise UserError(f"nothing to compare: no target tensor pairs with a golden one ({summary['golden_only']} golden-only, "
+                    f"{summary['target_only']} target-only{'; e.g. ' + example if example else ''}): the two models name "
+                    "their tensors differently; compare the target with the model it was converted from, or their dumps",
+                    Location(file=str(target), field="target"))
 
 
 def nonfinite_inputs(batches: list) -> str | None:

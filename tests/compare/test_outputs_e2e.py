@@ -248,3 +248,28 @@ def test_a_compare_stage_records_its_uncompared_pairs(tmp_path, monkeypatch):
     metrics = run["stages"]["compare"]["metrics"]
     assert metrics["failed_ops"] == 0 and metrics["golden_nonfinite"] == 4
     assert "no op fails the thresholds, but 4 tensors were not compared" in (root / "build" / "compare.log").read_text()
+
+
+def test_two_models_sharing_no_tensor_name_are_refused_not_passed(tmp_path):
+    """Was 'compared 0 tensors ... no op fails the thresholds'."""
+    import onnx
+
+    path, _, _ = mz.linear_model(tmp_path / "m.onnx")
+    model = onnx.load(str(path))
+    renamed = {}
+    for node in model.graph.node:  # ops and tensors: a model exported separately (same op names pair)
+        node.name = "other_" + node.name
+        for i, name in enumerate(node.output):
+            renamed[name] = node.output[i] = "other_" + name
+        for i, name in enumerate(node.input):
+            node.input[i] = renamed.get(name, name)
+    for out in model.graph.output:
+        out.name = renamed[out.name]
+    onnx.save(model, str(tmp_path / "other.onnx"))
+    np.save(tmp_path / "x.npy", np.ones((2, 3), np.float32))
+    with pytest.raises(UserError) as err:
+        run_compare(path, tmp_path / "other.onnx", input_path=tmp_path / "x.npy", work_dir=tmp_path / "w", limits=resolve())
+    text = str(err.value)
+    assert text.startswith(f"{tmp_path / 'other.onnx'}: nothing to compare: no target tensor pairs with a golden one "
+                           "(4 golden-only, 4 target-only; e.g. golden ")
+    assert "target 'other_" in text and text.endswith("or their dumps")

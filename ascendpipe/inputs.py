@@ -278,7 +278,10 @@ def load_inputs(path: str | Path, input_specs: Sequence[InputSpec], batch_size: 
     input_specs = with_batch_axes(input_specs, batch_axes)
     chunks = _read_source(path, input_specs)
     for chunk in chunks:
-        _sample_count(chunk, where, input_specs)
+        if _sample_count(chunk, where, input_specs) == 0:  # an empty run's outputs would score as 0/0 downstream
+            empty = ", ".join(f"'{s.name}'" for s in input_specs if s.axis is not None)
+            raise UserError(f"the inputs hold no samples ({empty} empty along the batch axis)", where,
+                            hint="give at least one sample")
     static = {s.static_batch for s in input_specs if s.axis is not None}
     static_batch = static.pop() if len(static) == 1 else None
     axes = {s.name: s.axis for s in input_specs}

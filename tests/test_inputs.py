@@ -104,3 +104,12 @@ def test_save_npy_atomic_leaves_only_the_file(tmp_path):
     save_npy_atomic(tmp_path / "t.npy", data)
     assert [p.name for p in tmp_path.iterdir()] == ["t.npy"]
     np.testing.assert_array_equal(np.load(tmp_path / "t.npy"), data)
+
+
+def test_inputs_without_samples_are_refused(tmp_path):
+    """An empty batch axis ran an inference of nothing: '0 samples in 1 batches', then scores of 0/0."""
+    spec = InputSpec("x", ("N", 3), "float32")
+    np.save(tmp_path / "x.npy", np.ones((0, 3), np.float32))
+    with pytest.raises(UserError) as err:
+        load_inputs(tmp_path / "x.npy", [spec])
+    assert str(err.value).startswith(f"{tmp_path / 'x.npy'}: the inputs hold no samples ('x' empty along the batch axis)")

@@ -280,8 +280,9 @@ def _blocked_results(t_src: np.ndarray, g_src: np.ndarray, t_file: str, g_file: 
             yield (pt, pg, t, g) if with_blocks else (pt, pg)
 
     # second pass: the cosine's normalised products (used only if the norms allow) and the KL sums.
-    # msaccucmp's "all zero" test of each pdf cannot hold here: a pdf is floored at KL_FLOOR > 0 (a
-    # NaN is not 0 either), so only an empty tensor passes it, and a blocked one is never empty.
+    # msaccucmp's "all zero" test of each pdf (alg_KullbackLeiblerDivergence.py:59-60) cannot hold
+    # here: the pdf is floored at float32's eps first (:42, np.maximum; a NaN is not 0 either), so
+    # only an empty tensor passes it, and a blocked one is never empty.
     cos_sums, pt_sums, pg_sums = [], [], []
     for pt, pg, t, g in pdfs(with_blocks=True):
         cos_sums.append(np.add.reduce((t / t_norm) * (g / g_norm)))

@@ -370,15 +370,16 @@ def nonfinite_inputs(batches: list) -> str | None:
     """'x: 1 NaN, y: 2 inf' for the float feeds holding NaN or inf (over every batch), else None."""
     import numpy as np
 
+    from ascendpipe.backends.onnxruntime.dump import tensor_stats
+
     counts: dict[str, list[int]] = {}
     for feeds in batches:
         for name, array in (feeds or {}).items():
-            array = np.asarray(array)
-            if array.dtype.kind != "f" or np.isfinite(array).all():
-                continue
-            nan_inf = counts.setdefault(name, [0, 0])
-            nan_inf[0] += int(np.isnan(array).sum())
-            nan_inf[1] += int(np.isinf(array).sum())
+            stats = tensor_stats(np.asarray(array))
+            if stats["nan"] or stats["inf"]:
+                nan_inf = counts.setdefault(name, [0, 0])
+                nan_inf[0] += stats["nan"]
+                nan_inf[1] += stats["inf"]
     parts = [f"{name}: " + ", ".join(f"{n} {what}" for n, what in zip(c, ("NaN", "inf")) if n)
              for name, c in sorted(counts.items())]
     return ", ".join(parts) or None

@@ -105,23 +105,17 @@ def shared_dumps(objects, outs: dict[str, str]) -> dict[str, str]:
     return found
 
 
-def _is_hex64(value) -> bool:
-    return isinstance(value, str) and len(value) == 64 and all(c in "0123456789abcdef" for c in value)
-
-
 def _restore_dumps(remote, objects, cache_root, dumps) -> None:
     """Fetch the shared dumps a restored stage read and name them in ``cache/dumps/`` (best effort)."""
     if not isinstance(dumps, dict):
         return
-    from ascendpipe.store.dump_cache import DumpCache
+    from ascendpipe.store.dump_cache import DumpCache, is_dump_ref
     from ascendpipe.store.remote import RemoteUnreachable
 
     cache = DumpCache(cache_root)
     for dump_key, digest in sorted(dumps.items()):
-        # the entry is the remote's word: only names of the store's own shape become paths here
-        if not (_is_hex64(dump_key) and isinstance(digest, str) and digest.endswith(".dir") and _is_hex64(digest[:-4])):
-            continue
-        if cache.get(dump_key) is not None:
+        # names from the remote become paths here only in the store's own shapes (never a '../')
+        if not is_dump_ref(dump_key, digest) or cache.get(dump_key) is not None:
             continue
         try:
             remote.fetch_object(objects, digest)

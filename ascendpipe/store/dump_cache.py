@@ -235,6 +235,8 @@ class DumpCache:
         as the dump of ``key``, unless a whole dump already has that key. Whether it now does."""
         from ascendpipe.fsutil import write_text_atomic
 
+        if not is_dump_ref(key, digest):
+            return False
         if self.get(key) is not None:
             return True
         self.refs.mkdir(parents=True, exist_ok=True)
@@ -276,20 +278,30 @@ def refs_document(objects: list[dict]) -> dict:
     return {"format": OBJECT_REFS_FORMAT, "objects": objects}
 
 
-def referenced_dumps(document: bytes) -> dict[str, str]:
-    """The shared dumps an ``object_refs.json`` names, key -> folder digest ({} for anything unreadable)."""
+def _ref_entries(document: bytes) -> list[dict]:
+    """The entries of an ``object_refs.json`` ([] for anything unreadable)."""
     try:
-        doc = json.loads(document)
-        return {o["key"]: o["digest"] for o in doc.get("objects", [])
-                if isinstance(o.get("key"), str) and isinstance(o.get("digest"), str) and o["digest"].endswith(DIR_SUFFIX)}
-    except (ValueError, AttributeError, TypeError):
-        return {}
+        objects = json.loads(document).get("objects", [])
+    except (ValueError, AttributeError):
+        return []
+    return objects if isinstance(objects, list) and all(isinstance(o, dict) for o in objects) else []
+
+
+def is_dump_ref(key, digest) -> bool:
+    """Whether (key, digest) have the shapes the cache gives them (a sha256 key, a folder digest), so
+    they can become paths: a name read from elsewhere (a remote entry) with '../' in it never does."""
+    return _is_sha256(key) and isinstance(digest, str) and digest.endswith(DIR_SUFFIX) and _is_sha256(digest[:-len(DIR_SUFFIX)])
+
+
+def _is_sha256(value) -> bool:
+    return isinstance(value, str) and len(value) == 64 and all(c in "0123456789abcdef" for c in value)
+
+
+def referenced_dumps(document: bytes) -> dict[str, str]:
+    """The shared dumps an ``object_refs.json`` names, key -> folder digest."""
+    return {o["key"]: o["digest"] for o in _ref_entries(document) if is_dump_ref(o.get("key"), o.get("digest"))}
 
 
 def referenced_objects(document: bytes) -> list[str]:
-    """The digests an ``object_refs.json`` names (for gc); [] for anything unreadable."""
-    try:
-        doc = json.loads(document)
-        return [o["digest"] for o in doc.get("objects", []) if isinstance(o.get("digest"), str)]
-    except (ValueError, AttributeError, TypeError):
-        return []
+    """The digests an ``object_refs.json`` names (for gc)."""
+    return [o["digest"] for o in _ref_entries(document) if isinstance(o.get("digest"), str)]

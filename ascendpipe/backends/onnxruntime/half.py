@@ -24,29 +24,17 @@ def _session(kind: str):
     """"round_trip": float32 -> float16 -> float32 (both outputs); "widen": float16 -> float32."""
     with _LOCK:
         if kind not in _SESSIONS:
-            import onnxruntime as ort
-            from onnx import TensorProto, helper
+            from onnx import TensorProto as T
+            from onnx import helper
+
+            from ascendpipe.backends.onnxruntime.session import small_session
 
             if kind == "round_trip":
-                nodes = [helper.make_node("Cast", ["x"], ["half"], to=TensorProto.FLOAT16),
-                         helper.make_node("Cast", ["half"], ["back"], to=TensorProto.FLOAT)]
-                inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n"])]
-                outputs = [helper.make_tensor_value_info("half", TensorProto.FLOAT16, ["n"]),
-                           helper.make_tensor_value_info("back", TensorProto.FLOAT, ["n"])]
+                _SESSIONS[kind] = small_session(
+                    [helper.make_node("Cast", ["x"], ["half"], to=T.FLOAT16), helper.make_node("Cast", ["half"], ["back"], to=T.FLOAT)],
+                    T.FLOAT, {"half": T.FLOAT16, "back": T.FLOAT})
             else:
-                nodes = [helper.make_node("Cast", ["x"], ["wide"], to=TensorProto.FLOAT)]
-                inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT16, ["n"])]
-                outputs = [helper.make_tensor_value_info("wide", TensorProto.FLOAT, ["n"])]
-            model = helper.make_model(helper.make_graph(nodes, f"float16_{kind}", inputs, outputs),
-                                      opset_imports=[helper.make_opsetid("", 13)])
-            model.ir_version = 8
-            options = ort.SessionOptions()
-            # no optimiser: it must not fold the Cast pair; one thread: called from the dump's writers
-            # and the compare's row threads
-            options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-            options.intra_op_num_threads = 1
-            options.log_severity_level = 3
-            _SESSIONS[kind] = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+                _SESSIONS[kind] = small_session([helper.make_node("Cast", ["x"], ["wide"], to=T.FLOAT)], T.FLOAT16, {"wide": T.FLOAT})
         return _SESSIONS[kind]
 
 

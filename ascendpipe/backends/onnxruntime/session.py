@@ -192,23 +192,35 @@ def _small_run(*, shrink: bool) -> None:
     global _SMALL_RUN
     import numpy as np
     import onnxruntime as ort
+    from onnx import TensorProto, helper
 
     if _SMALL_RUN is None:
-        from onnx import TensorProto, helper
-
-        graph = helper.make_graph([helper.make_node("Neg", ["x"], ["y"])], "small_run",
-                                  [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
-                                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])])
-        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-        model.ir_version = 8
-        options = ort.SessionOptions()
-        options.add_session_config_entry("session.use_env_allocators", "1")
-        options.log_severity_level = 3
-        _SMALL_RUN = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+        _SMALL_RUN = small_session([helper.make_node("Neg", ["x"], ["y"])], TensorProto.FLOAT,
+                                   {"y": TensorProto.FLOAT}, shared_arena=True)
     run_options = ort.RunOptions()
     if shrink:
         run_options.add_run_config_entry("memory.enable_memory_arena_shrinkage", "cpu:0")
     _SMALL_RUN.run(None, {"x": np.zeros(1, np.float32)}, run_options)
+
+
+def small_session(nodes: list, input_type: int, outputs: dict[str, int], *, shared_arena: bool = False):
+    """A session of ``nodes`` over one 1-D input "x" of ``input_type`` (``outputs``: name -> type), for
+    the small helper runs (float16 casts, the arena's shrink): no optimiser (it must not fold a Cast
+    pair), one thread (they are called from several threads at once), onnxruntime's own log quiet."""
+    import onnxruntime as ort
+    from onnx import helper
+
+    graph = helper.make_graph(nodes, "small", [helper.make_tensor_value_info("x", input_type, ["n"])],
+                              [helper.make_tensor_value_info(name, kind, ["n"]) for name, kind in outputs.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    options.intra_op_num_threads = 1
+    options.log_severity_level = 3
+    if shared_arena:
+        options.add_session_config_entry("session.use_env_allocators", "1")
+    return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
 
 
 def spec_from_node_arg(arg) -> InputSpec:

@@ -43,6 +43,8 @@ from ascendpipe.errors import Location, UserError
 from ascendpipe.stages.base import StageContext, StageKind, StageResult, package_version, write_metrics
 
 TASKS = ("classification", "reid", "detection")
+# the built-in detection heads (ascendpipe.metrics.detect_post.DECODERS; not imported: a no-op build stays light)
+DECODERS = ("yolov8", "yolov8_dfl", "yolov5", "yolov5_raw", "boxes", "onnx_nms")
 OUTPUTS_DIR = "outputs"  # where an infer stage keeps its outputs inside its out dir
 
 
@@ -99,9 +101,9 @@ def golden_deltas(metrics: dict, golden: dict) -> dict:
 class EvalKind(StageKind):
     name = "eval"
     uses_backend = False
-    version = "2"  # 2: VOC IoU >= 0.5, voc_mAP50 / coco_AP50
+    version = "3"  # 2: VOC IoU >= 0.5, voc_mAP50 / coco_AP50; 3: built-in detection postprocess, detections.json
     summary = "Top-1/Top-5, ReID mAP/CMC or detection mAP on infer outputs, with the delta to golden"
-    input_fields = ("outputs", "query", "gallery", "labels", "golden")
+    input_fields = ("outputs", "query", "gallery", "labels", "golden", "letterbox")
     required_inputs = ("labels",)
     path_params = ("postprocess",)
     params_schema = {
@@ -111,9 +113,46 @@ class EvalKind(StageKind):
             "output_name": {"type": "string"},
             "postprocess": {"type": "string", "pattern": r"\.py$"},
             "postprocess_function": {"type": "string", "default": "postprocess"},
-            "topk": {"type": "array", "items": {"type": "integer", "minimum": 1}, "default": [1, 5]},
-            "max_detections": {"type": "integer", "minimum": 1, "default": 100},
-            "voc_mode": {"enum": ["voc12", "voc07"], "default": "voc12"},
+            "postprocess_params": {"type": "object", "description": "passed to the postprocess file's function "
+                                   "as its second argument (recorded and keyed)"},
+            # task-specific params carry no schema default, so a record lists only its own task's
+            "topk": {"type": "array", "items": {"type": "integer", "minimum": 1},
+                     "description": "classification: the k of each top-k (default [1, 5])"},
+            "max_detections": {"type": "integer", "minimum": 1,
+                               "description": "detection: COCO's maxDets, per image (default 100)"},
+            "voc_mode": {"enum": ["voc12", "voc07"], "description": "detection: VOC AP, area (voc12, default) "
+                         "or 11-point (voc07)"},
+            "decode": {"enum": list(DECODERS), "description": "detection: the built-in postprocess of this head "
+                       "(see Detection below)"},
+            "conf_threshold": {"type": "number", "minimum": 0, "description": "detection: keep scores > this "
+                               "(default 0.001)"},
+            "iou_threshold": {"type": "number", "minimum": 0, "maximum": 1,
+                              "description": "detection: NMS suppresses IoU > this (default 0.6)"},
+            "max_det": {"type": "integer", "minimum": 1, "description": "detection: boxes kept per image after "
+                        "NMS (default 300)"},
+            "agnostic_nms": {"type": "boolean", "description": "detection: one NMS over all classes (default "
+                             "false: per class)"},
+            "multi_label": {"type": "boolean", "description": "detection: a box may keep several classes "
+                            "(default false)"},
+            "layout": {"enum": ["auto", "channels_first", "channels_last"],
+                       "description": "detection: (B, 4+C, N) is channels_first (default auto)"},
+            "num_classes": {"type": "integer", "minimum": 1},
+            "input_size": {"type": "array", "items": {"type": "integer", "minimum": 1}, "minItems": 2, "maxItems": 2,
+                           "description": "detection: the model input [H, W] (default: the letterbox's)"},
+            "strides": {"type": "array", "items": {"type": "integer", "minimum": 1},
+                        "description": "detection: head strides (default [8, 16, 32])"},
+            "reg_max": {"type": "integer", "minimum": 1, "description": "detection: DFL bins (default 16)"},
+            "anchors": {"type": "array", "items": {"type": "array", "items": {"type": "number"}},
+                        "description": "detection, yolov5_raw: per stride [w0, h0, w1, h1, ...] (default YOLOv5's)"},
+            "head_outputs": {"type": "object", "description": "detection: which output is which "
+                             "(output, levels, boxes, scores, classes, num, indices)"},
+            "box_format": {"enum": ["xyxy", "xywh", "yxyx"], "description": "detection: of boxes the model gives"},
+            "gt_format": {"enum": ["auto", "list", "coco", "voc", "yolo"],
+                          "description": "detection: the ground truth's format (default auto)"},
+            "class_names": {"type": "array", "items": {"type": "string"},
+                            "description": "detection: VOC class names in index order"},
+            "image_size": {"type": "array", "items": {"type": "integer", "minimum": 1}, "minItems": 2, "maxItems": 2,
+                           "description": "detection: [h, w] of every image, for YOLO labels without `letterbox`"},
         },
         "required": ["task"],
     }
@@ -123,13 +162,17 @@ class EvalKind(StageKind):
 
     def run(self, ctx: StageContext) -> StageResult:
         task = ctx.params["task"]
-        metrics = {"classification": _classification, "reid": _reid, "detection": _detection}[task](ctx)
+        info = {"task": task}
+        if task == "detection":
+            metrics, info["detection"] = _detection(ctx)
+        else:
+            metrics = {"classification": _classification, "reid": _reid}[task](ctx)
         if ctx.inputs.get("golden"):
             golden = _golden_metrics(ctx)
             metrics.update(golden_deltas(metrics, golden))
         write_metrics(ctx.out_dir, metrics)
         ctx.say("  ".join(f"{k}={v:.4f}" if isinstance(v, float) else f"{k}={v}" for k, v in sorted(metrics.items())))
-        return StageResult(metrics=metrics, info={"task": task})
+        return StageResult(metrics=metrics, info=info)
 
 
 def _where(ctx: StageContext, field: str) -> Location:
@@ -143,12 +186,30 @@ def _prepared(ctx: StageContext, field: str):
                         Location(stage=ctx.name))
     outputs = read_outputs(ctx.inputs[field], _where(ctx, field))
     if ctx.params.get("postprocess"):
-        from ascendpipe.metrics.postprocess import load_user_function
-
-        spec = f"{ctx.params['postprocess']}:{ctx.params.get('postprocess_function', 'postprocess')}"
-        fn = load_user_function(spec, ctx.workspace, _where(ctx, "postprocess"))
-        return fn(outputs)
+        return _user_postprocess(ctx)(outputs)
     return pick_output(outputs, ctx.params.get("output_name"), _where(ctx, "output_name"))
+
+
+def _user_postprocess(ctx: StageContext):
+    """The user's function as ``f(outputs)``: given ``params.postprocess_params`` when it takes a second argument."""
+    import inspect
+
+    from ascendpipe.metrics.postprocess import load_user_function
+
+    spec = f"{ctx.params['postprocess']}:{ctx.params.get('postprocess_function', 'postprocess')}"
+    fn = load_user_function(spec, ctx.workspace, _where(ctx, "postprocess"))
+    try:
+        positional = [q for q in inspect.signature(fn).parameters.values()
+                      if q.kind in (q.POSITIONAL_ONLY, q.POSITIONAL_OR_KEYWORD, q.VAR_POSITIONAL)]
+    except (TypeError, ValueError):
+        positional = []
+    extra = dict(ctx.params.get("postprocess_params") or {})
+    if len(positional) >= 2 or any(q.kind == q.VAR_POSITIONAL for q in positional):
+        return lambda outputs: fn(outputs, extra)
+    if extra:
+        raise UserError(f"params.postprocess_params is given but {spec} takes one argument; define it as "
+                        "f(outputs, params)", _where(ctx, "postprocess_params"))
+    return fn
 
 
 def _label_file(ctx: StageContext, name: str, required: bool = True):
@@ -201,33 +262,12 @@ def _reid(ctx: StageContext) -> dict:
 
 
 def _detection(ctx: StageContext) -> dict:
-    from ascendpipe.metrics import detection_map
+    from ascendpipe.stages.eval_detection import detection_metrics
 
-    if not ctx.params.get("postprocess"):
-        raise UserError("task 'detection' needs params.postprocess returning boxes, scores and labels per image",
-                        Location(stage=ctx.name))
-    pred = _prepared(ctx, "outputs")
-    if not isinstance(pred, dict) or not {"boxes", "scores", "labels"} <= set(pred):
-        raise UserError("the detection postprocess must return a dict with 'boxes', 'scores' and 'labels'",
-                        _where(ctx, "postprocess"))
-    base = Path(ctx.inputs["labels"])
-    gt_path = base if base.is_file() else base / "ground_truth.json"
-    if not gt_path.is_file():
-        raise UserError(f"labels: {gt_path} does not exist (task 'detection' needs ground_truth.json)",
-                        _where(ctx, "labels"))
-    truth = json.loads(gt_path.read_text())
-
-    def flags(name):  # per-box flags, given for some images or none
-        if not any(name in t for t in truth):
-            return None
-        return [t.get(name) or [0] * len(t["boxes"]) for t in truth]
-
-    result = detection_map(pred["boxes"], pred["scores"], pred["labels"],
-                           [t["boxes"] for t in truth], [t["labels"] for t in truth],
-                           max_detections=ctx.params.get("max_detections", 100), iscrowd=flags("iscrowd"),
-                           ignore=flags("ignore"), difficult=flags("difficult"),
-                           voc_mode=ctx.params.get("voc_mode", "voc12"))
-    return {k: result[k] for k in ("voc_mAP50", "coco_AP50", "mAP50_95", "mAP50")}
+    if not ctx.inputs.get("outputs"):
+        raise UserError("task 'detection' needs `outputs` (an infer stage or its outputs)", Location(stage=ctx.name))
+    outputs = read_outputs(ctx.inputs["outputs"], _where(ctx, "outputs"))
+    return detection_metrics(ctx, outputs, _user_postprocess(ctx) if ctx.params.get("postprocess") else None)
 
 
 def _golden_metrics(ctx: StageContext) -> dict:

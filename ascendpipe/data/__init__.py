@@ -1,0 +1,1 @@
+"""Built-in data steps (pure numpy): letterbox and resize preprocessing for detectors."""

@@ -1,0 +1,152 @@
+"""The built-in detection postprocess: decode the head, filter by confidence, NMS, cut, undo the letterbox.
+
+``detections(outputs, params, letterbox)`` returns ``{"boxes", "scores", "labels"}``, one array per
+image, boxes ``x1, y1, x2, y2`` in the original image's pixels (the model input's without
+``letterbox``). Params (the eval stage's, so recorded and part of its key):
+
+- ``decode``: the head, ``yolov8`` | ``yolov8_dfl`` | ``yolov5`` | ``yolov5_raw`` (see
+  ``ascendpipe.metrics.yolo_decode``), or ``boxes`` (the model outputs boxes ``(B, K, 4)``, scores
+  ``(B, K)``, classes ``(B, K)`` and optionally a count ``(B,)``/``(B, 1)``: an end-to-end export) or
+  ``onnx_nms`` (ONNX ``NonMaxSuppression``'s ``selected_indices (M, 3)`` = batch, class, box, with
+  the boxes ``(B, N, 4)`` and scores ``(B, C, N)`` it ran on). ``boxes``/``onnx_nms`` run no NMS.
+- ``conf_threshold`` (0.001, a box is kept when its score is > it), ``iou_threshold`` (0.6, NMS
+  suppresses IoU > it), ``max_det`` (300 per image after NMS), ``agnostic_nms`` (false: per class),
+  ``multi_label`` (false: each box its best class; true: every class scoring over the threshold).
+- ``head_outputs``: which model output plays which part: ``{output: NAME}`` for the one-tensor
+  heads (default: ``output_name``, else the only output), ``{levels: [NAMES]}`` for ``yolov5_raw``
+  (stride order), ``{boxes, scores, classes, num}`` / ``{indices, boxes, scores}`` for the others.
+- ``layout``, ``num_classes``, ``input_size`` ([H, W]: the DFL grid; default the letterbox's),
+  ``strides`` ([8, 16, 32]), ``reg_max`` (16), ``anchors`` (YOLOv5's), ``box_format`` of given boxes
+  (``xyxy``; ``onnx_nms`` defaults to ``yxyx``, ONNX's ``center_point_box: 0``; ``xywh`` = centre).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ascendpipe.errors import UserError
+from ascendpipe.metrics import yolo_decode
+from ascendpipe.metrics.nms import nms
+
+DECODERS = ("yolov8", "yolov8_dfl", "yolov5", "yolov5_raw", "boxes", "onnx_nms")
+BOX_FORMATS = ("xyxy", "xywh", "yxyx")
+DEFAULTS = {"conf_threshold": 0.001, "iou_threshold": 0.6, "max_det": 300, "agnostic_nms": False,
+            "multi_label": False, "layout": "auto", "strides": [8, 16, 32], "reg_max": 16}
+
+
+def _output(outputs: dict, name: str | None, role: str):
+    if name is not None:
+        if name not in outputs:
+            raise UserError(f"head_outputs.{role}: no output '{name}'; the model wrote: {', '.join(sorted(outputs))}")
+        return outputs[name]
+    if len(outputs) == 1:
+        return next(iter(outputs.values()))
+    raise UserError(f"the model wrote several outputs ({', '.join(sorted(outputs))}); name the {role} one in "
+                    f"params.head_outputs.{role} (or params.output_name)")
+
+
+def _to_xyxy(boxes: np.ndarray, fmt: str) -> np.ndarray:
+    if fmt == "xyxy":
+        return boxes
+    if fmt == "yxyx":
+        return boxes[..., [1, 0, 3, 2]]
+    if fmt == "xywh":
+        return yolo_decode.xywh_to_xyxy(boxes)
+    raise UserError(f"box_format must be one of {', '.join(BOX_FORMATS)}, got {fmt!r}")
+
+
+def candidates(outputs: dict, p: dict, input_hw) -> tuple[np.ndarray, np.ndarray]:
+    """(boxes (B, N, 4) xyxy in input pixels, class scores (B, N, C)) of a YOLO head."""
+    roles = p.get("head_outputs") or {}
+    decode = p["decode"]
+    layout, nc = p.get("layout", "auto"), p.get("num_classes")
+    if decode == "yolov5_raw":
+        names = roles.get("levels") or sorted(outputs)
+        missing = [n for n in names if n not in outputs]
+        if missing:
+            raise UserError(f"head_outputs.levels: no output '{missing[0]}'; the model wrote: {', '.join(sorted(outputs))}")
+        return yolo_decode.yolov5_raw([outputs[n] for n in names], p.get("strides", DEFAULTS["strides"]), p.get("anchors"))
+    out = _output(outputs, roles.get("output", p.get("output_name")), "output")
+    if decode == "yolov8":
+        return yolo_decode.yolov8(out, layout, nc)
+    if decode == "yolov5":
+        return yolo_decode.yolov5(out, layout, nc)
+    if decode == "yolov8_dfl":
+        if input_hw is None:
+            raise UserError("decode yolov8_dfl needs the model input size for its anchor grid: give params.input_size "
+                            "[H, W] or the `letterbox` input")
+        return yolo_decode.yolov8_dfl(out, input_hw, p.get("strides", DEFAULTS["strides"]),
+                                      p.get("reg_max", DEFAULTS["reg_max"]), layout, nc)
+    raise UserError(f"decode must be one of {', '.join(DECODERS)}, got {decode!r}")
+
+
+def select(boxes: np.ndarray, scores: np.ndarray, p: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One image: confidence filter, NMS and the max_det cut -> (boxes, scores, labels)."""
+    conf = p.get("conf_threshold", DEFAULTS["conf_threshold"])
+    scores = np.where(np.isnan(scores), -np.inf, scores)
+    if p.get("multi_label", False):
+        i, j = np.nonzero(scores > conf)
+        b, s, c = boxes[i], scores[i, j], j
+    else:
+        c = scores.argmax(axis=1) if scores.shape[1] else np.zeros(0, np.int64)
+        s = scores[np.arange(scores.shape[0]), c] if scores.shape[1] else np.zeros(0)
+        ok = s > conf
+        b, s, c = boxes[ok], s[ok], c[ok]
+    keep = nms(b, s, p.get("iou_threshold", DEFAULTS["iou_threshold"]),
+               None if p.get("agnostic_nms", False) else c, p.get("max_det", DEFAULTS["max_det"]))
+    return b[keep], s[keep], c[keep].astype(np.int64)
+
+
+def _given(outputs: dict, p: dict) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """Per image (boxes xyxy, scores, labels) of a model that ran its own NMS."""
+    roles = p.get("head_outputs") or {}
+    for role in (("indices", "boxes", "scores") if p["decode"] == "onnx_nms" else ("boxes", "scores", "classes")):
+        if role not in roles:
+            raise UserError(f"decode {p['decode']} needs params.head_outputs.{role} (the output holding it); "
+                            f"the model wrote: {', '.join(sorted(outputs))}")
+    boxes = np.asarray(_output(outputs, roles["boxes"], "boxes"), dtype=np.float64)
+    boxes = boxes[None] if boxes.ndim == 2 else boxes
+    if p["decode"] == "onnx_nms":
+        boxes = _to_xyxy(boxes, p.get("box_format", "yxyx"))
+        scores = np.asarray(_output(outputs, roles["scores"], "scores"), dtype=np.float64)
+        scores = scores[None] if scores.ndim == 2 else scores
+        idx = np.asarray(_output(outputs, roles["indices"], "indices")).reshape(-1, 3).astype(np.int64)
+        idx = idx[(idx >= 0).all(axis=1)]  # padded rows of a fixed-size export
+        per = []
+        for b in range(boxes.shape[0]):
+            sel = idx[idx[:, 0] == b]
+            per.append((boxes[b, sel[:, 2]], scores[b, sel[:, 1], sel[:, 2]], sel[:, 1]))
+        return per
+    boxes = _to_xyxy(boxes, p.get("box_format", "xyxy"))
+    scores = np.asarray(_output(outputs, roles["scores"], "scores"), dtype=np.float64).reshape(boxes.shape[:2])
+    classes = np.asarray(_output(outputs, roles["classes"], "classes")).reshape(boxes.shape[:2]).astype(np.int64)
+    counts = None
+    if roles.get("num"):
+        counts = np.asarray(_output(outputs, roles["num"], "num")).reshape(-1).astype(np.int64)
+    per = []
+    for b in range(boxes.shape[0]):
+        n = boxes.shape[1] if counts is None else int(counts[b])
+        per.append((boxes[b, :n], scores[b, :n], classes[b, :n]))
+    return per
+
+
+def detections(outputs: dict, params: dict, letterbox: list[dict] | None = None) -> dict:
+    p = {**DEFAULTS, **{k: v for k, v in params.items() if v is not None}}
+    input_hw = p.get("input_size") or (letterbox[0].get("input_size") if letterbox else None)
+    if p["decode"] in ("boxes", "onnx_nms"):
+        conf = p["conf_threshold"]
+        per = []
+        for b, s, c in _given(outputs, p):
+            ok = (s > conf) & (c >= 0)
+            order = np.argsort(-s[ok], kind="mergesort")[:p["max_det"]]
+            per.append((b[ok][order], s[ok][order], c[ok][order]))
+    else:
+        boxes, scores = candidates(outputs, p, input_hw)
+        per = [select(boxes[i], scores[i], p) for i in range(boxes.shape[0])]
+    if letterbox is not None:
+        if len(letterbox) != len(per):
+            raise UserError(f"letterbox metadata lists {len(letterbox)} images, the model output {len(per)}")
+        from ascendpipe.data.letterbox import undo_boxes
+
+        per = [(undo_boxes(b, m), s, c) for (b, s, c), m in zip(per, letterbox)]
+    return {"boxes": [b for b, _, _ in per], "scores": [s for _, s, _ in per], "labels": [c for _, _, c in per]}

@@ -7,7 +7,10 @@ It fails when cosine < 0.99 or the max absolute error exceeds ``tolerance``: hal
 int32 ``mean_chn`` (0.5 * var_reci: an int mean cannot match a fractional training mean better)
 plus 1e-4 of the golden's magnitude (float rounding). A failing check's advice estimates each
 channel's ``mean_chn_i`` / ``var_reci_chn_i`` by least squares between the values entering the
-data type conversion and the training-preprocessed values (golden = (x - mean - min) * var_reci).
+data type conversion and the training-preprocessed values (golden = (x - mean - min) * var_reci),
+over the image only (not the padding); a padded border that differs gets its own estimate, the
+training's value there as ``padding_value`` (the device pads after the normalisation). With AIPP
+resize, the row's note says that the device's filter is emulated as bilinear (not documented).
 """
 
 from __future__ import annotations
@@ -39,12 +42,15 @@ def device_input(spec, u8: np.ndarray) -> np.ndarray:
 def fit_normalisation(spec, u8: np.ndarray, golden: np.ndarray) -> list[dict]:
     """Per channel: {'mean': int, 'var_reci': float, 'fits': bool} from least squares; ``fits`` is False
     when the channel's input is constant (nothing to fit)."""
+    from ascendpipe.precision import aipp
+
     raw = device_input(replace(spec, mean=np.zeros_like(spec.mean), min=np.zeros_like(spec.min),
                                var_reci=np.ones_like(spec.var_reci)), u8).astype(np.float64)
     golden = np.asarray(golden, dtype=np.float64)
+    inside = np.broadcast_to(aipp.image_mask(spec, raw.shape), raw.shape)[:, 0]
     out = []
     for c in range(raw.shape[1]):
-        x, g = raw[:, c].ravel(), golden[:, c].ravel()
+        x, g = raw[:, c][inside], golden[:, c][inside]
         if np.ptp(x) == 0:
             out.append({"mean": int(spec.mean[c]), "var_reci": float(spec.var_reci[c]), "fits": False})
             continue
@@ -54,6 +60,20 @@ def fit_normalisation(spec, u8: np.ndarray, golden: np.ndarray) -> list[dict]:
         mean = int(round(-intercept / slope - spec.min[c])) if slope != 0 else int(spec.mean[c])
         out.append({"mean": mean, "var_reci": float(f"{slope:.10g}"), "fits": bool(slope != 0)})
     return out
+
+
+def fit_padding(spec, golden: np.ndarray) -> float | None:
+    """The training's value in the padded border when it is one value there (the ``padding_value`` to
+    paste), None without padding or when the border varies."""
+    from ascendpipe.precision import aipp
+
+    if not any(spec.padding):
+        return None
+    golden = np.asarray(golden, dtype=np.float64)
+    border = golden[np.broadcast_to(~aipp.image_mask(spec, golden.shape), golden.shape)]
+    if border.size == 0 or np.ptp(border) > 1e-6 * max(1.0, float(np.max(np.abs(border)))):
+        return None
+    return float(f"{float(border.mean()):.7g}")
 
 
 def check_row(spec, block_index: int, input_name: str, u8: np.ndarray, golden: np.ndarray, *, blocks: list[dict],
@@ -76,7 +96,9 @@ def check_row(spec, block_index: int, input_name: str, u8: np.ndarray, golden: n
         "index": 0, "op_name": "aipp", "op_type": "Aipp", "tensor": input_name, "golden_tensor": input_name,
         "golden_ops": ["aipp"], "shape": list(device.shape), "dtype": "float32", "golden_dtype": str(golden.dtype),
         "golden_op": "aipp", "golden_op_type": "Aipp", "side": "both", "fused": False, "is_output": False,
-        "note": "AIPP preprocessing of the uint8 input vs the training preprocessing (golden_inputs)",
+        "note": "AIPP preprocessing of the uint8 input vs the training preprocessing (golden_inputs)"
+                + ("; AIPP resize emulated as bilinear (half-pixel), the device's filter is not documented"
+                   if spec.resize_hw is not None else ""),
         "overflow": None, "golden_abs_max": magnitude_max(golden), "failed": bool(reasons), "reasons": reasons,
         **{k: m[k] for k in ("cosine", "max_abs_error", "mean_abs_error", "rmse", "max_rel_error", "mean_rel_error",
                              "accumulated_rel_error", "relative_euclidean", "kl", "target_mean", "target_std",
@@ -102,8 +124,13 @@ def aipp_advice(spec, block_index: int, u8, golden, blocks: list[dict], stage: s
 
     fit = fit_normalisation(spec, u8, golden)
     fixed = corrected_blocks(blocks, block_index, fit)
+    pad = fit_padding(spec, golden)
     fixed_spec = replace(spec, mean=np.array([c["mean"] for c in fit], dtype=np.float64),
                          var_reci=np.array([c["var_reci"] for c in fit], dtype=np.float64))
+    if pad is not None:
+        fixed_spec = replace(fixed_spec, padding_value=pad)
+        if pad != spec.padding_value:
+            fixed[block_index]["padding_value"] = pad
     residual = float(np.max(np.abs(device_input(fixed_spec, u8).astype(np.float64) - golden))) if golden.size else 0.0
     tol = tolerance(fixed_spec, golden)
     changes = ", ".join(
@@ -111,9 +138,11 @@ def aipp_advice(spec, block_index: int, u8, golden, blocks: list[dict], stage: s
         f"{ch['var_reci']:.6g}" for c, ch in enumerate(fit) if ch["fits"])
     message = ("AIPP preprocessing does not match the training preprocessing (golden_inputs); least squares over the "
                f"uint8 input gives {changes or 'no estimate (constant input)'}")
+    if pad is not None and pad != spec.padding_value:
+        message += f"; the training pads with {pad:.6g} after normalising: padding_value {spec.padding_value:g} -> {pad:.6g}"
     if residual > tol:
         message += (f"; even then the max error is {residual:.3g}: no mean/var_reci fits, so check the channel order "
-                    "(rbuv_swap_switch), crop, csc and input_format")
+                    "(rbuv_swap_switch), crop, csc, input_format, resize and padding sizes")
     value = fixed[0] if len(fixed) == 1 else fixed
     return {
         "kind": "aipp",

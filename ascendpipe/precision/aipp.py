@@ -1,8 +1,21 @@
 """Static AIPP as the device defines it: pure math (numpy) and the ONNX preprocessing subgraph.
 
-Order on the device: crop -> channel swap -> colour-space conversion (CSC) -> data type conversion
-``(x - mean_chn - min_chn) * var_reci_chn``. The input is uint8 NHWC of src_image_size_h x _w; the
-output is float NCHW for the model. CSC: ``clip(floor(M @ (x - input_bias) / 256) + output_bias,
+Order on the device: crop -> channel swap -> colour-space conversion (CSC) -> resize -> data type
+conversion ``(x - mean_chn - min_chn) * var_reci_chn`` -> padding (the order CANN documents for AIPP:
+"Cropping, Color space conversion, Resizing, Mean subtraction/Normalization, Padding", acl
+``aclmdlSetInputAIPP`` / ``acl.mdl.set_input_aipp``, CANN 8.5.0 aclpythondevg_01_0183). The input is
+uint8 NHWC of src_image_size_h x _w; the output is float NCHW for the model.
+
+Padding (``padding: true``, ``left/right/top/bottom_padding_size``, each 0..32: CANN 8.0.0
+aclcppdevg_03_1421 ``aclmdlSetAIPPPaddingParams``) fills with ``padding_value`` (default 0; the ATC
+crop/padding example sets it, CANN 8.0.0 atlasatc_16_0023). It comes after the normalisation, so
+the value lands in the model input as is: a letterbox whose padded pixels normalise to 0 needs
+``padding_value: 0``. Resize (``resize: true``, ``resize_output_w/h``) exists on Atlas inference
+products (Ascend310P) only: CANN 8.0.0 aclcppdevg_03_1419 (``aclmdlSetAIPPScfParams``) says the Atlas
+200/300/500 inference products (Ascend310) and the training products (Ascend910) do not support it;
+input 16..4096, output width 16..1920, ratio 1/16..16 (same page). The device's resize filter is not
+documented: it is emulated as bilinear with half-pixel centres (ONNX Resize linear, half_pixel),
+unrounded, and the AIPP check says so. CSC: ``clip(floor(M @ (x - input_bias) / 256) + output_bias,
 0, 255)``, the ``>> 8`` of the documented formula on integers (YUV->RGB uses input_bias, RGB->YUV
 output_bias). The result stays fp32 here; an fp16 consumer rounds it like any fp16 input.
 """
@@ -17,7 +30,12 @@ import numpy as np
 from ascendpipe.errors import Location, UserError
 
 CHANNELS = {"RGB888_U8": 3, "YUV400_U8": 1, "XRGB8888_U8": 4, "ARGB8888_U8": 4}
-UNSUPPORTED = ("resize", "padding")
+PAD_MAX = 32  # per side (aclmdlSetAIPPPaddingParams, CANN 8.0.0 aclcppdevg_03_1421)
+RESIZE_IN = (16, 4096)  # aclmdlSetAIPPScfParams, CANN 8.0.0 aclcppdevg_03_1419
+RESIZE_OUT_W = (16, 1920)
+RESIZE_OUT_H = (16, 4096)
+RESIZE_RATIO = (1 / 16, 16)
+RESIZE_SOCS = ("Ascend310P",)  # SoC name prefixes whose AIPP resizes (Atlas inference products)
 PREFIX = "ascendpipe_emu/aipp"
 
 
@@ -35,6 +53,13 @@ class AippSpec:
     mean: np.ndarray = field(default_factory=lambda: np.zeros(3))
     min: np.ndarray = field(default_factory=lambda: np.zeros(3))
     var_reci: np.ndarray = field(default_factory=lambda: np.ones(3))
+    resize_hw: tuple[int, int] | None = None  # after the crop, before the padding
+    padding: tuple[int, int, int, int] = (0, 0, 0, 0)  # top, bottom, left, right
+    padding_value: float = 0.0
+
+    @property
+    def geometry(self) -> bool:
+        return self.resize_hw is not None or any(self.padding)
 
 
 def _get(block: dict, key: str, default, kind, file: str):
@@ -63,18 +88,37 @@ def aipp_spec(block: dict[str, Any], model_chw: tuple[int, int, int], file: str 
         raise UserError(
             f"input_format '{fmt}' is not emulated; use one of {', '.join(CHANNELS)}", _where(block, "input_format", file)
         )
-    for key in UNSUPPORTED:
-        if block.get(key):
-            raise UserError(f"'{key}' is not emulated on the onnxruntime backend", _where(block, key, file))
-    src = (_get(block, "src_image_size_h", 0, int, file) or height, _get(block, "src_image_size_w", 0, int, file) or width)
+    pads = (0, 0, 0, 0)
+    if _get(block, "padding", False, bool, file):
+        pads = tuple(_get(block, f"{side}_padding_size", 0, int, file) for side in ("top", "bottom", "left", "right"))
+        for side, value in zip(("top", "bottom", "left", "right"), pads):
+            if not 0 <= value <= PAD_MAX:
+                raise UserError(f"{side}_padding_size {value} is outside 0..{PAD_MAX} (the device pads at most "
+                                f"{PAD_MAX} pixels a side)", _where(block, f"{side}_padding_size", file))
+    inner = (height - pads[0] - pads[1], width - pads[2] - pads[3])
+    src = (_get(block, "src_image_size_h", 0, int, file) or inner[0], _get(block, "src_image_size_w", 0, int, file) or inner[1])
+    resize = _get(block, "resize", False, bool, file)
     crop = _get(block, "crop", False, bool, file)
     start = (_get(block, "load_start_pos_h", 0, int, file), _get(block, "load_start_pos_w", 0, int, file)) if crop else (0, 0)
-    size = (_get(block, "crop_size_h", 0, int, file) or height, _get(block, "crop_size_w", 0, int, file) or width) if crop else src
-    if size != (height, width):
-        raise UserError(f"AIPP output {size[0]}x{size[1]} does not match the model input {height}x{width}",
-                        _where(block, "crop_size_w", file))
+    if crop:
+        default = (src[0] - start[0], src[1] - start[1]) if resize else inner
+        size = (_get(block, "crop_size_h", 0, int, file) or default[0], _get(block, "crop_size_w", 0, int, file) or default[1])
+    else:
+        size = src
     if start[0] + size[0] > src[0] or start[1] + size[1] > src[1]:
         raise UserError("crop window falls outside the source image", _where(block, "load_start_pos_w", file))
+    resize_hw = None
+    after = size
+    if resize:
+        resize_hw = (_get(block, "resize_output_h", 0, int, file) or inner[0],
+                     _get(block, "resize_output_w", 0, int, file) or inner[1])
+        _check_resize(block, size, resize_hw, file)
+        after = resize_hw
+    if after != inner:
+        what = "resize output" if resize else ("crop" if crop else "source image")
+        raise UserError(f"AIPP output {after[0] + pads[0] + pads[1]}x{after[1] + pads[2] + pads[3]} ({what} "
+                        f"{after[0]}x{after[1]} plus padding) does not match the model input {height}x{width}",
+                        _where(block, "resize_output_w" if resize else "crop_size_w", file))
     n_in = CHANNELS[fmt]
     order = list(range(n_in))
     if n_in == 4:  # XRGB/ARGB: alpha first; ax_swap_switch moves it last (RGBX/RGBA)
@@ -97,7 +141,29 @@ def aipp_spec(block: dict[str, Any], model_chw: tuple[int, int, int], file: str 
         input_bias=vec("input_bias_", 0, int) if channels == 3 else np.zeros(channels),
         output_bias=vec("output_bias_", 0, int) if channels == 3 else np.zeros(channels),
         mean=vec("mean_chn_", 0, int), min=vec("min_chn_", 0.0, float), var_reci=vec("var_reci_chn_", 1.0, float),
+        resize_hw=resize_hw, padding=pads,
+        padding_value=float(_get(block, "padding_value", 0.0, float, file)) if any(pads) else 0.0,
     )
+
+
+def _check_resize(block: dict, size: tuple, out: tuple, file: str) -> None:
+    for (lo, hi), value, key in ((RESIZE_IN, size[0], "crop_size_h"), (RESIZE_IN, size[1], "crop_size_w"),
+                                 (RESIZE_OUT_H, out[0], "resize_output_h"), (RESIZE_OUT_W, out[1], "resize_output_w")):
+        if not lo <= value <= hi:
+            what = "resize input" if key.startswith("crop") else key
+            raise UserError(f"AIPP {what} {value} is outside {lo}..{hi}", _where(block, key, file))
+    for a, b, key in ((size[0], out[0], "resize_output_h"), (size[1], out[1], "resize_output_w")):
+        if not RESIZE_RATIO[0] <= b / a <= RESIZE_RATIO[1]:
+            raise UserError(f"AIPP resize {a} -> {b} is outside the ratio 1/16..16", _where(block, key, file))
+
+
+def check_soc(block: dict, soc_version: str | None, file: str = "<aipp>") -> None:
+    """Refuse what the SoC's AIPP cannot do: resize outside the Atlas inference products (Ascend310P)."""
+    if block.get("resize") is True and not (soc_version and soc_version.startswith(RESIZE_SOCS)):
+        on = f"soc_version {soc_version}" if soc_version else "no soc_version"
+        raise UserError(f"AIPP 'resize' with {on}: only the Atlas inference products (Ascend310P*) resize in AIPP "
+                        "(CANN aclmdlSetAIPPScfParams); set soc_version: Ascend310P3, or resize on the host "
+                        "(python -m ascendpipe.data.letterbox --resized) and let AIPP pad", _where(block, "resize", file))
 
 
 def input_channels(spec: AippSpec) -> int:
@@ -111,8 +177,23 @@ def reference(spec: AippSpec, image: np.ndarray) -> np.ndarray:
     if spec.csc is not None:
         x = np.floor((x - spec.input_bias) @ spec.csc.T / 256.0) + spec.output_bias
         x = np.clip(x, 0, 255)
+    if spec.resize_hw is not None:
+        from ascendpipe.data.letterbox import resize_bilinear
+
+        x = resize_bilinear(x, spec.resize_hw)
     x = (x - spec.mean - spec.min) * spec.var_reci
+    if any(spec.padding):
+        top, bottom, left, right = spec.padding
+        x = np.pad(x, ((0, 0), (top, bottom), (left, right), (0, 0)), constant_values=spec.padding_value)
     return x.transpose(0, 3, 1, 2).astype(np.float32)
+
+
+def image_mask(spec: AippSpec, shape_nchw) -> np.ndarray:
+    """True where the model input holds image (not padding), broadcastable to NCHW."""
+    mask = np.zeros(tuple(shape_nchw[2:]), bool)
+    top, bottom, left, right = spec.padding
+    mask[top:shape_nchw[2] - bottom, left:shape_nchw[3] - right] = True
+    return mask[None, None]
 
 
 def build_nodes(spec: AippSpec, input_name: str, output_name: str):

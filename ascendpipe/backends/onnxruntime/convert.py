@@ -295,6 +295,7 @@ def _apply_rounding(graph, decisions: dict[str, Decision], floats: set[str], rou
 def _apply_aipp(graph, settings: ConvertSettings) -> list[str]:
     from onnx import TensorProto, helper
 
+    from ascendpipe.backends.onnxruntime import aipp_geometry
     from ascendpipe.precision import aipp
 
     internal: list[str] = []
@@ -308,6 +309,7 @@ def _apply_aipp(graph, settings: ConvertSettings) -> list[str]:
         dims = [d.dim_value if d.HasField("dim_value") else d.dim_param for d in vi.type.tensor_type.shape.dim]
         if len(dims) != 4 or not all(isinstance(d, int) and d > 0 for d in dims[1:]):
             raise UserError(f"AIPP needs a static NCHW input; '{vi.name}' has shape {dims}", Location(file=settings.aipp_file))
+        aipp.check_soc(block, settings.soc_version, settings.aipp_file)
         spec = aipp.aipp_spec(block, tuple(dims[1:]), settings.aipp_file)
         out = f"{aipp.PREFIX}/{vi.name}/out"
         for node in graph.node:
@@ -317,7 +319,7 @@ def _apply_aipp(graph, settings: ConvertSettings) -> list[str]:
         for o in graph.output:
             if o.name == vi.name:
                 raise UserError(f"AIPP input '{vi.name}' is also a model output", Location(file=settings.aipp_file))
-        nodes, inits = aipp.build_nodes(spec, vi.name, out)
+        nodes, inits = aipp_geometry.aipp_nodes(spec, vi.name, out)  # crop, CSC, resize, normalise, pad
         for n in reversed(nodes):
             graph.node.insert(0, n)
         graph.initializer.extend(inits)

@@ -22,6 +22,16 @@ if TYPE_CHECKING:
 
 # ---- file names and format ids that cross areas --------------------------------------------------
 
+# The metric a pipeline is judged by, per eval task (``params.task``): the build summary, the
+# explorer's tables and its chart lead with it. Fractions in [0, 1]; mAP50_95 is COCO's mAP@[.5:.95].
+KEY_METRIC = {"detection": "mAP50_95", "classification": "top1", "reid": "mAP"}
+
+
+def key_metric(kind: str | None, params: dict | None) -> str | None:
+    """The key metric of an eval stage (None for other kinds, or a task without one)."""
+    return KEY_METRIC.get((params or {}).get("task")) if kind == "eval" else None
+
+
 # A stage's folder under the build root: ``convert@fp16`` -> ``convert__fp16``. The CANN tools
 # accept only [A-Za-z0-9./_-] in a path (ATC's CheckInputPathValid, ais_bench's and msit's
 # PATH_WHITE_LIST_REGEX, msaccucmp's safe_path_string), so ``@`` never reaches a folder name. Base

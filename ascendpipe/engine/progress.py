@@ -87,8 +87,11 @@ def first_failure_text(info: dict | None) -> str:
 
 
 def headline(pipeline, outcomes: dict, order: list[str], limit: int = 8, infos: dict | None = None) -> str:
-    """``infos``: stage -> its recorded info (a compare's first failure is named by op, not by index)."""
-    lines = []
+    """``infos``: stage -> its recorded info (a compare's first failure is named by op, not by index).
+    The eval stages come first, each leading with its task's key metric (``contract.KEY_METRIC``)."""
+    from ascendpipe.contract import key_metric
+
+    lines, keyed, keys = [], [], []
     for name in order:
         o = outcomes.get(name)
         stage = pipeline.stages[name]
@@ -96,9 +99,15 @@ def headline(pipeline, outcomes: dict, order: list[str], limit: int = 8, infos: 
             continue
         first = first_failure_text((infos or {}).get(name))
         items = [(k, v) for k, v in o.metrics.items() if isinstance(v, (int, float)) and k not in _SKIP
-                 and not (first and k == "first_failure_index")][:limit]
-        text = "  ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in items)
+                 and not (first and k == "first_failure_index")]
+        key = key_metric(stage.kind, stage.params)
+        if key in o.metrics:
+            lead = [key, f"delta_{key}"]
+            items = sorted(items, key=lambda kv: lead.index(kv[0]) if kv[0] in lead else len(lead))
+            keys.append(key)
+        text = "  ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in items[:limit])
         if first:
             text = f"first failure {first}  {text}"
-        lines.append(f"  {name:<28} {text}")
-    return ("metrics:\n" + "\n".join(lines) + "\n") if lines else ""
+        (keyed if key in o.metrics else lines).append(f"  {name:<28} {text}")
+    head = f"metrics (key: {', '.join(dict.fromkeys(keys))}):\n" if keys else "metrics:\n"
+    return (head + "\n".join(keyed + lines) + "\n") if keyed or lines else ""

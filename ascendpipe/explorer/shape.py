@@ -72,13 +72,31 @@ def _time(text: str | None) -> datetime | None:
         return None
 
 
-def _metric_rank(name: str) -> tuple:
-    """Sort key of ``base.metric`` columns: key metrics first, in KEY_METRICS order."""
+def _metric_rank(name: str, keys: list | tuple = ()) -> tuple:
+    """Sort key of ``base.metric`` columns: the pipelines' key metrics (``keys``, from their eval
+    stages' tasks) first, then the other KEY_METRICS in that order, then the rest by name."""
+    if name in keys:
+        return (0, list(keys).index(name), name)
     metric = name.split(".", 1)[1] if "." in name else name
     try:
-        return (0, KEY_METRICS.index(metric), name)
+        return (1, KEY_METRICS.index(metric), name)
     except ValueError:
-        return (1, 0, name)
+        return (2, 0, name)
+
+
+def key_columns(runs: list[dict]) -> list[str]:
+    """``base.metric`` of each eval stage's key metric (mAP50_95 for detection, top1 for
+    classification, mAP for reid: ``ascendpipe.contract.KEY_METRIC``), variant stages' first."""
+    from ascendpipe.contract import key_metric
+
+    found: dict[str, bool] = {}
+    for run in runs:
+        for name, st in (run.get("stages") or {}).items():
+            metric = key_metric(st.get("kind"), st.get("params"))
+            if metric:
+                col = f"{split_name(name)[0]}.{metric}"
+                found[col] = found.get(col, False) or split_name(name)[1] is not None
+    return sorted(found, key=lambda c: not found[c])
 
 
 def curve(result: dict) -> dict:
@@ -254,16 +272,19 @@ def _pick_setting_columns(rows: list[dict]) -> list[str]:
     return cols[:MAX_SETTING_COLUMNS]
 
 
-def _pick_metric_columns(rows: list[dict]) -> tuple[list[str], dict]:
-    """Metric columns (constant ones folded away when there are enough rows to compare)."""
+def _pick_metric_columns(rows: list[dict], keys: list | tuple = ()) -> tuple[list[str], dict]:
+    """Metric columns, the key metrics first (constant ones folded away when there are enough rows to
+    compare; a key metric never is)."""
     values: dict[str, list] = {}
     for r in rows:
         for k, v in r["metrics"].items():
             values.setdefault(k, []).append(v)
-    names = sorted(values, key=_metric_rank)
+    names = sorted(values, key=lambda k: _metric_rank(k, keys))
     constant = {}
     if len(rows) >= 3:
         for k in names:
+            if k in keys:
+                continue
             vs = values[k]
             if len(vs) == len(rows) and len(set(vs)) == 1:
                 constant[k] = vs[0]
@@ -271,12 +292,13 @@ def _pick_metric_columns(rows: list[dict]) -> tuple[list[str], dict]:
 
 
 def _bars(rows: list[dict], columns: list[str]) -> dict:
-    """Per metric column: (lo, hi), so each cell can draw a bar of its place in the column."""
+    """Per metric column: (lo, hi) of the bars: from 0 when no value is negative (a cosine of
+    0.999999 and one of 1 draw bars of the same length, not 0% and 100%), else the column's range."""
     out = {}
     for k in columns:
         vs = [r["metrics"][k] for r in rows if k in r["metrics"]]
         if vs:
-            out[k] = (min(vs), max(vs))
+            out[k] = (min(0.0, min(vs)), max(vs))
     return out
 
 
@@ -285,6 +307,31 @@ def _bar_pct(v, span) -> float:
     if hi == lo:
         return 100.0
     return round(100.0 * (v - lo) / (hi - lo), 1)
+
+
+def colour_default(rows: list[dict], setting_cols: list[str]) -> str:
+    """The setting the chart colours by at first: precision_mode when rows set it to different values,
+    else the first setting that varies among rows that set it; '' (nothing) when none does: colouring
+    by a setting no row sets says nothing."""
+    def distinct(col):
+        return {show(r["settings"][col]) for r in rows if col in r["settings"] and r["settings"][col] is not None}
+
+    varying = [c for c in setting_cols if len(distinct(c)) > 1]
+    modes = [c for c in varying if c.endswith(".precision_mode")]
+    return (modes or varying or [""])[0]
+
+
+def metric_default(rows: list[dict], keys: list[str], columns: list[str]) -> str | None:
+    """The chart's first metric: a key metric that several variant rows have, else the first key
+    metric any row has, else the first column."""
+    counts = {k: sum(1 for r in rows if k in r["metrics"]) for k in keys}
+    for k in keys:
+        if counts[k] > 1:
+            return k
+    for k in keys:
+        if counts[k]:
+            return k
+    return columns[0] if columns else None
 
 
 def fill_from_same_key(runs: list[dict]) -> list[dict]:
@@ -324,20 +371,23 @@ def page_model(runs: list[dict], curves: dict, *, workspace: str, generated: str
     for run in runs:
         variant_rows += _variant_rows(run)
     setting_cols = _pick_setting_columns(variant_rows)
-    metric_cols, constant_metrics = _pick_metric_columns(variant_rows)
+    keys = key_columns(runs)
+    metric_cols, constant_metrics = _pick_metric_columns(variant_rows, keys)
     spans = _bars(variant_rows, metric_cols)
 
     # runs table: a few key metrics as columns (a range over the run's stages of that base), those
     # that differ between runs first
-    all_metrics = sorted({k for r in variant_rows for k in r["metrics"]}, key=_metric_rank)
+    all_metrics = sorted({k for r in variant_rows for k in r["metrics"]}, key=lambda k: _metric_rank(k, keys))
     per_run = {run["id"]: _run_metrics(run) for run in runs}
     seen_values: dict[str, set] = {}
     for values in per_run.values():
         for k, vs in values.items():
             seen_values.setdefault(k, set()).add(tuple(sorted(vs)))
-    # varying metrics first, and among them the key metrics in KEY_METRICS order (accuracy before a
-    # timing, which varies in every run because it is noisy, not because a setting moved it)
-    ranked = sorted(seen_values, key=lambda k: (len(seen_values[k]) == 1, _metric_rank(k), -len(seen_values[k])))
+    # the pipelines' key metrics first, then varying metrics, among them the others of KEY_METRICS in
+    # that order (accuracy before a timing, which varies in every run because it is noisy, not
+    # because a setting moved it)
+    ranked = sorted(seen_values, key=lambda k: (k not in keys, len(seen_values[k]) == 1, _metric_rank(k, keys),
+                                                -len(seen_values[k])))
     run_metric_cols = ranked[:MAX_RUN_METRIC_COLUMNS]
     run_rows = []
     for run in runs:
@@ -391,13 +441,16 @@ def page_model(runs: list[dict], curves: dict, *, workspace: str, generated: str
         "curves": {d: curves[d] for d in sorted(set(curve_of.values()))},
         "blobs": blobs,
         "metricColumns": all_metrics,
+        "keyMetrics": keys,
+        "metricDefault": metric_default(variant_rows, [k for k in keys if k in all_metrics], all_metrics),
+        "colourDefault": colour_default(variant_rows, setting_cols),
         "kinds": {split_name(n)[0]: st.get("kind") for run in runs for n, st in (run.get("stages") or {}).items()},
         "settingColumns": setting_cols,
     }
     pipelines = list(dict.fromkeys(r.get("pipeline") for r in runs))
     return {
         "workspace": workspace, "generated": generated, "pipelines": pipelines,
-        "runs": run_rows, "run_metric_cols": run_metric_cols,
+        "runs": run_rows, "run_metric_cols": run_metric_cols, "key_metrics": keys,
         "rows": rows_out, "setting_cols": setting_cols, "metric_cols": metric_cols,
         "constant_metrics": {k: show(v) for k, v in constant_metrics.items()},
         "n_compare": len(curve_of), "data": data,

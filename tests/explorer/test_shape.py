@@ -36,7 +36,8 @@ def test_variant_rows_settings_metrics_and_changes():
     # rank1 is 0.95 in all four rows: folded into the "same in every row" line; mAP is a column with bars
     assert m["constant_metrics"] == {"eval.rank1": "0.95"}
     assert m["metric_cols"][0] == "eval.mAP"
-    assert [r["cells"]["eval.mAP"]["bar"] for r in m["rows"]] == [100.0, 98.8, 100.0, 0.0]
+    # bars from 0 (non-negative metrics): 0.89 draws 98.9% of 0.9's bar, 0.05 draws 5.6%
+    assert [r["cells"]["eval.mAP"]["bar"] for r in m["rows"]] == [100.0, 98.9, 100.0, 5.6]
     # the runs table: the mAP range over the variants, and the param changed since the previous run
     newest = m["runs"][0]
     assert newest["changed"] == ["convert@b.precision_mode"] and m["runs"][1]["changed"] == []
@@ -109,3 +110,39 @@ def test_fix_attempts_are_marked():
     m = page_model([run(1, "force_fp16", 0.05), attempt], {}, workspace="/w", generated="now")
     assert [(r["id"], r["fix_attempt"]) for r in m["runs"]] == [(3, True), (1, False)]
     assert {r["run"] for r in m["rows"] if r["fix_attempt"]} == {3}
+
+
+def detection_run(run_id):
+    """A detection pipeline: the key metric (mAP50_95) ranks before compare's output cosine, whose
+    0.999999 vs 1 must not draw as 0% vs 100%; no row sets an AIPP param, so nothing colours by it."""
+    return {
+        "id": run_id, "pipeline": "det.yaml", "started": "2026-01-01T10:00:00+0000", "finished": "2026-01-01T10:01:00+0000",
+        "state": "done", "backend": "onnxruntime", "argv": ["ascendpipe", "build", "det.yaml"],
+        "stages": {
+            "det_eval_golden": stage("eval", {"task": "detection"}, {"mAP50_95": 0.70, "voc_mAP50": 0.98}),
+            "det_convert@fp16": stage("convert", {"precision_mode": "force_fp16", "aipp": None}),
+            "det_convert@mixed": stage("convert", {"precision_mode": "force_fp16", "aipp": None}),
+            "det_compare@fp16": stage("compare", {}, {"output_cosine": 0.999999}),
+            "det_compare@mixed": stage("compare", {}, {"output_cosine": 1.0}),
+            "det_eval@fp16": stage("eval", {"task": "detection"}, {"mAP50_95": 0.699, "voc_mAP50": 0.98}),
+            "det_eval@mixed": stage("eval", {"task": "detection"}, {"mAP50_95": 0.70, "voc_mAP50": 0.98}),
+        },
+    }
+
+
+def test_the_key_metric_comes_from_the_eval_task_not_from_compare():
+    m = page_model([detection_run(1)], {}, workspace="/w", generated="now")
+    assert m["key_metrics"] == ["det_eval.mAP50_95", "det_eval_golden.mAP50_95"]
+    assert m["metric_cols"][0] == "det_eval.mAP50_95" and m["run_metric_cols"][0] == "det_eval.mAP50_95"
+    assert m["data"]["metricDefault"] == "det_eval.mAP50_95"
+    assert m["data"]["colourDefault"] == ""  # precision_mode is the same in both rows; aipp unset everywhere
+    bars = {r["variant"]: r["cells"]["det_compare.output_cosine"]["bar"] for r in m["rows"]}
+    assert bars == {"fp16": 100.0, "mixed": 100.0}
+    # a classification pipeline leads with top1, a reid one with mAP
+    cls = detection_run(2)
+    for name in ("det_eval_golden", "det_eval@fp16", "det_eval@mixed"):
+        cls["stages"][name] = stage("eval", {"task": "classification"}, {"top5": 1.0, "top1": 0.9})
+    cls["stages"]["det_convert@mixed"]["params"]["precision_mode"] = "allow_mix_precision"
+    m = page_model([cls], {}, workspace="/w", generated="now")
+    assert m["data"]["metricDefault"] == "det_eval.top1" and m["metric_cols"][0] == "det_eval.top1"
+    assert m["data"]["colourDefault"] == "det_convert.precision_mode"

@@ -18,6 +18,10 @@ from ascendpipe.stages.base import StageContext
 
 POST_KEYS = ("decode", "conf_threshold", "iou_threshold", "max_det", "agnostic_nms", "multi_label", "layout",
              "num_classes", "input_size", "strides", "reg_max", "anchors", "head_outputs", "box_format", "output_name")
+_NMS = ("conf_threshold", "iou_threshold", "max_det", "agnostic_nms", "multi_label")
+# the settings each head uses, recorded with their defaults (the others only when given)
+USED = {"yolov8": _NMS + ("layout",), "yolov5": _NMS + ("layout",), "yolov8_dfl": _NMS + ("layout", "strides", "reg_max"),
+        "yolov5_raw": _NMS + ("strides",), "boxes": ("conf_threshold", "max_det"), "onnx_nms": ("conf_threshold", "max_det")}
 DETECTIONS_FILE = "detections.json"
 GT_COCO_FILE = "ground_truth_coco.json"
 
@@ -63,7 +67,7 @@ def detection_metrics(ctx: StageContext, outputs: dict, user_postprocess) -> tup
             pred = detections(outputs, post, letterbox)
         except UserError as err:
             raise err.with_location(stage=ctx.name, field="decode") from None
-        settings = {**{k: v for k, v in DEFAULTS.items() if k in POST_KEYS}, **post}
+        settings = {**{k: v for k, v in DEFAULTS.items() if k in USED.get(p["decode"], ())}, **post}
     else:
         raise UserError("task 'detection' needs params.decode (yolov8, yolov8_dfl, yolov5, yolov5_raw, boxes, onnx_nms) "
                         "or params.postprocess (a .py file returning boxes, scores and labels per image)",

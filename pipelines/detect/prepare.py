@@ -5,9 +5,10 @@ Classes: 0 ``box`` (a filled reddish rectangle), 1 ``disc`` (a filled greenish e
 (a bluish hollow ellipse), 1 to 3 per frame, on a noisy grey background; integer boxes in the
 frame's pixels. Writes under --out:
 
-- ``frames/{train,val,cam}.npz``: uint8 HWC frames, one array per frame (``f00000``, ...). ``train``
-  and ``val`` frames are 48 to 112 pixels a side, any aspect ratio; ``cam`` frames are all 96x64
-  (a camera: one size, so a static AIPP can letterbox them on the device).
+- ``frames/{train,val,cam,probe}.npz``: uint8 HWC frames, one array per frame (``f00000``, ...).
+  ``train`` and ``val`` frames are 48 to 112 pixels a side, any aspect ratio; ``cam`` frames are all
+  96x64 (a camera: one size, so a static AIPP can letterbox them on the device); ``probe``: the
+  first 8 cam frames (compare's inputs). ``cam_raw/images.npy``: the cam frames stacked (uint8 NHWC).
 - ``train/``: ``images.npy`` (the training preprocessing of the letterboxed frames: float NCHW,
   ``(u8 - 114) / 255``), ``boxes.npy`` (F, 3, 5: class, x1, y1, x2, y2 in input pixels; class -1 =
   none).
@@ -113,7 +114,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--train", type=int, default=1200)
+    parser.add_argument("--train", type=int, default=800)
     parser.add_argument("--val", type=int, default=120)
     parser.add_argument("--cam", type=int, default=60)
     args = parser.parse_args()
@@ -128,8 +129,9 @@ def main() -> None:
             target[i, j] = [b[0], *lb.forward_boxes(np.array(b[1:], float), m)[0]]
     save(out / "train" / "images.npy", lb.normalise(u8, MEAN, SCALE))
     save(out / "train" / "boxes.npy", target)
-    for name, items in (("train", train), ("val", val), ("cam", cam)):
+    for name, items in (("train", train), ("val", val), ("cam", cam), ("probe", cam[:8])):
         save_frames(out / "frames" / f"{name}.npz", items)
+    save(out / "cam_raw" / "images.npy", np.stack([img for img, _ in cam]))  # 60 x 64 x 96 x 3: what AIPP resizes
     write_text(out / "labels" / "val.json", json.dumps(coco(val)))
     write_text(out / "labels" / "cam.json", json.dumps(coco(cam)))
     for i, (img, boxes) in enumerate(val):

@@ -91,7 +91,7 @@ def main() -> None:
     parser.add_argument("--metrics", required=True)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: $OMP_NUM_THREADS, else 1)")
-    parser.add_argument("--epochs", type=int, default=20)
+    parser.add_argument("--epochs", type=int, default=12)
     args = parser.parse_args()
     torch.manual_seed(args.seed)
     torch.set_num_threads(threads(args.threads))

@@ -113,7 +113,7 @@ NOTES: dict[tuple[str, str], str] = {
     ("dump", "fusions"): "onnxruntime graph fusions (auto: off for a plain ONNX, on for a converted model)",
     ("dump", "max_batch"): "dump at most this many samples",
     ("eval", "output_name"): "which model output to score (default: the first)",
-    ("eval", "postprocess"): "a .py file turning raw outputs into predictions",
+    ("eval", "postprocess"): "a .py file turning raw outputs into predictions (detection: see below)",
     ("quantize", "skip_layers"): "layers kept in float",
     ("quantize", "auto"): "`fix --quantize`'s target: `{metric: STAGE.METRIC, tolerance: T}`",
     ("tune", "job_type"): "AOE's job types: 1 subgraph, 2 operator",
@@ -186,6 +186,8 @@ def kind_section(kind) -> str:
     else:
         lines.append("No params.")
     lines += ["", "```yaml", EXAMPLES[kind.name], "```", ""]
+    if getattr(kind, "doc_appendix", ""):  # a kind's own reference text (eval: the detection formats)
+        lines += [kind.doc_appendix.rstrip("\n"), ""]
     return "\n".join(lines)
 
 

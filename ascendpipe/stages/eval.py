@@ -17,16 +17,20 @@ Labels, by task (``.npy`` files in the ``labels`` folder):
 - reid: ``query_ids.npy``, ``gallery_ids.npy``, and optionally ``query_cams.npy`` and
   ``gallery_cams.npy`` (then the Market-1501 same-identity-same-camera rule applies). With
   ``outputs`` instead of ``query``/``gallery``, the first len(query_ids) rows are the queries.
-- detection: ``ground_truth.json``: a list over images of ``{"boxes": [[x1, y1, x2, y2], ...],
-  "labels": [...]}``, each optionally with per-box flags ``"iscrowd"`` (COCO crowd boxes),
-  ``"difficult"`` (VOC) and ``"ignore"`` (COCO's field: no effect on COCO, as in pycocotools; VOC
-  treats ignore and crowd boxes as difficult). See ``ascendpipe.metrics.detection``.
+- detection: a COCO instances json, a folder of VOC xml or YOLO txt labels, or ``ground_truth.json``:
+  a list over images of ``{"boxes": [[x1, y1, x2, y2], ...], "labels": [...]}``, each optionally with
+  per-box flags ``"iscrowd"`` (COCO crowd boxes), ``"difficult"`` (VOC) and ``"ignore"`` (COCO's
+  field: no effect on COCO, as in pycocotools; VOC treats ignore and crowd boxes as difficult). See
+  ``ascendpipe.metrics.ground_truth``, ``ascendpipe.metrics.detection`` and docs/kinds.md (Detection):
+  the built-in postprocess (``params.decode``), the ``letterbox`` input, the files it writes.
 
 Post-processing: ``postprocess`` is a Python file (hashed as a dep) and ``postprocess_function``
 the function in it, called with ``{output name: array}`` of one infer stage. It returns what the
 metric needs: logits (N, C) for classification, features (N, D) for reid (called once for query
 and once for gallery), and for detection ``{"boxes": [...], "scores": [...], "labels": [...]}``,
-one array per image. Without it, the output named ``output_name`` (or the only output) is used.
+one array per image. A function taking a second argument gets ``params.postprocess_params``.
+Without it, the output named ``output_name`` (or the only output) is used; detection uses the
+built-in postprocess of ``params.decode`` (``ascendpipe.metrics.detect_post``).
 
 Metrics are fractions in [0, 1] (one "point" of mAP is 0.01): ``top1``, ``top5``; ``mAP``,
 ``rank1``, ``rank5``, ``rank10``; detection: ``voc_mAP50`` (VOC, ``params.voc_mode`` voc12 area or
@@ -41,6 +45,7 @@ from pathlib import Path
 
 from ascendpipe.errors import Location, UserError
 from ascendpipe.stages.base import StageContext, StageKind, StageResult, package_version, write_metrics
+from ascendpipe.stages.eval_detection import DOC as DETECTION_DOC
 
 TASKS = ("classification", "reid", "detection")
 # the built-in detection heads (ascendpipe.metrics.detect_post.DECODERS; not imported: a no-op build stays light)
@@ -100,6 +105,7 @@ def golden_deltas(metrics: dict, golden: dict) -> dict:
 
 class EvalKind(StageKind):
     name = "eval"
+    doc_appendix = DETECTION_DOC  # docs/kinds.md: formats, the postprocess contract, a worked example
     uses_backend = False
     version = "3"  # 2: VOC IoU >= 0.5, voc_mAP50 / coco_AP50; 3: built-in detection postprocess, detections.json
     summary = "Top-1/Top-5, ReID mAP/CMC or detection mAP on infer outputs, with the delta to golden"

@@ -18,6 +18,91 @@ from ascendpipe.stages.base import StageContext
 
 POST_KEYS = ("decode", "conf_threshold", "iou_threshold", "max_det", "agnostic_nms", "multi_label", "layout",
              "num_classes", "input_size", "strides", "reg_max", "anchors", "head_outputs", "box_format", "output_name")
+# docs/kinds.md's detection part (ascendpipe.config.kinds_doc appends it to the eval kind's section)
+DOC = """### Detection
+
+`task: detection` scores boxes with COCO's mAP@[.5:.95] (`mAP50_95`, the key metric the build summary and
+the report lead with), COCO's AP at IoU 0.5 (`coco_AP50`) and PASCAL VOC's AP50 (`voc_mAP50`; `mAP50` is
+the same value under its older name), plus `delta_<name>` against `golden`. All are fractions: one point
+of mAP is 0.01. Images are matched by order: the i-th sample the infer stage ran is the i-th image of the
+ground truth.
+
+**Ground truth** (`labels`; `params.gt_format: auto` tells them apart):
+
+| format | `labels` is | image order | classes |
+| --- | --- | --- | --- |
+| COCO | an instances `.json` (`images`, `annotations` with `bbox` = x, y, width, height, `categories`) | as `images` lists them | class i = the i-th category by id; `iscrowd` read |
+| VOC | a folder of `.xml` (`<object><name>`, `<difficult>`, `<bndbox>` xmin ymin xmax ymax) | file names, sorted | `params.class_names` (index order); boxes read as is (no -1) |
+| YOLO | a folder of `.txt`, lines `class cx cy w h` normalised to the image | file names, sorted (`classes.txt` aside) | the class number; image sizes from `letterbox`'s metadata or `params.image_size` |
+| list | `ground_truth.json` (or a folder holding it): `[{"boxes": [[x1, y1, x2, y2], ...], "labels": [...]}, ...]`, optional per-box `iscrowd`, `difficult`, `ignore` | the list | the label |
+
+Boxes are continuous pixel coordinates of the original image (area = width x height).
+
+**Predictions, two ways.** The built-in postprocess (`params.decode`) turns the model's raw output into
+boxes, or a file of your own (`params.postprocess`, a `.py` file; its function `postprocess_function`):
+
+| `decode` | the model output (`head_outputs` names it when the model has several) |
+| --- | --- |
+| `yolov8` | YOLOv8/v11 as ultralytics exports it: `(B, 4+C, N)` or `(B, N, 4+C)`: cx, cy, w, h in input pixels, class scores in [0, 1] |
+| `yolov8_dfl` | the raw anchor-free head `(B, 4*reg_max + C, N)`: DFL bins per side (softmax, expected bin, x stride from the cell centres of each stride's grid), class logits (sigmoid); needs `input_size` or `letterbox` |
+| `yolov5` | YOLOv5 as exported: `(B, N, 5+C)` (or transposed): cx, cy, w, h, objectness, class probabilities; score = objectness x class |
+| `yolov5_raw` | one raw head per stride (`head_outputs: {levels: [p3, p4, p5]}`), `(B, A*(5+C), H, W)` or `(B, A, H, W, 5+C)`, with `anchors` |
+| `boxes` | boxes/scores/classes already chosen (an end-to-end export): `head_outputs: {boxes, scores, classes, num}`, `box_format` |
+| `onnx_nms` | ONNX `NonMaxSuppression`: `head_outputs: {indices, boxes, scores}` (`selected_indices` (M, 3) = batch, class, box; boxes `(B, N, 4)` as `yxyx` unless `box_format` says; scores `(B, C, N)`) |
+
+Layout `auto` takes the axis of size 4+C (5+C, 4*reg_max+C) when `num_classes` is given, else the
+smaller of the last two; a square output needs `layout`. Then, per image: each box's best class (every
+class over the threshold with `multi_label: true`), scores > `conf_threshold` (0.001), greedy NMS
+suppressing IoU > `iou_threshold` (0.6) within a class (across classes with `agnostic_nms: true`), the
+`max_det` (300) highest, and, with the `letterbox` input, each image's letterbox undone
+(`x = (x' - left) / sx`, clipped to the image). `boxes` and `onnx_nms` run no NMS. These params are
+recorded and keyed like any other; the record's `info.detection.postprocess` lists them with the
+defaults in effect. COCO keeps the 100 (`max_detections`) best per image when it scores.
+
+A postprocess file receives `outputs`, `{output name: array}` of the whole infer stage (batch axis first),
+and, if it takes a second argument, `params.postprocess_params` (recorded and keyed). It returns
+`{"boxes": [...], "scores": [...], "labels": [...]}`, one array per image: boxes `(N, 4)` as x1, y1, x2,
+y2, scores `(N,)`, labels `(N,)` class indices (0..C-1, the ground truth's). Its boxes are in the model
+input's pixels when `letterbox` is given (the eval undoes it), else in the original image's.
+
+**Letterbox metadata** (`letterbox`: a file or a folder with `letterbox.json`), written by the built-in
+data step `python -m ascendpipe.data.letterbox FRAMES.npz --size H W --out DIR --mean M --scale S`
+(`images.npy`: float NCHW `(u8 - M) * S`; `u8/images.npy`: uint8 NHWC; `--resized DIR2`: the scaled,
+unpadded frames, for an AIPP that pads): `{"images": [{"size": [h, w], "scale": [sx, sy], "pad": [left,
+top], "input_size": [H, W]}, ...]}`.
+
+**What it writes:** `metrics.json`; `detections.json`, the predictions as a COCO results list
+(`image_id`, `category_id`: the ground truth's ids; `bbox` x, y, width, height; `score`) that pycocotools
+loads as is; `ground_truth_coco.json`, the ground truth as COCO instances whatever it was read from:
+
+```python
+from pycocotools.coco import COCO
+from pycocotools.cocoeval import COCOeval
+gt = COCO("build/det_eval__fp16/ground_truth_coco.json")   # or your own instances json
+ev = COCOeval(gt, gt.loadRes("build/det_eval__fp16/detections.json"), "bbox")
+ev.evaluate(); ev.accumulate(); ev.summarize()              # ev.stats[0] == mAP50_95
+```
+
+**A worked example** (`pipelines/detect.yaml`): a YOLOv8-style export scored on host-letterboxed frames,
+and an AIPP model that pads on the device:
+
+```yaml
+det_letterbox:
+  kind: run
+  cmd: python -m ascendpipe.data.letterbox data/detect/frames/val.npz --size 64 64 --out data/detect/val --mean 114 --scale 0.00392156862745098
+  deps: [data/detect/frames]
+  outs: [data/detect/val]
+det_infer: {kind: infer, model: det_convert, inputs: data/detect/val/images.npy}
+det_eval:
+  kind: eval
+  outputs: det_infer
+  labels: data/detect/labels/val.json          # COCO instances; a VOC folder needs params.class_names
+  letterbox: data/detect/val/letterbox.json
+  golden: det_eval_golden
+  params: {task: detection, decode: yolov8, conf_threshold: 0.001, iou_threshold: 0.6, max_det: 100}
+```
+"""
+
 _NMS = ("conf_threshold", "iou_threshold", "max_det", "agnostic_nms", "multi_label")
 # the settings each head uses, recorded with their defaults (the others only when given)
 USED = {"yolov8": _NMS + ("layout",), "yolov5": _NMS + ("layout",), "yolov8_dfl": _NMS + ("layout", "strides", "reg_max"),

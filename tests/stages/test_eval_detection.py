@@ -6,6 +6,7 @@ postprocess settings and no topk."""
 import json
 
 import numpy as np
+import yaml
 import pytest
 
 from ascendpipe.data import letterbox as lb
@@ -157,3 +158,15 @@ def test_decoders_listed_in_the_schema_are_the_built_in_ones():
 
     assert DECODERS == BUILT_IN
     assert "default" not in EvalKind.params_schema["properties"]["topk"]
+
+
+def test_the_documented_worked_example_passes_the_pipeline_schema():
+    import jsonschema
+
+    from ascendpipe.config.schema import pipeline_schema
+    from ascendpipe.stages.eval_detection import DOC
+
+    block = DOC.split("**A worked example**", 1)[1].split("```yaml\n", 1)[1].split("```", 1)[0]
+    stages = yaml.safe_load(block)
+    assert stages["det_eval"]["params"]["decode"] == "yolov8"
+    jsonschema.validate({"params": {"seed": 0}, "stages": stages}, pipeline_schema())

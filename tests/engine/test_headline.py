@@ -1,0 +1,31 @@
+"""The build summary leads with each pipeline's key metric, chosen from the eval stage's task."""
+
+from types import SimpleNamespace as NS
+
+from ascendpipe.engine.progress import headline
+
+
+def pipeline(**stages):
+    return NS(stages={name: NS(kind=kind, params=params) for name, (kind, params) in stages.items()})
+
+
+def test_eval_stages_come_first_leading_with_their_key_metric():
+    p = pipeline(compare=("compare", {}), eval_golden=("eval", {"task": "classification"}),
+                 eval=("eval", {"task": "classification"}), reid=("eval", {"task": "reid"}))
+    outcomes = {
+        "compare": NS(metrics={"output_cosine": 0.999999, "failed_ops": 0}),
+        "eval_golden": NS(metrics={"top5": 1.0, "top1": 0.91}),
+        "eval": NS(metrics={"delta_top5": 0.0, "top5": 1.0, "delta_top1": -0.01, "top1": 0.9}),
+        "reid": NS(metrics={"rank1": 0.9, "mAP": 0.6}),
+    }
+    lines = headline(p, outcomes, ["compare", "eval_golden", "eval", "reid"]).splitlines()
+    assert lines[0] == "metrics (key: top1, mAP):"
+    assert [line.split()[0] for line in lines[1:]] == ["eval_golden", "eval", "reid", "compare"]
+    assert lines[2].split()[1:3] == ["top1=0.9", "delta_top1=-0.01"]
+    assert lines[3].split()[1] == "mAP=0.6"
+
+
+def test_without_an_eval_the_summary_is_as_before():
+    p = pipeline(compare=("compare", {}))
+    text = headline(p, {"compare": NS(metrics={"output_cosine": 1.0})}, ["compare"])
+    assert text == "metrics:\n  compare                      output_cosine=1\n"

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import ascendpipe
+from ascendpipe.errors import UserError
 from ascendpipe.graph import key as keymod
 
 COMPARE = """\
@@ -150,3 +151,18 @@ def test_a_record_of_the_previous_key_format_is_stale_once_with_that_reason():
     old["format"] = 1
     decision = keymod.decide(old, {}, new, {})
     assert decision.stale and decision.reasons == ["ascendpipe's key format changed"]
+
+
+def test_a_tune_stages_conversion_files_are_deps_of_its_key(ws):
+    # aoe reads the conversion's files (keep_dtype, fusion_switch_file, ...) on --backend ascend: an
+    # edit to one must make the tune stage stale, so each is hashed as a dep; a missing one is located
+    _scale_model(ws.root / "models/one.onnx", 1.0)
+    ws.write("keep.cfg", "OpName::scale\n")
+    ws.pipeline("stages:\n  tune:\n    kind: tune\n    model: models/one.onnx\n"
+                "    params: {keep_dtype: keep.cfg, fusion_switch_file: switch.cfg}\n")
+    with pytest.raises(UserError) as err:
+        ascendpipe.load(str(ws.root / "pipeline.yaml"))
+    assert str(err.value).startswith(f"{ws.root / 'pipeline.yaml'}:5:") and "switch.cfg" in str(err.value)
+    ws.write("switch.cfg", '{"Switch": {"GraphFusion": {}, "UBFusion": {}}}\n')
+    stage = ascendpipe.load(str(ws.root / "pipeline.yaml")).stages["tune"]
+    assert set(stage.deps) == {"models/one.onnx", "keep.cfg", "switch.cfg"}

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import os
 
-from ascendpipe.config.paths import overlap
 from ascendpipe.contract import stage_folder
 from ascendpipe.errors import Location, UserError
 
@@ -37,14 +36,14 @@ class _Others:
     """The other pipelines' claims, each judged once: standing, stale (with why) or standing though
     its file no longer resolves (with the error)."""
 
-    def __init__(self, ws, rows: list[dict]):
+    def __init__(self, ws):
         self.ws = ws
-        self.rows = rows
         self._judged: dict[tuple, tuple] = {}
 
     def judge(self, row: dict) -> tuple[bool, str | None]:
-        """(whether the claim stands, why): why a stale claim is stale, or the resolution error of
-        a file that keeps its claims because it exists but does not resolve."""
+        """(whether the claim stands, why): why a stale claim is stale (``gone``, or the stage that
+        moved), or the resolution error of a file that keeps its claims because it exists but does
+        not resolve."""
         import json
 
         how = row["how"] or {}
@@ -58,13 +57,13 @@ class _Others:
             return False, gone
         if row["path"] in claims and claims[row["path"]][0] == row["stage"]:
             return True, None
-        return False, f"no longer writes it (stage '{row['stage']}' renamed, removed or moved)"
+        return False, f"stage '{row['stage']}' renamed, removed or moved"
 
     def _resolve(self, rel: str, how: dict):
         """(its claims, why it has none, its resolution error)."""
         path = self.ws.abs(rel)
         if not os.path.isfile(path):
-            return None, "no longer exists", None
+            return None, "gone", None
         try:  # its errors name it as the user would (relative to here when below here)
             shown = os.path.relpath(path)
             path = path if shown.startswith("..") else shown
@@ -109,20 +108,31 @@ def _located(pipeline, stage: str, path: str | None, overrides, backend) -> Loca
     return Location(file=pipeline.path, line=pipeline.stages[stage].line, stage=stage)
 
 
-def check(pipeline, ws, db, overrides=(), backend=None) -> tuple[dict, list[dict]]:
+def _folders_above(path: str) -> list[str]:
+    parts = path.split("/")
+    return ["/".join(parts[:i]) for i in range(1, len(parts))]
+
+
+def check(pipeline, ws, rows: list[dict], overrides=(), backend=None) -> tuple[dict, list[dict]]:
     """Refuse (one located ``UserError``) a pipeline that would write a path another pipeline file
-    in this workspace holds. Returns (its claims, the other pipelines' stale claims it overlaps)."""
+    in this workspace holds (``rows``: the database's claims). Returns (its claims, the other
+    pipelines' stale claims it overlaps)."""
     me = ws.rel_pipeline(pipeline.path)
     mine = claims_of(pipeline)
-    rows = [r for r in db.owners() if r["pipeline"] != me]
+    rows = [r for r in rows if r["pipeline"] != me]
     if not rows:
         return mine, []
-    others = _Others(ws, rows)
+    others = _Others(ws)
     stale: list[dict] = []
+    by_path: dict[str, list[dict]] = {}
+    under: dict[str, list[dict]] = {}  # a folder -> the claims inside it
+    for row in rows:
+        by_path.setdefault(row["path"], []).append(row)
+        for folder in _folders_above(row["path"]):
+            under.setdefault(folder, []).append(row)
     for path, (stage, what) in mine.items():
-        for row in rows:
-            if not overlap(path, row["path"]):
-                continue
+        near = [r for f in (path, *_folders_above(path)) for r in by_path.get(f, ())] + under.get(path, [])
+        for row in near:
             stands, why = others.judge(row)
             if not stands:
                 row = dict(row, why=why)
@@ -150,7 +160,7 @@ def check_pipeline(pipeline, overrides=(), backend=None) -> None:
 
     db = Database(ws.db_path, create=False, cache_root=ws.cache_root)
     try:
-        check(pipeline, ws, db, overrides, backend)
+        check(pipeline, ws, db.owners(), overrides, backend)
     finally:
         db.close()
 
@@ -158,10 +168,11 @@ def check_pipeline(pipeline, overrides=(), backend=None) -> None:
 def claim(pipeline, ws, db, overrides=(), backend=None) -> list[str]:
     """``build``'s check, then the pipeline's claims recorded (under the build lock). Returns a note
     line per pipeline whose stale claims it took over."""
-    mine, stale = check(pipeline, ws, db, overrides, backend)
+    rows = db.owners()
+    mine, stale = check(pipeline, ws, rows, overrides, backend)
     me = ws.rel_pipeline(pipeline.path)
     how = {"overrides": list(overrides or []), "backend": backend}
-    held = {r["path"]: (r["stage"], r["how"]) for r in db.owners() if r["pipeline"] == me}
+    held = {r["path"]: (r["stage"], r["how"]) for r in rows if r["pipeline"] == me}
     wanted = {path: (stage, how) for path, (stage, _) in mine.items()}
     if held != wanted or stale:
         db.set_owners(me, [(path, stage) for path, (stage, _) in mine.items()], how, [r["path"] for r in stale])
@@ -171,5 +182,6 @@ def claim(pipeline, ws, db, overrides=(), backend=None) -> list[str]:
         by_file.setdefault((row["pipeline"], row["why"]), []).append(row["path"])
     for (other, why), paths in by_file.items():
         shown = ", ".join(paths[:3]) + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
-        notes.append(f"note: {shown} belonged to {other}, which {why}; now {me}'s")
+        which = "no longer exists" if why == "gone" else f"no longer writes {'it' if len(paths) == 1 else 'them'} ({why})"
+        notes.append(f"note: {shown} belonged to {other}, which {which}; now {me}'s")
     return notes

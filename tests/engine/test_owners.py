@@ -110,7 +110,7 @@ def test_a_renamed_stage_or_a_deleted_pipeline_file_releases_its_claim(scored, c
     capsys.readouterr()
     ascendpipe.build(str(ws.root / "b.yaml"), stream=io.StringIO())
     assert capsys.readouterr().err.splitlines()[0] == (
-        "note: build/score, build/score.log belonged to a.yaml, which no longer writes it (stage 'score' renamed, "
+        "note: build/score, build/score.log belonged to a.yaml, which no longer writes them (stage 'score' renamed, "
         "removed or moved); now b.yaml's")
     # now b.yaml's: a.yaml renamed back is the one refused
     ws.write("a.yaml", SCORE.format(top="", name="score"))

@@ -21,6 +21,9 @@ def load(path: str, *, set=(), backend: str | None = None):
 
 def validate(path: str, *, set=(), backend: str | None = None) -> dict:
     pipeline = load(path, set=set, backend=backend)
+    from ascendpipe.engine.owners import check_pipeline
+
+    check_pipeline(pipeline, list(set), backend)  # a path another pipeline file of the workspace writes
     return {"pipeline": pipeline.path, "stages": list(pipeline.stages), "backend": pipeline.backend}
 
 

@@ -77,6 +77,7 @@ def load_pipeline(
     from ascendpipe.graph.dag import check_graph
 
     check_graph(pipeline, locate=resolver.locate)
+    pipeline.locate = resolver.locate  # where a stage or its out is written (engine/owners.py's errors)
     return pipeline
 
 

@@ -95,7 +95,9 @@ def pipeline_schema() -> dict:
             "params": {"type": "object"},
             "env": {"type": "array", "items": {"type": "string", "pattern": "^[A-Za-z_][A-Za-z0-9_]*$"}},
             "thresholds": {"type": "object", "additionalProperties": {"type": "number"}},
-            "build_dir": {"type": "string"},
+            "build_dir": {"type": "string", "default": "build",
+                          "description": "the folder of this pipeline's stage folders and logs; two pipelines of one "
+                                         "workspace may not write one folder (give each its own, e.g. build/NAME)"},
             "remote": {"type": "string", "minLength": 1, "description": "shared remote cache URL, e.g. s3://BUCKET/PREFIX"},
             "stages": {
                 "type": "object",

@@ -86,6 +86,9 @@ def build(path: str, options: BuildOptions, stream=None) -> dict:
 
         check_workspace(pipeline.workspace)
     if options.dry_run:
+        from ascendpipe.engine.owners import check_pipeline
+
+        check_pipeline(pipeline, options.overrides, options.backend)  # the build would be refused: say so
         return dry_run(pipeline, graph, order, options, stream)
     ws, db, hasher, objects = open_stores(pipeline)
     progress = Progress(stream, quiet=options.quiet, workspace=ws.root)
@@ -96,6 +99,15 @@ def build(path: str, options: BuildOptions, stream=None) -> dict:
         if crashed and not options.quiet:
             sys.stderr.write(f"note: run{'s' if len(crashed) > 1 else ''} {', '.join(map(str, crashed))} "
                              f"ended without finishing (killed or crashed); recorded as crashed\n")
+        from ascendpipe.engine.owners import claim
+
+        try:  # two pipelines never write one path (engine/owners.py): refused before a run is recorded
+            for note in claim(pipeline, ws, db, options.overrides, options.backend):
+                if not options.quiet:
+                    sys.stderr.write(note + "\n")
+        except BaseException:
+            db.close()
+            raise
         run_id = db.start_run(ws.rel_pipeline(pipeline.path), options.argv or sys.argv, pipeline.backend, VERSION)
         forced = set(order) if options.force else set()
         executor = StageExecutor(pipeline, ws, db, hasher, objects, run_id, forced=forced, use_run_cache=options.use_run_cache, run_command=options.run_command)

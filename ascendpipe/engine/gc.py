@@ -109,7 +109,9 @@ def _temp_leftovers(ws, db) -> tuple[list[str], int]:
                     dirs.remove(name)
             found.extend(os.path.join(root, n) for n in files if n.startswith(TEMP_PREFIX))
     beside: dict[str, set[str]] = {}
-    for out in db.recorded_outputs():
+    # and beside every path a pipeline claims (engine/owners.py): a stage of a build_dir of its own
+    # killed before it was ever recorded left its temp output there
+    for out in db.recorded_outputs() | {row["path"] for row in db.owners()}:
         parent, base = os.path.split(out.rstrip("/"))
         beside.setdefault(parent, set()).add(base)
     for parent, names in sorted(beside.items()):

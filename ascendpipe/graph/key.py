@@ -1,8 +1,11 @@
 """Stage keys and staleness decisions. Pure: hashes and records are handed in.
 
 A stage's key is the hash of its *components*: kind and kind version, resolved params, the command,
-the content hash of every dep, the tool versions the kind reports, the backend and the declared
+the content hash of every dep, the role of every input (``inputs``: ``{field: path}``, e.g. a
+compare's ``golden`` and ``target``), the tool versions the kind reports, the backend and the declared
 outputs. Two builds with equal components produce the same outputs, so the key indexes the run-cache.
+``deps`` alone (``{path: hash}``) would not see two inputs trade places: with ``inputs`` beside it the
+key holds each role's content. Path params (``keep_dtype: f.cfg``) are keyed by name in ``params``.
 Keeping the components (not only the hash) lets us say *why* a stage is stale.
 """
 
@@ -11,7 +14,8 @@ from __future__ import annotations
 import hashlib
 import json
 
-KEY_FORMAT = 1  # bump when the components' meaning changes: every stage becomes stale once
+# bump when the components' meaning changes: every stage becomes stale once
+KEY_FORMAT = 2  # 2: inputs by role ({field: path}); 1: deps only, blind to swapped roles
 
 
 def canonical(obj) -> str:
@@ -26,6 +30,7 @@ def components(stage, kind_version: str, dep_hashes: dict[str, str], tools: dict
         "params": stage.params,
         "cmd": stage.cmd,
         "deps": dep_hashes,
+        "inputs": dict(stage.inputs),  # field -> path: the role each dep plays
         "tools": tools,
         "outs": sorted(stage.outs),
         "env": stage.env_used,
@@ -76,8 +81,13 @@ def explain(old: dict | None, new: dict) -> list[str]:
             reasons.append(f"param {k} removed (was {_short(op[k])})")
         elif canonical(op[k]) != canonical(np_[k]):
             reasons.append(f"param {k}: {_short(op[k])} -> {_short(np_[k])}")
+    explained: set = set()
+    if "inputs" in old and "inputs" in new:
+        reasons.extend(role_reasons(old["inputs"] or {}, new["inputs"] or {}, explained))
     od, nd = old.get("deps") or {}, new.get("deps") or {}
     for d in sorted(set(od) | set(nd)):
+        if d in explained and (d not in od or d not in nd):
+            continue  # said as a role change ("golden: a -> b")
         if d not in od:
             reasons.append(f"dep {d} added")
         elif d not in nd:
@@ -99,10 +109,38 @@ def explain(old: dict | None, new: dict) -> list[str]:
     if old.get("outs") != new.get("outs"):
         reasons.append("declared outs changed")
     for k in sorted(set(old) | set(new)):
-        if k not in ("format", "kind", "kind_version", "cmd", "backend", "params", "deps", "tools", "env", "outs"):
+        if k not in ("format", "kind", "kind_version", "cmd", "backend", "params", "deps", "inputs", "tools", "env", "outs"):
             if canonical(old.get(k)) != canonical(new.get(k)):
                 reasons.append(f"{k} changed")
     return reasons or ["key changed"]
+
+
+def role_reasons(old: dict, new: dict, explained: set | None = None) -> list[str]:
+    """What changed in the inputs by role: ``golden and target swapped`` when two fields traded
+    their paths, else ``golden: a -> b``, ``inputs added: p``, ``inputs removed (was p)``. The paths
+    named go into ``explained`` (their dep added/removed lines would only repeat it)."""
+    explained = explained if explained is not None else set()
+    changed = sorted(f for f in set(old) | set(new) if old.get(f) != new.get(f))
+    reasons: list[str] = []
+    done: set = set()
+    for i, a in enumerate(changed):
+        for b in changed[i + 1:]:
+            if a in done or b in done or None in (old.get(a), old.get(b), new.get(a), new.get(b)):
+                continue
+            if old[a] == new[b] and old[b] == new[a]:
+                reasons.append(f"{a} and {b} swapped")
+                done.update((a, b))
+    for f in changed:
+        if f in done:
+            continue
+        if f not in old:
+            reasons.append(f"{f} added: {new[f]}")
+        elif f not in new:
+            reasons.append(f"{f} removed (was {old[f]})")
+        else:
+            reasons.append(f"{f}: {old[f]} -> {new[f]}")
+        explained.update(p for p in (old.get(f), new.get(f)) if p is not None)
+    return reasons
 
 
 def out_reasons(recorded: dict[str, str], current: dict[str, str | None]) -> list[str]:

@@ -24,6 +24,8 @@ class TuneKind(StageKind):
     summary = "measured search of session settings; writes a knowledge bank (tune_bank.json) and aoe_result_opat.json"
     input_fields = ("model", "inputs")
     required_inputs = ("model",)
+    # on ascend, aoe reads the conversion's files (keep_dtype, fusion_switch_file, ...): hashed as deps
+    path_params = tuple(p for p in ConvertKind.path_params if p != "tune_bank")
     params_schema = {
         "type": "object",
         "properties": {

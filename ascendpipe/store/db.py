@@ -38,6 +38,7 @@ CREATE TABLE IF NOT EXISTS stage_runs(
     outs TEXT, tools TEXT, metrics TEXT, remedy TEXT, info TEXT, reasons TEXT, duration REAL,
     log_path TEXT, error TEXT, PRIMARY KEY(run_id, name));
 CREATE TABLE IF NOT EXISTS blobs(hash TEXT PRIMARY KEY, content TEXT);
+CREATE TABLE IF NOT EXISTS owners(path TEXT PRIMARY KEY, pipeline TEXT, stage TEXT, how TEXT);
 """
 
 
@@ -321,6 +322,26 @@ class Database:
             "INSERT OR REPLACE INTO stage_state VALUES(?,?,?,?,?,?,?)",
             (pipeline, name, key, _j(components), _j(outs), _j(metrics), run_id),
         ))
+
+    # -- which pipeline file writes which path (engine/owners.py) ---------------------------------
+    def owners(self) -> list[dict]:
+        """Every claimed path: ``{"path", "pipeline", "stage", "how"}`` (how: the overrides and backend
+        of the build that claimed it, to resolve that pipeline again as it was built)."""
+        with self._lock:
+            rows = self.conn.execute("SELECT path, pipeline, stage, how FROM owners").fetchall()
+        return [{"path": r[0], "pipeline": r[1], "stage": r[2], "how": _uj(r[3]) or {}} for r in rows]
+
+    def set_owners(self, pipeline: str, claims: list[tuple[str, str]], how: dict, released=()) -> None:
+        """In one transaction: ``pipeline`` claims exactly ``claims`` ([(path, stage)]), its earlier
+        claims go, and the ``released`` paths (stale claims of other pipelines) are dropped."""
+
+        def tx(c):
+            c.execute("DELETE FROM owners WHERE pipeline=?", (pipeline,))
+            c.executemany("DELETE FROM owners WHERE path=?", [(p,) for p in released])
+            c.executemany("INSERT OR REPLACE INTO owners VALUES(?,?,?,?)",
+                          [(path, pipeline, stage, _j(how)) for path, stage in claims])
+
+        self._tx(tx)
 
     # -- identity ------------------------------------------------------------------------------
     def workspace_id(self) -> str:

@@ -97,3 +97,17 @@ def test_gc_runs_keeps_the_newest_and_those_that_built_the_current_outputs(ws):
     result = json.loads(alias.stdout)
     assert result["kept_runs"] == [6, 1]  # the current outputs' runs only (6 restored train and report)
     assert result["removed_runs"] == [5, 4]
+
+
+def test_gc_finds_the_temp_output_of_a_never_recorded_stage_in_a_build_dir_of_its_own(ws):
+    # the stage's build was killed before it was recorded: only the pipeline's claim names its folder
+    ws.pipeline("build_dir: out/mine\nstages:\n  s:\n    kind: source\n    model: missing.onnx\n")
+    (ws.root / "missing.onnx").write_text("not a model")
+    assert ws.build()["stages"]["s"]["state"] == "failed"
+    leftover = ws.root / "out" / "mine" / ".tmp-s-k1"
+    leftover.mkdir(parents=True)
+    (leftover / "model.onnx").write_text("partial")
+    stranger = ws.root / "out" / "mine" / ".tmp-other-k1"  # no stage of ours is named `other`
+    stranger.mkdir()
+    assert ascendpipe.gc(str(ws.root))["removed_temp"] == [os.path.join("out", "mine", ".tmp-s-k1")]
+    assert not leftover.exists() and stranger.is_dir()

@@ -14,6 +14,7 @@ import pytest
 from tests.quantize.workspace import LAYERS, SENSITIVE, make_workspace
 
 REPO = Path(__file__).resolve().parents[2]
+BUILD = "build/classify"  # pipelines/classify.yaml's build_dir
 
 
 def _json(path: Path) -> dict:
@@ -35,8 +36,8 @@ def classify(tmp_path_factory):
 
 def test_classify_int8_keeps_top1_within_one_point_with_the_default_calibration(classify):
     ws, record = classify
-    golden = _json(ws / "build/eval_golden/metrics.json")["top1"]
-    int8 = _json(ws / "build/eval_int8/metrics.json")
+    golden = _json(ws / BUILD / "eval_golden/metrics.json")["top1"]
+    int8 = _json(ws / BUILD / "eval_int8/metrics.json")
     assert golden > 0.75  # a trained model, not chance
     assert abs(int8["top1"] - golden) <= 0.01
     assert abs(int8["delta_top1"]) <= 0.01
@@ -44,27 +45,27 @@ def test_classify_int8_keeps_top1_within_one_point_with_the_default_calibration(
 
 def test_classify_record_names_data_hash_layers_and_scales(classify):
     ws, record = classify
-    q = _json(ws / "build/quantize/quantize.json")
+    q = _json(ws / BUILD / "quantize/quantize.json")
     images = np.load(ws / "data/classify/train/images.npy")[:16]  # batch_num 1 x batch_size 16
     digest = hashlib.sha256(f"image|{images.dtype.str}|{list(images.shape)}\n".encode() + images.tobytes()).hexdigest()
     assert q["calibration"] == {"source": str(ws / "data/classify/train/images.npy"), "sha256": digest, "batches": 1,
                                 "batch_size": 16, "samples": 16}
     assert q["calibration_method"] == "MinMax" and q["backend"] == "onnxruntime"
     assert q["quantized_layers"] == ["/0/Conv", "/3/Conv", "/6/Conv", "/11/Gemm"] and q["skipped_layers"] == []
-    scales = _json(ws / "build/quantize/scales.json")["tensors"]
+    scales = _json(ws / BUILD / "quantize/scales.json")["tensors"]
     assert scales["image"]["dtype"] == "int8" and scales["image"]["scale"][0] > 0
     weights = [t for t in scales.values() if t["axis"] == 0 and t["dtype"] == "int8"]
     assert len(weights) == 4  # each layer's weights, one scale per output channel (channel_wise)
     assert all(z == [0] * len(z) for z in (t["zero_point"] for t in weights))  # weights symmetric
-    assert (ws / "build/quantize/deploy/model.onnx").is_file()
-    assert "batch_num : 1" in (ws / "build/quantize/quant.cfg").read_text()
+    assert (ws / BUILD / "quantize/deploy/model.onnx").is_file()
+    assert "batch_num : 1" in (ws / BUILD / "quantize/quant.cfg").read_text()
     stage = record["stages"]["quantize"]
     assert stage["metrics"]["quantized_layers"] == 4 and stage["info"]["calibration_sha256"] == digest
 
 
 def test_classify_compare_pairs_every_original_op_and_ranks_the_layers(classify):
     ws, _ = classify
-    result = _json(ws / "build/compare_int8/result.json")
+    result = _json(ws / BUILD / "compare_int8/result.json")
     rows = [r for r in result["rows"] if r["side"] == "both"]
     assert len(rows) == 9 and not [r for r in result["rows"] if r["side"] != "both"]  # Q/DQ tensors skipped
     assert all(r["cosine"] > 0.999 for r in rows)

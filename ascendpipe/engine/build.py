@@ -50,8 +50,12 @@ def select(pipeline, graph, targets: list[str]) -> list[str]:
             continue
         variants = [n for n, s in pipeline.stages.items() if s.base == t]
         if not variants:
-            known = ", ".join(dict.fromkeys(s.base for s in pipeline.stages.values()))
-            raise UserError(f"unknown stage '{t}'; stages: {known}")
+            import difflib
+
+            bases = list(dict.fromkeys(s.base for s in pipeline.stages.values()))
+            close = difflib.get_close_matches(t, [*bases, *pipeline.stages], n=1)
+            hint = f" (did you mean '{close[0]}'?)" if close else ""
+            raise UserError(f"unknown stage '{t}'{hint}; stages: {', '.join(bases)}")
         chosen.update(variants)
     closure = upstream_closure(graph, chosen)
     return [n for n in order if n in closure]

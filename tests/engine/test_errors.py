@@ -117,6 +117,15 @@ def test_unknown_stage_target_and_set(ws):
     assert proc.returncode == 2 and "unknown stage 'zzz'" in proc.stderr
 
 
+def test_unknown_stage_target_suggests_the_close_name(ws):
+    ws.pipeline("stages:\n  compare: {kind: run, cmd: 'mkdir -p data && touch data/a', outs: [data/a]}\n"
+                "  other: {kind: run, cmd: 'mkdir -p data && touch data/b', outs: [data/b]}\n")
+    proc = _build_cli(ws, "comapre")
+    assert proc.returncode == 2
+    assert "unknown stage 'comapre' (did you mean 'compare'?); stages: compare, other" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
 def test_duplicate_key(ws):
     msg = _error(ws, "stages:\n  a: {kind: run, cmd: x, outs: [data/a]}\n  a: {kind: run, cmd: y, outs: [data/b]}\n")
     assert "duplicate key 'a'" in msg and "pipeline.yaml:3:" in msg

@@ -25,7 +25,7 @@ import os
 from pathlib import Path
 
 from ascendpipe.store.hashing import DIR_SUFFIX, hash_bytes, hash_file, manifest_bytes
-from ascendpipe.store.objects import CorruptObject, ObjectStore
+from ascendpipe.store.objects import CorruptObject, ObjectStore, UnsafeName, is_file_digest, parse_manifest
 
 KEY_FORMAT = 1  # bump when what goes into a key changes
 REFS_DIR = "dumps"
@@ -188,7 +188,10 @@ class DumpCache:
             return None
         if hash_bytes(data) + DIR_SUFFIX != digest:
             return None
-        entries = json.loads(data)
+        try:
+            entries = parse_manifest(data, digest)
+        except UnsafeName:
+            return None  # never made by the store: dump again
         if not all(os.path.exists(self.objects.path_of(e["hash"])) for e in entries):
             return None  # gc or a hand removed part of it: dump again
         return CachedDump(self.objects, key, digest, entries)
@@ -290,11 +293,7 @@ def _ref_entries(document: bytes) -> list[dict]:
 def is_dump_ref(key, digest) -> bool:
     """Whether (key, digest) have the shapes the cache gives them (a sha256 key, a folder digest), so
     they can become paths: a name read from elsewhere (a remote entry) with '../' in it never does."""
-    return _is_sha256(key) and isinstance(digest, str) and digest.endswith(DIR_SUFFIX) and _is_sha256(digest[:-len(DIR_SUFFIX)])
-
-
-def _is_sha256(value) -> bool:
-    return isinstance(value, str) and len(value) == 64 and all(c in "0123456789abcdef" for c in value)
+    return is_file_digest(key) and isinstance(digest, str) and digest.endswith(DIR_SUFFIX) and is_file_digest(digest[:-len(DIR_SUFFIX)])
 
 
 def referenced_dumps(document: bytes) -> dict[str, str]:

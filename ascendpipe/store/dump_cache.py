@@ -258,8 +258,11 @@ class DumpCache:
         found = self.get(key)
         if found is not None:
             return found, False
+        from ascendpipe.store.statefiles import open_nofollow
+
         self.refs.mkdir(parents=True, exist_ok=True)
-        with open(self.refs / f".lock-{key}", "a+") as lock:
+        fd = open_nofollow(str(self.refs / f".lock-{key}"), os.O_RDWR | os.O_CREAT, "the dump lock")  # never a link out
+        with os.fdopen(fd, "a+") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)  # released on close, or by the kernel if killed
             try:
                 found = self.get(key)  # made while we waited

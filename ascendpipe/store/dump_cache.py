@@ -173,6 +173,12 @@ class DumpCache:
     def _ref(self, key: str) -> Path:
         return self.refs / key
 
+    def _check_refs(self) -> None:
+        """``cache/dumps/`` is never a link out of the workspace (keys, locks and scratch go there)."""
+        from ascendpipe.store.statefiles import refuse_linked_dirs
+
+        refuse_linked_dirs(str(self.root), str(self.refs / "_"), "a folder of the cache")
+
     def get(self, key: str) -> CachedDump | None:
         """The cached dump of ``key`` if it is whole (its manifest and every file present); else None."""
         try:
@@ -213,7 +219,7 @@ class DumpCache:
             rel = path.relative_to(folder).as_posix()
             digest = hash_file(str(path))
             entries.append({"path": rel, "size": path.stat().st_size, "hash": digest})
-            target = self.objects.path_of(digest)
+            target = self.objects.target(digest)
             if os.path.exists(target):
                 continue
             if move:
@@ -228,8 +234,9 @@ class DumpCache:
         digest = hash_bytes(manifest) + DIR_SUFFIX
         from ascendpipe.fsutil import write_bytes_atomic
 
-        if not os.path.exists(self.objects.path_of(digest)):
-            write_bytes_atomic(self.objects.path_of(digest), manifest)
+        if not os.path.exists(self.objects.target(digest)):
+            write_bytes_atomic(self.objects.target(digest), manifest)
+        self._check_refs()
         write_text_atomic(self._ref(key), digest + "\n")  # last: the key names a whole dump
         return CachedDump(self.objects, key, digest, entries)
 
@@ -242,6 +249,7 @@ class DumpCache:
             return False
         if self.get(key) is not None:
             return True
+        self._check_refs()
         self.refs.mkdir(parents=True, exist_ok=True)
         write_text_atomic(self._ref(key), digest + "\n")
         if self.get(key) is None:  # not whole after all: leave no key naming it
@@ -260,6 +268,7 @@ class DumpCache:
             return found, False
         from ascendpipe.store.statefiles import open_nofollow
 
+        self._check_refs()
         self.refs.mkdir(parents=True, exist_ok=True)
         fd = open_nofollow(str(self.refs / f".lock-{key}"), os.O_RDWR | os.O_CREAT, "the dump lock")  # never a link out
         with os.fdopen(fd, "a+") as lock:

@@ -109,8 +109,17 @@ class ObjectStore:
     def has(self, digest: str) -> bool:
         return is_digest(digest) and os.path.exists(self.path_of(digest))
 
+    def target(self, digest: str) -> str:
+        """Where to write an object: ``path_of``, with no link among the folders under the store's
+        parent (``cache/``), so nothing is written through one out of the workspace."""
+        from ascendpipe.store.statefiles import refuse_linked_dirs
+
+        path = self.path_of(digest)
+        refuse_linked_dirs(os.path.dirname(self.root), path, "a folder of the cache")
+        return path
+
     def put_file(self, src: str, digest: str) -> None:
-        dst = self.path_of(digest)
+        dst = self.target(digest)
         if not os.path.exists(dst):
             copy_atomic(src, dst)
 
@@ -120,7 +129,7 @@ class ObjectStore:
             raise UnsafeName(f"{src}: folder {why}")
         for e in entries:
             self.put_file(os.path.join(src, e["path"]), e["hash"])
-        dst = self.path_of(digest)
+        dst = self.target(digest)
         if not os.path.exists(dst):
             write_bytes_atomic(dst, manifest_bytes(entries))
 

@@ -279,7 +279,7 @@ class RemoteCache:
             if data is not None:
                 from ascendpipe.fsutil import write_bytes_atomic
 
-                write_bytes_atomic(objects.path_of(digest), data)
+                write_bytes_atomic(objects.target(digest), data)
                 got += 1
         return got
 
@@ -310,7 +310,7 @@ class RemoteCache:
     def _fetch_one(self, objects, digest: str) -> int:
         from ascendpipe.fsutil import atomic_path
 
-        dst = objects.path_of(digest)
+        dst = objects.target(digest)
         if os.path.exists(dst):
             try:
                 objects.verify(digest)

@@ -57,3 +57,27 @@ def lock_holder(lock_path: str) -> str | None:
         return None  # nobody, or this very process (a build waiting on a database another process holds)
     argv = " ".join(map(str, info.get("argv") or [])) or "?"
     return f"pid {info.get('pid', '?')} (`{argv}`, since {info.get('since', '?')})"
+
+
+_CHECKED: set[str] = set()
+
+
+def refuse_linked_dirs(base: str, path: str, what: str) -> None:
+    """A located error if a folder between ``base`` (itself may be a link: a cache moved to another
+    disk) and ``path``'s folder is a symbolic link, so nothing is written through it out of the
+    workspace. Folders found plain are remembered for the process (one lstat each)."""
+    folder = os.path.dirname(path)
+    rel = os.path.relpath(folder, base)
+    if rel == "." or folder in _CHECKED:
+        return
+    if rel.startswith(".."):
+        return  # not under base: not a state folder
+    current = base
+    for part in rel.split(os.sep):
+        current = os.path.join(current, part)
+        if current in _CHECKED:
+            continue
+        if os.path.islink(current):
+            raise link_error(current, what)
+        if os.path.isdir(current):
+            _CHECKED.add(current)

@@ -163,3 +163,20 @@ def test_the_wait_ends_early_when_the_holder_lets_go(ws):
     assert proc.returncode == 0, err
     assert err.startswith("waiting for .ascendpipe/ascendpipe.db, in use by another process"), err
     assert "run again" not in err
+
+
+@pytest.mark.parametrize("linked", ["cache/objects", "cache/runs"])
+def test_a_cache_folder_linked_outside_is_refused_never_written_through(ws, tmp_path, linked):
+    ws.write("input.txt", "hello")
+    ws.pipeline(CHAIN)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (ws.root / "cache").mkdir()
+    os.symlink(elsewhere, ws.root / linked)
+    run = ws.build()
+    assert run["state"] == "failed"
+    errors = [s.get("error") for s in run["stages"].values() if s["state"] == "failed"]
+    assert errors and errors[0] == (
+        f"{ws.root / linked}: a folder of the cache is a symbolic link (to {elsewhere}); state files are never "
+        f"followed out of the workspace: remove the link (rm '{ws.root / linked}') and run again"), errors
+    assert list(elsewhere.iterdir()) == []

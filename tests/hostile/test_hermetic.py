@@ -31,7 +31,7 @@ def _everything(folder: Path) -> list[str]:
     return sorted(str(p.relative_to(folder)) for p in folder.rglob("*"))
 
 
-def test_a_build_and_every_standalone_command_leave_home_and_tmpdir_empty(tmp_path):
+def test_a_build_and_every_command_leave_home_and_tmpdir_empty(tmp_path):
     ws = tmp_path / "ws"
     (ws / ".ascendpipe").mkdir(parents=True)
     l2_model(ws / "models" / "l2.onnx")
@@ -54,6 +54,20 @@ def test_a_build_and_every_standalone_command_leave_home_and_tmpdir_empty(tmp_pa
          "--output", "out/compare"],
         ["profile", "--model", "models/l2.onnx", "--input", "data/probe.npy", "--output", "out/profile",
          "--iterations", "2", "--warmup", "0"],
+        ["tune", "--model", "models/l2.onnx", "--input", "data/probe.npy", "--output", "out/tune", "--repeats", "3",
+         "--iterations", "1", "--max-candidates", "1"],
+        ["fix", "--golden", "models/l2.onnx", "--input", "data/probe.npy", "--output", "out/fix", "--max-attempts", "1"],
+        ["quantize", "--model", "models/l2.onnx", "--calibration", "data/probe.npy", "--output", "out/quantize"],
+        ["import", "out/profile"],
+        ["report", "-o", "out/runs.html"],
+        ["diff", "1", "1"],
+        ["dag", "pipeline.yaml"],
+        ["validate", "pipeline.yaml"],
+        ["doctor"],
+        ["push", "pipeline.yaml", "--remote", "remote"],
+        ["pull", "pipeline.yaml", "--remote", "remote"],
+        ["checkout", "1"],
+        ["gc"],
     ]
     for args in commands:
         proc = subprocess.run([sys.executable, "-m", "ascendpipe", *args], cwd=ws, env=env, capture_output=True, text=True)

@@ -219,16 +219,16 @@ class Opening:
             self.conn = None
         try:
             conn = sqlite3.connect(self.path, timeout=_BUSY_SLICE, isolation_level=None)
-        except sqlite3.DatabaseError as exc:
-            return f"{why}; quick_check could not open it: {exc}"
+        except sqlite3.DatabaseError as exc:  # cannot even open it: the machine's doing, not a damage
+            raise self._storage_error(exc) from None
         try:
             rows = _Conn(conn, self).execute("PRAGMA quick_check").fetchall()  # busy waits like any statement
         except DatabaseDamaged as exc:
             return f"{why}; quick_check: {exc.__cause__ or exc}"
         except sqlite3.DatabaseError as exc:
-            if sqlite_kind(exc) in ("full", "io", "readonly"):
-                raise self._storage_error(exc) from None
-            return f"{why}; quick_check: {exc}"
+            if sqlite_kind(exc) == "corrupt":
+                return f"{why}; quick_check: {exc}"
+            raise self._storage_error(exc) from None  # a file it cannot check is left where it is
         finally:
             conn.close()
         result = "; ".join(str(r[0]) for r in rows[:3])

@@ -89,9 +89,13 @@ def entry_problem(key: str, entry: dict) -> str | None:
         for blob in remedy:
             if not isinstance(blob, dict) or not is_file_digest(blob.get("hash")):
                 return f"lists the remedy file {blob!r}, whose hash is not a sha256"
-            if not isinstance(blob.get("name"), str) or not isinstance(blob.get("path", ""), str) \
-                    or not isinstance(blob.get("content", ""), str):
-                return f"lists the remedy file {blob.get('name')!r} with fields of the wrong type"
+            name, path = blob.get("name"), blob.get("path")
+            if path_problem(name) or "/" in name:  # a name, never a path (the record's 'path' is only shown)
+                return f"lists a remedy file named {name!r}, which is not a plain name"
+            if path is not None and not isinstance(path, str):
+                return f"lists the remedy file {name!r} at {path!r}, which is not text"
+            if not isinstance(blob.get("content", ""), str):
+                return f"lists the remedy file {name!r} with content that is not text"
     for field in ("metrics", "info"):
         if entry.get(field) is not None and not isinstance(entry[field], dict):
             return f"has a '{field}' field that is not a mapping"

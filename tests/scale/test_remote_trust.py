@@ -116,6 +116,9 @@ def _hostile(case: str, remote: _Remote, key: str, tmp_path) -> str:
         entry["outs"]["data/raw"] = quoted = "../../dir/decoy.txt"
     elif case == "digest-nonhex":
         entry["outs"]["data/raw"] = quoted = "Z" * 64 + ".dir"
+    elif case == "remedy-name":
+        entry["remedy"] = [{"name": "../../evil.cfg", "path": "x", "hash": _sha(b"x"), "content": "x"}]
+        quoted = "../../evil.cfg"
     elif case == "dump-key":
         entry["dumps"] = {"../../evil": entry["outs"]["data/raw"]}
         quoted = "../../evil"
@@ -125,7 +128,7 @@ def _hostile(case: str, remote: _Remote, key: str, tmp_path) -> str:
     return quoted
 
 
-CASES = ["dotdot", "absolute", "manifest-hash", "digest-dotdot", "digest-nonhex", "dump-key"]
+CASES = ["dotdot", "absolute", "manifest-hash", "digest-dotdot", "digest-nonhex", "dump-key", "remedy-name"]
 
 
 def _check_refused(make_ws, tmp_path, url, case):
@@ -149,7 +152,7 @@ def _check_refused(make_ws, tmp_path, url, case):
     lines = [line for line in out.splitlines() if f"remote cache {url}" in line]
     assert len(lines) == 1, out
     assert quoted in lines[0] and "nothing was written" in lines[0], lines[0]
-    if case not in ("digest-dotdot", "digest-nonhex", "dump-key"):
+    if case not in ("digest-dotdot", "digest-nonhex", "dump-key", "remedy-name"):
         assert "folder manifest objects/" in lines[0]
     else:
         assert f"entry runs/{key[:2]}/{key[2:]}.json" in lines[0]

@@ -126,7 +126,7 @@ class ObjectStore:
     def put_dir(self, src: str, digest: str, entries: list[dict]) -> None:
         why = manifest_problem(entries)
         if why:
-            raise UnsafeName(f"{src}: folder {why}")
+            raise UnsafeName(f"{src}: the folder {why}; the cache stores only plain relative names: rename it")
         for e in entries:
             self.put_file(os.path.join(src, e["path"]), e["hash"])
         dst = self.target(digest)

@@ -94,7 +94,7 @@ def _settle_crashed(db, lock_path: str) -> None:
     if not db.has_running():
         return
     try:
-        fd = os.open(lock_path, os.O_RDWR)  # never created here: a read command makes no files
+        fd = os.open(lock_path, os.O_RDWR | os.O_NOFOLLOW)  # never created here, never through a link
     except OSError:
         return
     try:

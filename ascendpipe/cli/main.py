@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
         return int(args._main(args) or 0)
     except UserError as err:
         sys.stderr.write(f"ascendpipe: error: {err}\n")
-        return 2
+        return err.exit_code  # 2; 1 where the input was fine but the moment was not (a busy database)
     except StageFailed as err:
         sys.stderr.write(f"ascendpipe: {err}\n")
         return 1

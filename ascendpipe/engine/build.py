@@ -174,7 +174,12 @@ def build(path: str, options: BuildOptions, stream=None) -> dict:
 
 def _check_doit_db(path: str) -> None:
     """doit's own state file holds nothing of ours (staleness is decided by the executor): one that
-    is not SQLite (a crash, a full disk) is removed rather than let doit stop the build over it."""
+    is not SQLite (a crash, a full disk) is removed rather than let doit stop the build over it.
+    A link there is refused: doit would write through it (store/statefiles.py)."""
+    from ascendpipe.store.statefiles import refuse_link
+
+    for suffix in ("", "-journal", "-wal", "-shm"):
+        refuse_link(path + suffix, "the scheduler's state file")
     try:
         with open(path, "rb") as f:
             head = f.read(16)

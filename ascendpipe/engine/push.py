@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 
 from ascendpipe.engine.remote_sync import entry_for, open_remote, publish
-from ascendpipe.store.objects import CorruptObject
+from ascendpipe.store.objects import CorruptObject, UnsafeName
 
 
 def push(path: str, targets=(), *, url: str | None = None, overrides=(), backend=None, stream=None) -> dict:
@@ -40,7 +40,7 @@ def push(path: str, targets=(), *, url: str | None = None, overrides=(), backend
                 continue
             try:
                 sent = publish(remote, objects, st["key"], name, entry_for(db, st["key"], st), known)
-            except (FileNotFoundError, CorruptObject) as exc:
+            except (FileNotFoundError, CorruptObject, UnsafeName) as exc:
                 why = "missing from cache/" if isinstance(exc, FileNotFoundError) else str(exc)
                 result["stages"][name] = {"state": "not pushed", "reason": why}
                 stream.write(f"  skipped  {name}: {why}; build it again to push it\n")

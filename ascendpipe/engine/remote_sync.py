@@ -11,6 +11,8 @@
   lists it in the entry (``dumps``: key -> folder digest); a restore fetches it and names it under
   its key in ``cache/dumps/``, so the next compare of that golden on the other machine reads it
   instead of dumping again. Both are best effort: the stage's own outputs are whole without it.
+- Names read from the remote are checked before use (store/remote.py: ``RemoteUntrusted``); what
+  ``push`` reads from this workspace's records and cache is checked the same way (``UnsafeName``).
 """
 
 from __future__ import annotations
@@ -36,8 +38,9 @@ def restore_from_remote(executor, stage, key: str):
     if entry is None or set(entry["outs"]) != set(stage.outs):
         return None, None
     try:
-        for digest in entry["outs"].values():
-            remote.fetch_object(executor.objects, digest)
+        # every name in the entry was checked by get_entry, every manifest by fetch_objects before
+        # anything is written (a hostile remote is RemoteUntrusted: the stage fails with that line)
+        remote.fetch_objects(executor.objects, list(entry["outs"].values()))
         for out, digest in entry["outs"].items():
             executor.objects.restore(digest, executor.ws.abs(out))
             executor.hasher.forget(out)
@@ -79,8 +82,8 @@ def publish(remote, objects, key: str, stage_name: str, entry: dict, known: set 
     for dump_key, digest in sorted(shared_dumps(objects, entry["outs"]).items()):
         try:
             sent += remote.push_object(objects, digest, known)
-        except (FileNotFoundError, CorruptObject):
-            continue  # gone or damaged here: the other side dumps it again when it needs it
+        except (FileNotFoundError, CorruptObject, ValueError):
+            continue  # gone, damaged or out of shape here: the other side dumps it again when it needs it
         dumps[dump_key] = digest
     remote.put_entry(key, {"stage": stage_name, **entry, **({"dumps": dumps} if dumps else {})})
     return sent

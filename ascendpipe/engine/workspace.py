@@ -65,23 +65,22 @@ class BuildLock:
         self.fd = None
 
     def _holder(self) -> str:
-        try:
-            with open(self.ws.lock_path) as f:
-                info = json.loads(f.read() or "{}")
-        except (OSError, ValueError):
-            return "another process"
-        argv = " ".join(info.get("argv", [])) or "?"
-        return f"pid {info.get('pid', '?')} (`{argv}`, since {info.get('since', '?')})"
+        from ascendpipe.store.statefiles import lock_holder
+
+        return lock_holder(self.ws.lock_path) or "another process"
 
     def acquire(self) -> "BuildLock":
+        from ascendpipe.store.statefiles import open_nofollow, refuse_link
+
         os.makedirs(self.ws.state_dir, exist_ok=True)
         path = self.ws.lock_path
-        if os.path.isdir(path) and not os.path.islink(path):
+        refuse_link(path, "the build lock")  # never truncated or written through a link
+        if os.path.isdir(path):
             raise UserError(f"{path} is a directory, not the build lock file; remove it (rmdir {path}) and build again")
         if os.path.lexists(path) and not os.path.isfile(path):
             raise UserError(f"{path} is not a regular file (the build lock must be one); remove it and build again")
         try:
-            self.fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            self.fd = open_nofollow(path, os.O_RDWR | os.O_CREAT, "the build lock")
         except OSError as exc:
             from ascendpipe.store.failures import explain
 

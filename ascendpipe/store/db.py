@@ -7,6 +7,9 @@ are complete and stored, so a build killed at any point leaves nothing half-reco
 
 ``SCHEMA_VERSION`` is the one place the on-disk format is versioned; an older database is migrated
 forward, a newer one is refused with a clear message.
+
+Opening it (waiting for a lock another process holds, checking and repairing a damaged file, never
+through a link) is ``store/db_open.py``.
 """
 
 from __future__ import annotations
@@ -18,7 +21,10 @@ import threading
 import time
 
 from ascendpipe.errors import UserError
+from ascendpipe.store.db_open import (_SIDE_FILES, DatabaseBusy, DatabaseDamaged, Opening, _Conn,  # noqa: F401
+                                      _unmark_damaged, db_wait)
 from ascendpipe.store.failures import sqlite_kind
+from ascendpipe.store.statefiles import refuse_link
 
 SCHEMA_VERSION = 2  # 2: stat_cache gained ctime_ns
 
@@ -50,66 +56,14 @@ def _uj(text):
     return json.loads(text) if text else None
 
 
-def _marker(path: str) -> str:
-    return path + ".damaged"
-
-
-def _mark_damaged(path: str) -> None:
-    """Remember a damaged page met while running, for the next opening to repair."""
-    try:
-        with open(_marker(path), "w") as f:
-            f.write(time.strftime("%Y-%m-%dT%H:%M:%S%z") + "\n")
-    except OSError:
-        pass
-
-
-def _unmark_damaged(path: str) -> None:
-    try:
-        os.unlink(_marker(path))
-    except FileNotFoundError:
-        pass
-
-
-class DatabaseDamaged(UserError):
-    """A page of the database cannot be read: the command stops here; the next opening repairs it."""
-
-
-class _Conn:
-    """The sqlite3 connection, with a damaged page or a full disk turned into one clear error."""
-
-    __slots__ = ("_conn", "_db")
-
-    def __init__(self, conn, db):
-        self._conn = conn
-        self._db = db
-
-    def _call(self, fn, *args):
-        try:
-            return fn(*args)
-        except sqlite3.DatabaseError as exc:
-            self._db._raise_for(exc)
-            raise
-
-    def execute(self, *args):
-        return self._call(self._conn.execute, *args)
-
-    def executemany(self, *args):
-        return self._call(self._conn.executemany, *args)
-
-    def executescript(self, *args):
-        return self._call(self._conn.executescript, *args)
-
-    def close(self):
-        self._conn.close()
-
-
-class Database:
+class Database(Opening):
     """``create=False``: a command that only reads (runs, show) never makes a database appear.
 
-    A damaged database (unreadable, empty, or a malformed page) is moved aside to
+    A damaged database (not SQLite, empty, or failing ``PRAGMA quick_check``) is moved aside to
     ``ascendpipe.db.damaged-<time>`` and a new one is made from the run-cache entries in
     ``cache/runs/`` (``store/runcache.py``), so what was built is restored rather than rerun; the run
-    history it held is lost, and ``notes`` says so. A full disk is a clear error, never a repair.
+    history it held is lost (run ids go on after it), and ``notes`` says so. A full disk is a clear
+    error, a lock held by another process is waited for: never a repair.
     """
 
     def __init__(self, path: str, *, create: bool = True, cache_root: str | None = None):
@@ -118,6 +72,11 @@ class Database:
         self.notes: list[str] = []
         self._lock = threading.RLock()
         self.conn = None
+        self.SCHEMA, self.SCHEMA_VERSION = _SCHEMA, SCHEMA_VERSION
+        self.wait = db_wait()
+        self._told_waiting = False
+        for suffix in _SIDE_FILES:  # never read or written through a link out of the workspace
+            refuse_link(path + suffix, "the workspace database" + (f"'s {suffix.strip('.-')} file" if suffix else ""))
         if not os.path.lexists(path):
             if not create:
                 raise UserError(f"no workspace database at {path}: nothing was built here yet; run `ascendpipe build PIPELINE` first")
@@ -134,134 +93,18 @@ class Database:
                     raise self._storage_error(exc) from None
                 damage = f"unreadable ({exc})"
         if damage is not None:
-            self._repair(damage)
+            confirmed = self._confirm_damage(damage)
+            if confirmed is None:  # SQLite, and quick_check finds it whole: kept, history and all
+                _unmark_damaged(path)
+                if self.conn is None:
+                    try:
+                        self._connect()
+                    except sqlite3.DatabaseError as exc:
+                        raise self._storage_error(exc) from None
+            else:
+                self._repair(confirmed)
 
     # -- opening, creating, repairing ------------------------------------------------------------
-    def _connect(self) -> None:
-        conn = sqlite3.connect(self.path, timeout=60, check_same_thread=False, isolation_level=None)
-        try:
-            # no memory map over the database file: a store into a block a full disk cannot give is
-            # SIGBUS (the process dies without a word); reads and writes report SQLITE_FULL instead
-            conn.execute("PRAGMA mmap_size=0")
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")
-            self.conn = _Conn(conn, self)
-            self._migrate()
-        except BaseException:
-            conn.close()
-            self.conn = None
-            raise
-
-    def _create(self) -> None:
-        """A new database is made under a temp name and renamed into place, so a database file of
-        0 bytes is never one being created: it can only be one that lost its content."""
-        import tempfile
-
-        from ascendpipe.fsutil import TEMP_PREFIX
-
-        folder = os.path.dirname(self.path) or "."
-        tmp = None
-        try:
-            os.makedirs(folder, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=folder, prefix=f"{TEMP_PREFIX}{os.path.basename(self.path)}.", suffix=".tmp")
-            os.close(fd)
-            conn = sqlite3.connect(tmp, isolation_level=None)
-            try:
-                conn.executescript(_SCHEMA)
-                conn.execute("INSERT INTO meta VALUES('schema_version', ?)", (str(SCHEMA_VERSION),))
-            finally:
-                conn.close()
-            try:
-                os.link(tmp, self.path)  # never over one another command made meanwhile (a build's)
-            except FileExistsError:
-                pass
-            except OSError:  # a file system without hard links: the rename, still atomic
-                if not os.path.lexists(self.path):
-                    os.replace(tmp, self.path)
-        except (OSError, sqlite3.DatabaseError) as exc:
-            raise self._storage_error(exc) from None
-        finally:
-            if tmp is not None and os.path.exists(tmp):
-                os.unlink(tmp)
-
-    def _damage(self) -> str | None:
-        """Why the database file cannot be used as it is, or None."""
-        try:
-            st = os.stat(self.path)
-        except OSError as exc:
-            return f"unreadable ({exc.strerror})"
-        import stat
-
-        if not stat.S_ISREG(st.st_mode):
-            return "not a file"
-        if st.st_size == 0:
-            return "empty (0 bytes)"
-        if not os.access(self.path, os.R_OK | os.W_OK):
-            return "unreadable (permission denied)"
-        if os.path.exists(_marker(self.path)):
-            return "damaged (a malformed page was met)"
-        return None
-
-    def _storage_error(self, exc) -> UserError:
-        from ascendpipe.store.failures import explain
-
-        return UserError(explain(exc, self.path, "opening the workspace database"))
-
-    def _raise_for(self, exc) -> None:
-        kind = sqlite_kind(exc)
-        if kind == "corrupt":
-            _mark_damaged(self.path)
-            raise DatabaseDamaged(
-                f"the workspace database {self.path} is damaged ({exc}); the next command moves it aside and "
-                "rebuilds it from cache/"
-            ) from exc
-        if kind in ("full", "readonly", "io"):
-            raise self._storage_error(exc) from None
-
-    def _repair(self, why: str) -> None:
-        import sys
-
-        stamp = time.strftime("%Y%m%d-%H%M%S")
-        aside = f"{self.path}.damaged-{stamp}"
-        try:
-            for suffix in ("-wal", "-shm", ""):
-                if os.path.lexists(self.path + suffix):
-                    os.replace(self.path + suffix, aside + suffix)
-            _unmark_damaged(self.path)
-            self._create()
-            self._connect()
-        except OSError as exc:
-            raise UserError(f"the workspace database {self.path} is {why} and cannot be moved aside ({exc.strerror}); "
-                            "move it away by hand") from None
-        recovered = self.import_entries()
-        note = (f"the workspace database {self.path} was {why}: moved to {os.path.basename(aside)} and rebuilt from "
-                f"{recovered} run-cache entr{'y' if recovered == 1 else 'ies'} in cache/ (stages built before are restored, "
-                "not rerun); the run history it held is lost")
-        self.notes.append(note)
-        sys.stderr.write(f"ascendpipe: {note}\n")
-
-    def import_entries(self) -> int:
-        """Fill the run-cache index (and remedy blobs) from ``cache/runs/``; returns how many."""
-        from ascendpipe.store.runcache import read_entries
-
-        rows, blobs = [], []
-        for e in read_entries(self.cache_root):
-            remedy = []
-            for b in e.get("remedy") or []:
-                if isinstance(b, dict) and "hash" in b:
-                    if "content" in b:
-                        blobs.append((b["hash"], b["content"]))
-                    remedy.append({k: v for k, v in b.items() if k != "content"})
-            rows.append((e["key"], e.get("stage"), _j(e["outs"]), _j(e.get("metrics") or {}), _j(remedy),
-                         _j(e.get("info") or {}), time.time()))
-
-        def tx(c):
-            c.executemany("INSERT OR IGNORE INTO blobs VALUES(?,?)", blobs)
-            c.executemany("INSERT OR IGNORE INTO run_cache VALUES(?,?,?,?,?,?,?)", rows)
-
-        self._tx(tx)
-        return len(rows)
-
     def _migrate(self) -> None:
         with self._lock:
             self.conn.executescript(_SCHEMA)
@@ -389,7 +232,9 @@ class Database:
             )
             return cur.lastrowid
 
-        return self._tx(tx)
+        run_id = self._tx(tx)
+        self._set_high_water(run_id)
+        return run_id
 
     def has_running(self) -> bool:
         with self._lock:

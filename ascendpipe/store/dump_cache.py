@@ -25,7 +25,7 @@ import os
 from pathlib import Path
 
 from ascendpipe.store.hashing import DIR_SUFFIX, hash_bytes, hash_file, manifest_bytes
-from ascendpipe.store.objects import CorruptObject, ObjectStore
+from ascendpipe.store.objects import CorruptObject, ObjectStore, UnsafeName, is_file_digest, parse_manifest
 
 KEY_FORMAT = 1  # bump when what goes into a key changes
 REFS_DIR = "dumps"
@@ -173,6 +173,12 @@ class DumpCache:
     def _ref(self, key: str) -> Path:
         return self.refs / key
 
+    def _check_refs(self) -> None:
+        """``cache/dumps/`` is never a link out of the workspace (keys, locks and scratch go there)."""
+        from ascendpipe.store.statefiles import refuse_linked_dirs
+
+        refuse_linked_dirs(str(self.root), str(self.refs / "_"), "a folder of the cache")
+
     def get(self, key: str) -> CachedDump | None:
         """The cached dump of ``key`` if it is whole (its manifest and every file present); else None."""
         try:
@@ -188,7 +194,10 @@ class DumpCache:
             return None
         if hash_bytes(data) + DIR_SUFFIX != digest:
             return None
-        entries = json.loads(data)
+        try:
+            entries = parse_manifest(data, digest)
+        except UnsafeName:
+            return None  # never made by the store: dump again
         if not all(os.path.exists(self.objects.path_of(e["hash"])) for e in entries):
             return None  # gc or a hand removed part of it: dump again
         return CachedDump(self.objects, key, digest, entries)
@@ -210,7 +219,7 @@ class DumpCache:
             rel = path.relative_to(folder).as_posix()
             digest = hash_file(str(path))
             entries.append({"path": rel, "size": path.stat().st_size, "hash": digest})
-            target = self.objects.path_of(digest)
+            target = self.objects.target(digest)
             if os.path.exists(target):
                 continue
             if move:
@@ -225,8 +234,9 @@ class DumpCache:
         digest = hash_bytes(manifest) + DIR_SUFFIX
         from ascendpipe.fsutil import write_bytes_atomic
 
-        if not os.path.exists(self.objects.path_of(digest)):
-            write_bytes_atomic(self.objects.path_of(digest), manifest)
+        if not os.path.exists(self.objects.target(digest)):
+            write_bytes_atomic(self.objects.target(digest), manifest)
+        self._check_refs()
         write_text_atomic(self._ref(key), digest + "\n")  # last: the key names a whole dump
         return CachedDump(self.objects, key, digest, entries)
 
@@ -239,6 +249,7 @@ class DumpCache:
             return False
         if self.get(key) is not None:
             return True
+        self._check_refs()
         self.refs.mkdir(parents=True, exist_ok=True)
         write_text_atomic(self._ref(key), digest + "\n")
         if self.get(key) is None:  # not whole after all: leave no key naming it
@@ -255,8 +266,12 @@ class DumpCache:
         found = self.get(key)
         if found is not None:
             return found, False
+        from ascendpipe.store.statefiles import open_nofollow
+
+        self._check_refs()
         self.refs.mkdir(parents=True, exist_ok=True)
-        with open(self.refs / f".lock-{key}", "a+") as lock:
+        fd = open_nofollow(str(self.refs / f".lock-{key}"), os.O_RDWR | os.O_CREAT, "the dump lock")  # never a link out
+        with os.fdopen(fd, "a+") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)  # released on close, or by the kernel if killed
             try:
                 found = self.get(key)  # made while we waited
@@ -290,11 +305,7 @@ def _ref_entries(document: bytes) -> list[dict]:
 def is_dump_ref(key, digest) -> bool:
     """Whether (key, digest) have the shapes the cache gives them (a sha256 key, a folder digest), so
     they can become paths: a name read from elsewhere (a remote entry) with '../' in it never does."""
-    return _is_sha256(key) and isinstance(digest, str) and digest.endswith(DIR_SUFFIX) and _is_sha256(digest[:-len(DIR_SUFFIX)])
-
-
-def _is_sha256(value) -> bool:
-    return isinstance(value, str) and len(value) == 64 and all(c in "0123456789abcdef" for c in value)
+    return is_file_digest(key) and isinstance(digest, str) and digest.endswith(DIR_SUFFIX) and is_file_digest(digest[:-len(DIR_SUFFIX)])
 
 
 def referenced_dumps(document: bytes) -> dict[str, str]:

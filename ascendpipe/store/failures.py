@@ -27,10 +27,13 @@ def human_bytes(n: int | None) -> str:
 
 
 def sqlite_kind(exc: BaseException) -> str | None:
-    """'full' | 'readonly' | 'corrupt' for sqlite3 errors (matched by name: no sqlite3 import here)."""
+    """'full' | 'readonly' | 'corrupt' | 'io' | 'busy' for sqlite3 errors (matched by name: no sqlite3
+    import here). 'busy' is another process holding the database's lock: never a damage."""
     if type(exc).__module__ != "sqlite3":
         return None
     text = str(exc).lower()
+    if "database is locked" in text or "database schema is locked" in text or "database is busy" in text:
+        return "busy"
     if "disk is full" in text:
         return "full"
     if "readonly" in text or "read-only" in text:

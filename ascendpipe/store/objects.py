@@ -16,9 +16,85 @@ from ascendpipe.store.hashing import DIR_SUFFIX, hash_file, manifest_bytes, hash
 
 
 class CorruptObject(Exception):
-    def __init__(self, digest: str, found: str | None):
-        super().__init__(f"cache object {digest[:12]} is corrupted (content hashes to {str(found)[:12]})")
+    def __init__(self, digest: str, found: str | None, why: str | None = None):
+        super().__init__(f"cache object {digest[:12]} is corrupted ({why or f'content hashes to {str(found)[:12]}'})")
         self.digest = digest
+
+
+class UnsafeName(ValueError):
+    """A digest or a manifest path not in the store's own shape: never made into a path."""
+
+
+_HEX = frozenset("0123456789abcdef")
+
+
+def is_file_digest(value) -> bool:
+    """A file object's name: a sha256, 64 lowercase hex digits."""
+    return isinstance(value, str) and len(value) == 64 and _HEX.issuperset(value)
+
+
+def is_digest(value) -> bool:
+    """An object's name: a file's sha256, or a folder's (its manifest's sha256 plus ``.dir``)."""
+    if isinstance(value, str) and value.endswith(DIR_SUFFIX):
+        value = value[:-len(DIR_SUFFIX)]
+    return is_file_digest(value)
+
+
+def path_problem(rel) -> str | None:
+    """Why ``rel`` is not a relative path the store would write (None when it is one): a non-empty
+    string of '/'-separated parts, none empty, '.' or '..', no absolute start, backslash or NUL."""
+    if not isinstance(rel, str) or not rel:
+        return "is not a non-empty string"
+    if "\x00" in rel:
+        return "holds a NUL character"
+    if "\\" in rel:
+        return "holds a backslash"
+    if rel.startswith("/"):
+        return "is an absolute path"
+    if any(part in ("", ".", "..") for part in rel.split("/")):
+        return "has an empty, '.' or '..' part"
+    return None
+
+
+def manifest_problem(entries) -> str | None:
+    """Why a folder manifest is not one the store makes (None when it is): a list of
+    {"path", "hash", "size"} with safe, distinct paths, none inside another, and sha256 hashes."""
+    if not isinstance(entries, list):
+        return "is not a list of files"
+    seen = set()
+    for e in entries:
+        if not isinstance(e, dict):
+            return "lists something that is not a file entry"
+        rel = e.get("path")
+        why = path_problem(rel)
+        if why:
+            return f"lists the path {rel!r}, which {why}"
+        if not is_file_digest(e.get("hash")):
+            return f"gives {rel!r} the hash {e.get('hash')!r}, which is not a sha256"
+        size = e.get("size", 0)
+        if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+            return f"gives {rel!r} the size {size!r}"
+        if rel in seen:
+            return f"lists {rel!r} twice"
+        seen.add(rel)
+    for rel in seen:
+        parts = rel.split("/")
+        for i in range(1, len(parts)):
+            if "/".join(parts[:i]) in seen:
+                return f"lists {rel!r} inside the file {'/'.join(parts[:i])!r}"
+    return None
+
+
+def parse_manifest(data: bytes, digest: str) -> list[dict]:
+    """A manifest's entries, checked for the store's shape (``UnsafeName`` if not)."""
+    try:
+        entries = json.loads(data)
+    except ValueError:
+        raise UnsafeName(f"folder manifest {digest[:12]} is not JSON") from None
+    why = manifest_problem(entries)
+    if why:
+        raise UnsafeName(f"folder manifest {digest[:12]} {why}")
+    return entries
 
 
 class ObjectStore:
@@ -26,20 +102,34 @@ class ObjectStore:
         self.root = os.path.join(root, "objects")
 
     def path_of(self, digest: str) -> str:
+        if not is_digest(digest):  # a name read from elsewhere never becomes a path ('../', '/etc')
+            raise UnsafeName(f"{digest!r} is not a cache object's name")
         return os.path.join(self.root, digest[:2], digest[2:])
 
     def has(self, digest: str) -> bool:
-        return os.path.exists(self.path_of(digest))
+        return is_digest(digest) and os.path.exists(self.path_of(digest))
+
+    def target(self, digest: str) -> str:
+        """Where to write an object: ``path_of``, with no link among the folders under the store's
+        parent (``cache/``), so nothing is written through one out of the workspace."""
+        from ascendpipe.store.statefiles import refuse_linked_dirs
+
+        path = self.path_of(digest)
+        refuse_linked_dirs(os.path.dirname(self.root), path, "a folder of the cache")
+        return path
 
     def put_file(self, src: str, digest: str) -> None:
-        dst = self.path_of(digest)
+        dst = self.target(digest)
         if not os.path.exists(dst):
             copy_atomic(src, dst)
 
     def put_dir(self, src: str, digest: str, entries: list[dict]) -> None:
+        why = manifest_problem(entries)
+        if why:
+            raise UnsafeName(f"{src}: the folder {why}; the cache stores only plain relative names: rename it")
         for e in entries:
             self.put_file(os.path.join(src, e["path"]), e["hash"])
-        dst = self.path_of(digest)
+        dst = self.target(digest)
         if not os.path.exists(dst):
             write_bytes_atomic(dst, manifest_bytes(entries))
 
@@ -70,7 +160,12 @@ class ObjectStore:
             if hash_bytes(data) + DIR_SUFFIX != digest:
                 os.unlink(manifest_path)
                 raise CorruptObject(digest, hash_bytes(data))
-            for e in json.loads(data):
+            try:
+                entries = parse_manifest(data, digest)
+            except UnsafeName as exc:  # the store never makes one: not used, and dropped
+                os.unlink(manifest_path)
+                raise CorruptObject(digest, None, str(exc)) from None
+            for e in entries:
                 self._checked_file(e["hash"])
         else:
             self._checked_file(digest)
@@ -84,8 +179,7 @@ class ObjectStore:
         os.makedirs(parent, exist_ok=True)
         if digest.endswith(DIR_SUFFIX):
             self.verify(digest)
-            with open(self.path_of(digest), "rb") as f:
-                entries = json.loads(f.read())
+            entries = self.manifest(digest)
             tmp = tempfile.mkdtemp(dir=parent, prefix=".tmp-restore-")
             try:
                 for e in entries:
@@ -114,8 +208,9 @@ class ObjectStore:
                     yield prefix + rest, os.path.join(folder, rest)
 
     def manifest(self, digest: str) -> list[dict]:
+        """A folder's entries, in the store's shape (``UnsafeName``, a ValueError, if not)."""
         with open(self.path_of(digest), "rb") as f:
-            return json.loads(f.read())
+            return parse_manifest(f.read(), digest)
 
 
 def replace_path(src: str, dest: str) -> None:

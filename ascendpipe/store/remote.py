@@ -11,6 +11,13 @@ Every object is written complete before its name exists (an S3 PUT is atomic; lo
 through a temp name), files before the manifests naming them, and objects before the entry naming
 them, so a reader never meets an entry whose objects are still missing. Every download is hashed
 before use: a corrupted remote object is deleted from the remote and reported, never used.
+
+A remote is untrusted input: every name read from it (an entry's digests, output paths, shared dump
+keys, remedy hashes; a folder manifest's paths and hashes) is checked against the store's own shapes
+(``objects.is_digest``, ``objects.path_problem``) before any path is made of it, and a whole entry
+(with the manifests of its folders) is checked before anything is written. A name out of shape is
+``RemoteUntrusted``, one line naming the remote and the entry. A folder remote holds no links: a
+symbolic link on the way to an object or an entry is refused the same way, never followed.
 """
 
 from __future__ import annotations
@@ -20,7 +27,8 @@ import os
 
 from ascendpipe.errors import UserError
 from ascendpipe.store.hashing import DIR_SUFFIX, hash_bytes, hash_file
-from ascendpipe.store.objects import CorruptObject
+from ascendpipe.store.objects import (CorruptObject, UnsafeName, is_digest, is_file_digest, manifest_problem,
+                                      path_problem)
 
 ENTRY_FORMAT = "ascendpipe-remote-entry/1"
 # short timeouts and few retries: an unreachable remote must fail in seconds, not minutes
@@ -53,6 +61,47 @@ class RemoteUnreachable(UserError):
     pass
 
 
+class RemoteUntrusted(UserError):
+    """A name from the remote out of the store's shape (or a link in a folder remote): refused
+    before any path is made of it, with nothing written or deleted."""
+
+
+def entry_problem(key: str, entry: dict) -> str | None:
+    """Why a remote run-cache entry is not one the store writes (None when it is one)."""
+    outs = entry.get("outs")
+    for out, digest in outs.items():
+        why = path_problem(out)
+        if why:
+            return f"names the output {out!r}, which {why}"
+        if not is_digest(digest):
+            return f"gives {out!r} the digest {digest!r}, which is not a cache object's name"
+    dumps = entry.get("dumps")
+    if dumps is not None:
+        if not isinstance(dumps, dict):
+            return "has a 'dumps' field that is not a mapping"
+        for dump_key, digest in dumps.items():
+            if not is_file_digest(dump_key) or not (is_digest(digest) and digest.endswith(DIR_SUFFIX)):
+                return f"names the shared dump {dump_key!r} -> {digest!r}, which is not a dump key and folder digest"
+    remedy = entry.get("remedy")
+    if remedy is not None:
+        if not isinstance(remedy, list):
+            return "has a 'remedy' field that is not a list"
+        for blob in remedy:
+            if not isinstance(blob, dict) or not is_file_digest(blob.get("hash")):
+                return f"lists the remedy file {blob!r}, whose hash is not a sha256"
+            name, path = blob.get("name"), blob.get("path")
+            if path_problem(name) or "/" in name:  # a name, never a path (the record's 'path' is only shown)
+                return f"lists a remedy file named {name!r}, which is not a plain name"
+            if path is not None and not isinstance(path, str):
+                return f"lists the remedy file {name!r} at {path!r}, which is not text"
+            if not isinstance(blob.get("content", ""), str):
+                return f"lists the remedy file {name!r} with content that is not text"
+    for field in ("metrics", "info"):
+        if entry.get(field) is not None and not isinstance(entry[field], dict):
+            return f"has a '{field}' field that is not a mapping"
+    return None
+
+
 class RemoteCache:
     """One remote cache. ``fs`` may be handed in (tests); otherwise it is made from the URL."""
 
@@ -69,7 +118,22 @@ class RemoteCache:
         return self._fs
 
     def _path(self, rel: str) -> str:
+        """The remote path of ``rel`` (one of ``object_path``/``entry_path``'s names). A folder
+        remote's path is refused if any part of it below the root is a symbolic link."""
+        why = path_problem(rel)
+        if why:
+            self._refuse(repr(rel), why)
+        if self.protocol == "file":
+            path = self.root
+            for part in rel.split("/"):
+                path = os.path.join(path, part)
+                if os.path.islink(path):
+                    self._refuse(rel, f"is reached through the symbolic link {path}; a remote folder holds no links: remove it")
         return f"{self.root}/{rel}"
+
+    def _refuse(self, what: str, why: str):
+        raise RemoteUntrusted(f"remote cache {self.url}: {what} {why}; nothing was written",
+                              hint="remove it from the remote, or use another remote")
 
     def _call(self, what: str, fn, *args, **kw):
         """Run one remote operation; missing objects are ``FileNotFoundError``, anything that says
@@ -150,6 +214,9 @@ class RemoteCache:
             return None
         if not isinstance(entry.get("outs"), dict):
             return None
+        why = entry_problem(key, entry)
+        if why:
+            self._refuse(f"entry {entry_path(key)}", why)
         return entry
 
     def put_entry(self, key: str, entry: dict) -> None:
@@ -161,6 +228,8 @@ class RemoteCache:
         """Upload one object (and a folder's files) from a local ObjectStore unless the remote has it.
         Each local object is verified first: a corrupted local object is never published.
         Returns the number of objects uploaded."""
+        if not is_digest(digest):  # what this workspace's records say is checked like a remote's
+            raise UnsafeName(f"{digest!r} is not a cache object's name")
         sent = 0
         if digest.endswith(DIR_SUFFIX):
             objects.verify(digest)
@@ -185,32 +254,77 @@ class RemoteCache:
         return 1
 
     def fetch_object(self, objects, digest: str) -> int:
-        """Download an object (a folder's manifest and files) into a local ObjectStore, each one
-        verified before it takes its name there. Raises ``FileNotFoundError`` when the remote lacks
-        one and ``CorruptObject`` when one does not hash to its name (it is deleted from the remote)."""
+        """``fetch_objects`` of one digest."""
+        return self.fetch_objects(objects, [digest])
+
+    def fetch_objects(self, objects, digests) -> int:
+        """Download objects (folders: manifest and files) into a local ObjectStore, each one verified
+        before it takes its name there. Every name is checked first, and every folder's manifest is
+        read and checked before any object is written, so a hostile entry writes nothing.
+        Raises ``FileNotFoundError`` when the remote lacks one, ``CorruptObject`` when one does not
+        hash to its name (it is deleted from the remote), ``RemoteUntrusted`` for a name out of shape."""
+        digests = list(digests)
+        for digest in digests:
+            if not is_digest(digest):
+                self._refuse(repr(digest), "is not a cache object's name")
+        manifests: list[tuple[str, bytes | None, list[dict]]] = []
+        files: list[str] = []
+        for digest in digests:
+            if not digest.endswith(DIR_SUFFIX):
+                files.append(digest)
+                continue
+            data, entries = self._manifest(objects, digest)
+            manifests.append((digest, data, entries))
+            files.extend(e["hash"] for e in entries)
         got = 0
-        if digest.endswith(DIR_SUFFIX):
+        for digest in dict.fromkeys(files):
             got += self._fetch_one(objects, digest)
-            for e in objects.manifest(digest):
-                got += self._fetch_one(objects, e["hash"])
-        else:
-            got += self._fetch_one(objects, digest)
+        for digest, data, _ in manifests:  # after the files they name
+            if data is not None:
+                from ascendpipe.fsutil import write_bytes_atomic
+
+                write_bytes_atomic(objects.target(digest), data)
+                got += 1
         return got
+
+    def _manifest(self, objects, digest: str) -> tuple[bytes | None, list[dict]]:
+        """(bytes to store, or None when the local copy is whole; its checked entries)."""
+        local = objects.path_of(digest)
+        if os.path.exists(local):
+            try:
+                if _manifest_digest(local) == digest:
+                    return None, objects.manifest(digest)
+            except (UnsafeName, OSError):
+                pass  # a bad local copy: the remote's is read, checked and written over it
+        rel = object_path(digest)
+        data = self.read_bytes(rel)
+        found = hash_bytes(data) + DIR_SUFFIX
+        if found != digest:
+            self.delete(rel)  # never hand a bad object to anyone again
+            raise CorruptObject(digest, found)
+        try:
+            entries = json.loads(data)
+        except ValueError:
+            entries = None
+        why = "is not JSON" if entries is None else manifest_problem(entries)
+        if why:
+            self._refuse(f"folder manifest {rel}", why)
+        return data, entries
 
     def _fetch_one(self, objects, digest: str) -> int:
         from ascendpipe.fsutil import atomic_path
 
-        dst = objects.path_of(digest)
+        dst = objects.target(digest)
         if os.path.exists(dst):
             try:
-                objects.verify(digest) if not digest.endswith(DIR_SUFFIX) else _check_manifest(dst, digest)
+                objects.verify(digest)
                 return 0
             except (FileNotFoundError, CorruptObject):
                 pass  # a bad local copy was dropped by verify: fetch it again
         rel = object_path(digest)
         with atomic_path(dst) as tmp:  # the object takes its name only once it hashes right
             self.download(rel, tmp)
-            found = _manifest_digest(tmp) if digest.endswith(DIR_SUFFIX) else hash_file(tmp)
+            found = hash_file(tmp)
             if found != digest:
                 self.delete(rel)  # never hand a bad object to anyone again
                 raise CorruptObject(digest, found)
@@ -225,11 +339,6 @@ def _manifest_digest(path: str) -> str:
         return hash_bytes(f.read()) + DIR_SUFFIX
 
 
-def _check_manifest(path: str, digest: str) -> None:
-    found = _manifest_digest(path)
-    if found != digest:
-        os.unlink(path)
-        raise CorruptObject(digest, found)
 
 
 _HINT = "check the URL, AWS_ENDPOINT_URL and the AWS credentials in the environment or ~/.aws, or build with --no-remote"

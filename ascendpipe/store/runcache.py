@@ -25,7 +25,11 @@ def entry_file(cache_root: str, key: str) -> str:
 def write_entry(cache_root: str, key: str, stage: str, outs: dict, metrics: dict, remedy: list, info: dict) -> None:
     body = {"format": ENTRY_FORMAT, "key": key, "stage": stage, "outs": outs, "metrics": metrics or {},
             "remedy": remedy or [], "info": info or {}}
-    write_bytes_atomic(entry_file(cache_root, key), json.dumps(body, sort_keys=True, default=str).encode())
+    from ascendpipe.store.statefiles import refuse_linked_dirs
+
+    path = entry_file(cache_root, key)
+    refuse_linked_dirs(cache_root, path, "a folder of the cache")  # never written through a link out
+    write_bytes_atomic(path, json.dumps(body, sort_keys=True, default=str).encode())
 
 
 def remove_entry(cache_root: str, key: str) -> None:

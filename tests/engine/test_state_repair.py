@@ -35,7 +35,8 @@ def _assert_restored_not_rerun(ws, first):
     run = ascendpipe.show("latest", workspace=str(ws.root))
     assert {n: s["state"] for n, s in run["stages"].items()} == {"prepare": "restored", "train": "restored", "report": "restored"}
     assert {n: s["outputs"] for n, s in run["stages"].items()} == {n: s["outputs"] for n, s in first["stages"].items()}
-    assert run["id"] == 1  # a new history
+    assert run["id"] == first["id"] + 1  # a new history, but run ids go on: never run 1 again
+    assert [r["id"] for r in ascendpipe.runs(workspace=str(ws.root))] == [run["id"]]
     assert [p.name for p in db.parent.glob("ascendpipe.db.damaged-*")]
     # and the build after it is a no-op
     again = ws.build()
@@ -77,11 +78,14 @@ def test_a_malformed_page_is_a_clear_error_then_repaired(ws):
     assert set(ws.states(run).values()) == {"restored"}
 
 
-def test_a_malformed_page_met_while_running_is_a_clear_error_then_repaired(ws):
+def test_a_malformed_page_met_while_running_is_a_clear_error_then_checked(ws):
+    """The next opening checks the file (PRAGMA quick_check): a sound one is kept, history and all;
+    only one that fails it is moved aside."""
     from ascendpipe.store.db import Database, DatabaseDamaged
 
     first = _built(ws)
-    db = Database(str(ws.root / ".ascendpipe" / "ascendpipe.db"))
+    path = ws.root / ".ascendpipe" / "ascendpipe.db"
+    db = Database(str(path))
     real = db.conn._conn
 
     class Broken:  # what sqlite raises on a page it cannot parse, mid-command
@@ -99,7 +103,25 @@ def test_a_malformed_page_met_while_running_is_a_clear_error_then_repaired(ws):
                                    "the next command moves it aside")
     finally:
         real.close()
-    _assert_restored_not_rerun(ws, first)
+    assert os.path.exists(str(path) + ".damaged")
+    proc = _cli(ws.root, "build", "pipeline.yaml")  # the file itself is whole: kept
+    assert proc.returncode == 0, proc.stderr
+    assert "moved to" not in proc.stderr and not list(path.parent.glob("ascendpipe.db.damaged-*"))
+    assert not os.path.exists(str(path) + ".damaged")
+    assert [r["id"] for r in ascendpipe.runs(workspace=str(ws.root))] == [first["id"] + 1, first["id"]]
+    # a file that really fails quick_check is moved aside, and run ids still go on
+    data = bytearray(path.read_bytes())
+    for at in range(4096, len(data)):
+        data[at] = 0xA5
+    path.write_bytes(bytes(data))
+    for suffix in ("-wal", "-shm"):
+        if os.path.exists(str(path) + suffix):
+            os.unlink(str(path) + suffix)
+    proc = _cli(ws.root, "build", "pipeline.yaml")
+    assert proc.returncode == 0, proc.stderr
+    assert "moved to ascendpipe.db.damaged-" in proc.stderr and f"(run ids go on after {first['id'] + 1})" in proc.stderr
+    assert ws.ran() == []
+    assert [r["id"] for r in ascendpipe.runs(workspace=str(ws.root))] == [first["id"] + 2]
 
 
 def test_a_database_that_is_a_folder_is_moved_aside(ws):

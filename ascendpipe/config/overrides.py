@@ -7,7 +7,6 @@ so ``n=32`` is a number and ``keep_dtype=[a,b]`` a list.
 
 from __future__ import annotations
 
-import copy
 
 from ascendpipe.errors import Location, UserError
 
@@ -40,13 +39,24 @@ def _close(name: str, names) -> str:
     return f" (did you mean '{close[0]}'?)" if close else ""
 
 
+def _unshared_copy(obj):
+    """A copy of a YAML tree in which no two places share an object. ``copy.deepcopy`` keeps YAML
+    aliases shared (``params: *common`` in two stages is one dict in both copies), so a ``--set`` of
+    one stage's param would change every stage that names the anchor."""
+    if isinstance(obj, dict):
+        return {k: _unshared_copy(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_unshared_copy(v) for v in obj]
+    return obj
+
+
 def apply_overrides(data: dict, overrides, marks=None, origins=None) -> dict:
     """``overrides`` applied to a copy of ``data``. ``origins`` (one ``Location`` per override;
     default: the ``--set`` argument) is where an error in it is blamed; with ``marks``, the paths
     each override replaced are recorded there, so later errors about those values point at it."""
     if not overrides:
         return data
-    data = copy.deepcopy(data)
+    data = _unshared_copy(data)
     origins = list(origins or [])
     for index, text in enumerate(overrides):
         origin = origins[index] if index < len(origins) else Location(file=f"--set {text}")

@@ -70,7 +70,11 @@ class UserError(Exception):
         for key, value in parts.items():
             if merged.get(key) is None:
                 merged[key] = value
-        return UserError(self.message, Location(**merged), hint=self.hint)
+        copy = UserError(self.message, Location(**merged), hint=self.hint)
+        copy.__class__ = type(self)  # a subclass keeps its kind and exit code (busy database: 1)
+        copy.__dict__.update({k: v for k, v in self.__dict__.items() if k not in ("location",)})
+        copy.location = Location(**merged)
+        return copy
 
     def __str__(self) -> str:
         where = str(self.location)

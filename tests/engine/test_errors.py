@@ -185,3 +185,14 @@ def test_a_dep_that_became_a_fifo_after_a_build_is_refused_not_waited_on(tmp_pat
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
         "ascendpipe: error: d.txt: 'd.txt' cannot be read: Too many levels of symbolic links; replace it"]
+
+
+def test_with_location_keeps_the_kind_and_exit_code():
+    from ascendpipe.errors import Location, UserError
+
+    class Busy(UserError):
+        exit_code = 1
+
+    err = Busy("in use", Location(file="a.db"), hint="wait").with_location(stage="s", file="other")
+    assert type(err) is Busy and err.exit_code == 1
+    assert str(err) == "a.db: stage 's': in use (wait)"

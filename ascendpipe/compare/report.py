@@ -131,6 +131,8 @@ def report_html(result: dict, doc: dict) -> str:
         chart=chart_svg(result["rows"], first["index"] if first else None),
         rows=rows,
         first=first,
+        verdict=doc.get("verdict"),
+        contained=doc.get("contained") or [],
         summary=doc["summary"],
         thresholds=doc["thresholds"],
         input_note=doc.get("input"),

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from ascendpipe.contract import stage_folder
 from ascendpipe.errors import Location, UserError
+from ascendpipe.fix.cause import cube_blocked
 from ascendpipe.fix.search import FUSION, KEEP, Result
 
 
@@ -67,7 +68,20 @@ def _outputs_overflow(rows: list[dict]) -> bool:
 def _failure_note(failure: dict | None) -> str:
     if not failure:
         return ""
-    return f"first failure {failure['op_name']} ({failure.get('kind', '?')})"
+    return f"first failure {failure['op_name']} ({failure.get('mechanism') or failure.get('kind', '?')})"
+
+
+def _feed_peaks(feeds: dict) -> dict[str, float]:
+    """Each float feed's largest finite |value| (a cube op may read a graph input directly)."""
+    import numpy as np
+
+    peaks = {}
+    for name, array in (feeds or {}).items():
+        a = np.asarray(array)
+        if a.dtype.kind == "f" and a.size:
+            finite = a[np.isfinite(a)]
+            peaks[name] = float(np.abs(finite).max()) if finite.size else 0.0
+    return peaks
 
 
 # --- standalone: one model, in process ------------------------------------------------------
@@ -119,8 +133,11 @@ class StandaloneEvaluator:
         cosine = _output_cosine(result)
         rows = result["rows"]
         passed = cosine is not None and cosine >= self.min_cosine and not _outputs_overflow(rows)
+        producers = self.graph.get("producers")
         return Result(passed, cosine, cosine, rows=rows, failure=result["first_failure"], ops=self.ops,
-                      note=_failure_note(result["first_failure"]), candidates=keep_candidates(plan, fused_map))
+                      note=_failure_note(result["first_failure"]), candidates=keep_candidates(plan, fused_map),
+                      producers=producers,
+                      blocked=cube_blocked(rows, producers, self.params.get("soc_version"), _feed_peaks(self.feeds)))
 
 
 # --- pipeline: every attempt an engine build ----------------------------------------------------
@@ -221,8 +238,10 @@ class PipelineEvaluator:
     """One engine build per attempt: the metric stage, the golden stage and the compare stage."""
 
     def __init__(self, pipeline_path: str, target: PipelineTarget, *, tolerance: float, overrides=(),
-                 backend: str | None = None, base_keep=(), base_fusion=None, build_dir: Path):
+                 backend: str | None = None, base_keep=(), base_fusion=None, build_dir: Path,
+                 soc_version: str | None = None):
         self.path, self.target, self.tolerance = str(pipeline_path), target, float(tolerance)
+        self.soc_version = soc_version  # the convert stage's: whether a kept cube op reads fp32
         self.overrides, self.backend = list(overrides), backend
         self.base_keep, self.base_fusion = list(base_keep), dict(base_fusion or {})
         self.build_dir = Path(build_dir)
@@ -281,7 +300,8 @@ class PipelineEvaluator:
         fused_map = json.loads(map_path.read_text()) if map_path.is_file() else None
         passed = metric >= self.golden_metric - self.tolerance
         result = Result(passed, metric, cosine, rows=rows, failure=failure, ops=ops,
-                        candidates=keep_candidates(plan, fused_map))
+                        candidates=keep_candidates(plan, fused_map),
+                        blocked=cube_blocked(rows, None, self.soc_version) if rows else None)
         if not self.order:
             self.order = graph_order(result)
         note = f"run {run.get('id')}" + (f"; {_failure_note(failure)}" if failure and not passed else "")

@@ -45,8 +45,9 @@ def _check_attempts(max_attempts: int) -> None:
 
 def fix_standalone(golden: str | Path, *, input_path: str | Path | None = None, precision_mode: str = "force_fp16",
                    min_cosine: float = 0.99, max_attempts: int = DEFAULT_MAX_ATTEMPTS, output: str | Path | None = None,
-                   seed: int = 0, params: dict | None = None) -> FixReport:
-    """Search on one model: emulated conversion + compare of the final outputs (onnxruntime backend)."""
+                   seed: int = 0, params: dict | None = None, soc_version: str | None = None) -> FixReport:
+    """Search on one model: emulated conversion + compare of the final outputs (onnxruntime backend).
+    ``soc_version``: the SoC converted for (which decides, e.g., whether a kept cube op reads fp32)."""
     from ascendpipe.compare.sources import make_feeds, resolve_side
     from ascendpipe.fix.evaluators import StandaloneEvaluator
     from ascendpipe.precision.settings import resolve
@@ -58,6 +59,8 @@ def fix_standalone(golden: str | Path, *, input_path: str | Path | None = None, 
     if side.model is None:
         raise UserError(f"--golden must be an fp32 .onnx model, not a dump dir: {golden}", Location(field="--golden"))
     base = {**(params or {}), "precision_mode": precision_mode}
+    if soc_version:
+        base["soc_version"] = soc_version
     resolve(base)  # a bad mode or remedy is a user error now, not after the golden dump
     feeds, _note = make_feeds(side.model, Path(input_path) if input_path else None, seed)
     with tempfile.TemporaryDirectory(prefix="ascendpipe-fix-") as scratch:
@@ -65,7 +68,7 @@ def fix_standalone(golden: str | Path, *, input_path: str | Path | None = None, 
         outcome = search(evaluator, max_attempts=max_attempts)
     keep, fusion = evaluator.full_remedy(outcome.remedy)
     data = report.summary(outcome, keep, fusion, mode="standalone", model=str(side.model),
-                          precision_mode=precision_mode, min_cosine=min_cosine)
+                          precision_mode=precision_mode, min_cosine=min_cosine, soc_version=base.get("soc_version"))
     written = report.write_remedy_files(Path(output), keep, fusion, data) if output else {}
     return FixReport(outcome, keep, fusion, data, written, "output cosine", "stages.convert.params",
                      f"cosine at the final outputs >= {min_cosine}")
@@ -92,7 +95,8 @@ def fix_pipeline(pipeline: str | Path, *, stage: str = "convert", metric: str, t
     build_dir = workspace / resolved.build_dir
     keep0, fusion0 = base_remedies(resolved.stages[target.convert], workspace)
     evaluator = PipelineEvaluator(str(pipeline), target, tolerance=tolerance, overrides=overrides, backend=backend,
-                                  base_keep=keep0, base_fusion=fusion0, build_dir=build_dir)
+                                  base_keep=keep0, base_fusion=fusion0, build_dir=build_dir,
+                                  soc_version=resolved.stages[target.convert].params.get("soc_version"))
     outcome = search(evaluator, max_attempts=max_attempts)
     evaluator.restore_workspace()
     keep, fusion = evaluator.full_remedy(outcome.remedy)

@@ -183,11 +183,10 @@ def _pick_stage(stages: dict, given: str, kind: str, field: str) -> str:
 def _set_prefix(raw_stages: dict, stage) -> str:
     raw = raw_stages.get(stage.base) or {}
     matrix = raw.get("matrix") or {}
-    if stage.variant is not None and stage.variant in matrix and isinstance(matrix[stage.variant], dict):
+    if stage.variant is not None and matrix:
+        # a named variant's overlay, or a list-form matrix's variant: --set turns that matrix into the
+        # named form with the same variants (config.overrides), so this one variant changes alone
         return f"stages.{stage.base}.matrix.{stage.variant}"
-    if matrix:
-        raise UserError(f"stage '{stage.name}' comes from a list-form matrix; give its variant as NAME: {{params}} "
-                        "so that fix can change it alone", Location(stage=stage.name, field="matrix"))
     return f"stages.{stage.base}.params"
 
 
@@ -239,8 +238,10 @@ class PipelineEvaluator:
 
     def __init__(self, pipeline_path: str, target: PipelineTarget, *, tolerance: float, overrides=(),
                  backend: str | None = None, base_keep=(), base_fusion=None, build_dir: Path,
-                 soc_version: str | None = None):
+                 soc_version: str | None = None, stages: dict | None = None, workspace: Path | None = None):
         self.path, self.target, self.tolerance = str(pipeline_path), target, float(tolerance)
+        self.stages, self.workspace = stages or {}, workspace  # resolved stages: per-sample scores (fix.resolution)
+        self.golden_samples = None
         self.soc_version = soc_version  # the convert stage's: whether a kept cube op reads fp32
         self.overrides, self.backend = list(overrides), backend
         self.base_keep, self.base_fusion = list(base_keep), dict(base_fusion or {})
@@ -301,12 +302,22 @@ class PipelineEvaluator:
         passed = metric >= self.golden_metric - self.tolerance
         result = Result(passed, metric, cosine, rows=rows, failure=failure, ops=ops,
                         candidates=keep_candidates(plan, fused_map),
-                        blocked=cube_blocked(rows, None, self.soc_version) if rows else None)
+                        blocked=cube_blocked(rows, None, self.soc_version) if rows else None,
+                        samples=self._samples(t.metric_stage))
+        if self.golden_samples is None:
+            self.golden_samples = self._samples(t.golden_stage)
         if not self.order:
             self.order = graph_order(result)
         note = f"run {run.get('id')}" + (f"; {_failure_note(failure)}" if failure and not passed else "")
         result.note = note
         return result
+
+    def _samples(self, stage: str):
+        from ascendpipe.fix.resolution import sample_hits
+
+        if stage not in self.stages or self.workspace is None:
+            return None
+        return sample_hits(self.stages[stage], self.workspace, self.target.metric, self.build_dir)
 
     def _metric(self, run: dict, stage: str) -> float:
         record = run["stages"].get(stage) or {}

@@ -96,20 +96,41 @@ def fix_pipeline(pipeline: str | Path, *, stage: str = "convert", metric: str, t
     keep0, fusion0 = base_remedies(resolved.stages[target.convert], workspace)
     evaluator = PipelineEvaluator(str(pipeline), target, tolerance=tolerance, overrides=overrides, backend=backend,
                                   base_keep=keep0, base_fusion=fusion0, build_dir=build_dir,
-                                  soc_version=resolved.stages[target.convert].params.get("soc_version"))
+                                  soc_version=resolved.stages[target.convert].params.get("soc_version"),
+                                  stages=resolved.stages, workspace=workspace)
     outcome = search(evaluator, max_attempts=max_attempts)
     evaluator.restore_workspace()
     keep, fusion = evaluator.full_remedy(outcome.remedy)
     golden = evaluator.golden_metric
+    noise = _resolution(outcome, evaluator, resolved.stages[target.metric_stage], workspace, tolerance)
     data = report.summary(outcome, keep, fusion, mode="pipeline", stage=target.convert,
                           metric_stage=target.metric_stage, metric_name=target.metric, golden_stage=target.golden_stage,
                           golden_metric=golden, tolerance=tolerance, runs=evaluator.runs,
-                          set=evaluator.set_lines(outcome.remedy) if outcome.passed else [])
+                          set=evaluator.set_lines(outcome.remedy) if outcome.passed else [], resolution=noise,
+                          restored=bool(outcome.passed and outcome.remedy and not noise.get("inside_noise")))
     out_dir = Path(output) if output else build_dir / "fix" / stage_folder(target.convert)
     written = report.write_remedy_files(out_dir, keep, fusion, data)
     target_text = (f"{target.metric_stage}.{target.metric} >= {target.golden_stage}.{target.metric} - {tolerance}"
                    + (f" = {golden - tolerance:.6g}" if golden is not None else ""))
     return FixReport(outcome, keep, fusion, data, written, target.metric, target.set_prefix, target_text)
+
+
+def _resolution(outcome: Outcome, evaluator, metric_stage, workspace: Path, tolerance: float) -> dict:
+    """fix.json's ``resolution`` (``fix.resolution.judge``); where the answer's change is inside the
+    noise, or the tolerance below what the set can show, the outcome's message says so."""
+    from ascendpipe.fix.resolution import judge, sample_count
+
+    first = outcome.attempts[0].result if outcome.attempts else None
+    final = outcome.final if outcome.remedy else None
+    noise = judge(sample_count(metric_stage, workspace), tolerance, first.metric if first and final else None,
+                  final.metric if final else None, hits_baseline=first.samples if first and final else None,
+                  hits_final=final.samples if final else None, hits_golden=evaluator.golden_samples)
+    if noise.get("inside_noise") and outcome.passed:
+        outcome.message = ("target met, but not restored: " + noise["note"]
+                           + "; the remedy is listed for what it is worth")
+    elif noise.get("note"):
+        outcome.message += "; " + noise["note"]
+    return noise
 
 
 @dataclass

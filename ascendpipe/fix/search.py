@@ -68,6 +68,7 @@ class Result:
     candidates: frozenset | None = None  # op names keep_dtype can change (None: unknown, all may)
     producers: dict | None = None  # op -> the ops it reads (the golden graph), where the evaluator knows it
     blocked: str | None = None  # why no keep set can work on this target (then the search stops)
+    samples: object = None  # per-sample scores behind ``metric`` where known (fix.resolution: Top-k hits)
 
 
 class Evaluator(Protocol):

@@ -160,13 +160,23 @@ def classify(rows: list[dict], producers: dict[str, list[str]] | None) -> None:
                 r["mechanism"] = "underflow"
             else:
                 r["mechanism"] = "overflow"  # an fp16 intermediate inside the op
-        elif r.get("flushed") or 0.0 < peak < FP16_MIN_NORMAL:
+        elif _mostly_flushed(r) or 0.0 < peak < FP16_MIN_NORMAL:
             r["mechanism"] = "underflow"
         elif kind in CANCELLING_OPS and peak > 0 and any(
                 (x.get("golden_abs_max") or 0.0) >= CANCELLATION_RATIO * peak for x in inputs):
             r["mechanism"] = "cancellation"
         else:
             r["mechanism"] = "precision_loss"
+
+
+FLUSHED_SHARE = 0.01  # a row whose failure is an underflow: at least this share of its values flushed to 0
+
+
+def _mostly_flushed(row: dict) -> bool:
+    size = 1
+    for d in row.get("shape") or []:
+        size *= int(d) if isinstance(d, int) and d > 0 else 1
+    return (row.get("flushed") or 0) >= max(1, FLUSHED_SHARE * size)
 
 
 def _input_rows(rows, i, producers, by_op, types) -> list[dict]:

@@ -242,6 +242,7 @@ class PipelineEvaluator:
         self.path, self.target, self.tolerance = str(pipeline_path), target, float(tolerance)
         self.stages, self.workspace = stages or {}, workspace  # resolved stages: per-sample scores (fix.resolution)
         self.golden_samples = None
+        self.producers = None  # the golden graph's op edges (neighbours, the cube rule): read once it is built
         self.soc_version = soc_version  # the convert stage's: whether a kept cube op reads fp32
         self.overrides, self.backend = list(overrides), backend
         self.base_keep, self.base_fusion = list(base_keep), dict(base_fusion or {})
@@ -300,9 +301,12 @@ class PipelineEvaluator:
             ops = list(plan.get("nodes") or [])
         fused_map = json.loads(map_path.read_text()) if map_path.is_file() else None
         passed = metric >= self.golden_metric - self.tolerance
+        if self.producers is None:
+            self.producers = self._golden_producers()
         result = Result(passed, metric, cosine, rows=rows, failure=failure, ops=ops,
                         candidates=keep_candidates(plan, fused_map),
-                        blocked=cube_blocked(rows, None, self.soc_version) if rows else None,
+                        producers=self.producers,
+                        blocked=cube_blocked(rows, self.producers, self.soc_version) if rows else None,
                         samples=self._samples(t.metric_stage))
         if self.golden_samples is None:
             self.golden_samples = self._samples(t.golden_stage)
@@ -311,6 +315,21 @@ class PipelineEvaluator:
         note = f"run {run.get('id')}" + (f"; {_failure_note(failure)}" if failure and not passed else "")
         result.note = note
         return result
+
+    def _golden_producers(self) -> dict | None:
+        """op -> the ops it reads, from the compare stage's golden model (None where it is not a model)."""
+        compare = self.stages.get(self.target.compare) if self.target.compare else None
+        golden = (compare.inputs or {}).get("golden") if compare is not None else None
+        if not golden or self.workspace is None:
+            return None
+        from ascendpipe.compare.runner import graph_info
+        from ascendpipe.compare.sources import resolve_side
+
+        try:
+            side = resolve_side(Path(self.workspace) / golden, "golden")
+        except UserError:
+            return None  # not built yet, or a dump: the search goes without the edges
+        return graph_info(side.model).get("producers") if side.model else None
 
     def _samples(self, stage: str):
         from ascendpipe.fix.resolution import sample_hits

@@ -126,3 +126,41 @@ def test_contained_rows_are_no_evidence():
                     producers={"w": [], "s": ["w"], "o": ["s"]})
     assert propose(result, frozenset(), 1)[0] == [Candidate(KEEP, "o")]
     assert propose(result, frozenset({Candidate(KEEP, "o")}), 1)[0] == [Candidate(KEEP, "s")]
+
+
+PIPELINE = {
+    "backend": "onnxruntime",
+    "stages": {
+        "infer_golden": {"kind": "infer", "model": "model.onnx", "inputs": "data/in"},
+        "eval_golden": {"kind": "eval", "outputs": "infer_golden", "labels": "data/labels",
+                        "params": {"task": "classification", "topk": [1]}},
+        "to_om": {"kind": "convert", "model": "model.onnx", "params": {"precision_mode": "force_fp16"}},
+        "infer": {"kind": "infer", "model": "to_om", "inputs": "data/in"},
+        "compare": {"kind": "compare", "golden": "model.onnx", "target": "to_om", "inputs": "data/in/x.npy"},
+        "eval": {"kind": "eval", "outputs": "infer", "labels": "data/labels", "golden": "eval_golden",
+                 "params": {"task": "classification", "topk": [1]}},
+    },
+}
+
+
+def test_pipeline_fix_says_why_on_the_default_soc_and_fixes_on_a2(tmp_path, monkeypatch):
+    import yaml
+
+    from ascendpipe.fix.run import fix_pipeline
+
+    (tmp_path / ".ascendpipe").mkdir()
+    (tmp_path / "data" / "in").mkdir(parents=True)
+    (tmp_path / "data" / "labels").mkdir(parents=True)
+    mm.global_sum_model(tmp_path / "model.onnx")
+    x = mm.global_sum_inputs(0, batch=8)["x"]
+    np.save(tmp_path / "data" / "in" / "x.npy", x)
+    np.save(tmp_path / "data" / "labels" / "labels.npy", np.full(8, 3))  # the golden's argmax: w grows with the class
+    (tmp_path / "pipeline.yaml").write_text(yaml.safe_dump(PIPELINE, sort_keys=False))
+    monkeypatch.chdir(tmp_path)
+    refused = fix_pipeline(tmp_path / "pipeline.yaml", stage="to_om", metric="eval.top1", tolerance=0.01)
+    assert not refused.outcome.passed and len(refused.outcome.attempts) == 1
+    assert "'head' (MatMul) is a cube op" in refused.outcome.message and "Ascend910B1" in refused.outcome.message
+    fixed = fix_pipeline(tmp_path / "pipeline.yaml", stage="to_om", metric="eval.top1", tolerance=0.01,
+                         overrides=["stages.to_om.params.soc_version=Ascend910B1"])
+    assert fixed.outcome.passed and fixed.keep_dtype == ["total", "head"]
+    assert fixed.summary["set"] == ['stages.to_om.params.keep_dtype=["total", "head"]']

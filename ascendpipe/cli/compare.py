@@ -29,8 +29,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="override a threshold: cosine, relative_euclidean, kl, rmse, mean_relative_error")
     parser.add_argument("--backend", choices=backends.names(), default=backends.DEFAULT,
                         help="ascend: the target is an OM dir (dumped on the NPU with ais_bench + acl.json)")
-    parser.add_argument("--convert-stage", "--convert_stage", dest="convert_stage", default="convert",
-                        help="stage name used in the advice's --set lines (default convert)")
+    parser.add_argument("--convert-stage", "--convert_stage", dest="convert_stage", default=None,
+                        help="stage name used in the advice's --set lines (default: the stage a dump stage's "
+                        "target names in its source.json, else convert)")
 
 
 def _parse_thresholds(items: list[str]) -> dict:

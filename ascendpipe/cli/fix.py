@@ -43,6 +43,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     alone.add_argument("--min-cosine", "--min_cosine", dest="min_cosine", type=float, default=0.99,
                        help="target: cosine similarity at every final output >= this (default 0.99)")
     alone.add_argument("--seed", type=int, default=0, help="seed of the random input (default 0)")
+    alone.add_argument("--soc-version", "--soc_version", dest="soc_version",
+                       help="SoC to convert for, e.g. Ascend910B1 (a kept cube op reads fp32 only on Atlas A2/A3)")
     parser.add_argument("--max-attempts", "--max_attempts", dest="max_attempts", type=int, default=30,
                         help="most conversions to try (default 30)")
     parser.add_argument("--output", type=Path, help="write keep_dtype.cfg, fusion_switch.cfg and fix.json here "
@@ -72,7 +74,7 @@ def main(args: argparse.Namespace) -> int:
     if args.golden:
         result = fix_standalone(args.golden, input_path=args.input, precision_mode=args.precision_mode,
                                 min_cosine=args.min_cosine, max_attempts=args.max_attempts, output=args.output,
-                                seed=args.seed)
+                                seed=args.seed, soc_version=args.soc_version)
     elif args.pipeline:
         if not args.metric:
             raise UserError("pipeline mode needs --metric STAGE.METRIC, e.g. --metric eval.mAP", Location(field="--metric"))

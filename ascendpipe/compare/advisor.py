@@ -1,7 +1,9 @@
 """What to do about a failing op. Pure: rows (graph order) + precision plan + fusion rules -> advice.
 
-Branches, checked in this order for the failing row:
+Branches, checked in this order for the failing row (its ``mechanism``: see ``compare.mechanism``):
 0. a preprocessing row (the AIPP check) carries its own advice (``advice_ready``).
+0a. underflow into Log/Div/Sqrt/Reciprocal/Pow: keep the op adding the epsilon and its consumer, or raise the epsilon.
+0b. cancellation: keep the op and the ops computing its operands.
 1. overflow: the target holds inf/NaN or saturates fp16 -> keep the op in fp32 (``keep_dtype``), with
    its producers whose output already exceeds fp16's range, and every consumer whose golden input
    exceeds it (a kept op's fp32 output is cast to fp16 for an fp16 consumer: it would overflow next),
@@ -21,10 +23,9 @@ keep_dtype list or fusion_switch mapping replaces the stage's, so it carries the
 
 from __future__ import annotations
 
-from ascendpipe.compare import paste
+from ascendpipe.compare import mechanism, paste
+from ascendpipe.compare.mechanism import FP16_MIN_NORMAL  # below it fp16 loses precision (subnormals); below 5.96e-8 it is 0
 from ascendpipe.compare.metrics import FP16_MAX
-
-FP16_MIN_NORMAL = 6.103515625e-05  # below this fp16 loses precision (subnormals), below 5.96e-8 it is 0
 
 
 def describe_failure(
@@ -50,13 +51,21 @@ def describe_failure(
     settings = target_settings or {}
     existing_keep = [str(k) for k in settings.get("keep_dtype") or []]
     mode = settings.get("precision_mode") or (precision_plan or {}).get("precision_mode")
+    cause = row.get("mechanism")
     if row.get("advice_ready") is not None:  # a preprocessing row (AIPP) brings its own advice
         kind, advice = row.get("failure_kind", "preprocessing"), list(row["advice_ready"])
+    elif cause == "underflow" and (row.get("golden_op_type") or row["op_type"]) in mechanism.ZERO_TO_INF_OPS:
+        kind, advice = "underflow", [_zero_to_inf_advice(rows, position, producers, plan_nodes, stage, existing_keep)]
+    elif cause == "cancellation":
+        kind, advice = "cancellation", _cancellation_advice(rows, position, producers, plan_nodes, stage, existing_keep)
     elif row["overflow"] == "target":
         kind, advice = "overflow", _overflow_advice(rows, position, producers, plan_nodes, stage, existing_keep)
         passes = _fp16_kernel_passes((fusion_rules or {}).get(row["op_name"]) if row.get("fused") else None)
         if passes:  # the fused kernel keeps its intermediates in fp16: keep_dtype alone cannot reach them
             advice.append(_fusion_advice(row, passes, True, stage, settings.get("fusion_switch"), overflow=True))
+        if cause == "saturated_mask":  # the mask's own value is what fp16 cannot hold
+            advice[0]["message"] += ("; or give the mask a value fp16 holds (e.g. -1e4 instead of float32's lowest): "
+                                     "Softmax weighs it as 0 all the same")
     elif _likely_harmless(rows, position):
         kind, advice = "harmless", [_harmless_advice(row)]
     elif row.get("fused") and _fp16_kernel_passes((fusion_rules or {}).get(row["op_name"])):
@@ -85,8 +94,51 @@ def describe_failure(
         "tensor": row["tensor"],
         "reason": "; ".join(row.get("reasons") or []) or "failed",
         "kind": kind,
+        "mechanism": cause,
         "advice": advice,
     }
+
+
+def _float_names(rows, plan_nodes, names: list[str]) -> list[str]:
+    skip = non_float_ops(rows, plan_nodes)
+    return [n for n in names if n not in skip]
+
+
+def _zero_to_inf_advice(rows, position, producers, plan_nodes, stage, existing_keep) -> dict:
+    """An underflow into Log/Div/Sqrt/Reciprocal: the op feeding it (the one adding the epsilon) flushed
+    to 0 in fp16, and the op turned 0 into inf. Keep both in fp32, or raise the epsilon."""
+    row = rows[position]
+    types = mechanism.op_types(rows)
+    ops = _ops_of(row)
+    feeding = [p for op in ops for p in mechanism.compute_producers(producers or {}, op, types) if p not in ops]
+    flushed = {op for r in rows if r.get("flushed") for op in _ops_of(r)}
+    if producers is None and position > 0:
+        feeding = _ops_of(rows[position - 1])
+    feeding = [p for p in feeding if p in flushed] or feeding
+    names = _float_names(rows, plan_nodes, _unique(feeding + ops))
+    source = ", ".join(repr(f) for f in feeding) or "its input"
+    message = (f"op '{row['op_name']}' ({row['op_type']}) reads 0 where the golden is small but not 0: fp16 flushed "
+               f"{source}'s values below {FP16_MIN_NORMAL:.3g} (an epsilon such as 1e-10 too) to 0 or to subnormals, "
+               f"and {row['op_type']} turns 0 into inf: an underflow, not an overflow. Keep the op adding the epsilon "
+               f"and its consumer in fp32, or raise the epsilon to at least {FP16_MIN_NORMAL:.3g} (fp16's smallest "
+               "normal value)")
+    return _keep_dtype_item(_unique(list(existing_keep or []) + names), stage, message, added=names,
+                            existing=existing_keep)
+
+
+def _cancellation_advice(rows, position, producers, plan_nodes, stage, existing_keep) -> list[dict]:
+    """Near-equal operands subtracted: the operands' fp16 rounding is the result's error. Keep the op and
+    the ops computing its operands in fp32 (the difference must be taken of fp32 values)."""
+    row = rows[position]
+    types = mechanism.op_types(rows)
+    ops = _ops_of(row)
+    feeding = [p for op in ops for p in mechanism.compute_producers(producers or {}, op, types) if p not in ops]
+    names = _float_names(rows, plan_nodes, _unique(feeding + ops))
+    message = (f"op '{row['op_name']}' ({row['op_type']}) cancels: its operands are far larger than its result "
+               f"(at most {row.get('golden_abs_max') or 0:.3g}), so their fp16 rounding is all that is left: keep it "
+               "and the ops computing its operands in fp32")
+    return [_keep_dtype_item(_unique(list(existing_keep or []) + names), stage, message, added=names,
+                             existing=existing_keep)]
 
 
 def _convert_params() -> set[str]:

@@ -96,17 +96,20 @@ def select_failures(
     *,
     output_ops: list[str] | None = None,
     producers: dict[str, list[str]] | None = None,
+    eligible: set[int] | None = None,
 ) -> list[int]:
     """Positions (into ``rows``, already in graph order) of the failures the strategy picks, the one to
     report first at the head: overflow origins, then the rest in graph order.
 
     ``first-per-output`` needs ``output_ops`` (the ops producing graph outputs) and ``producers``;
-    without them every row counts as feeding the single last output, i.e. it equals first-overall."""
+    without them every row counts as feeding the single last output, i.e. it equals first-overall.
+    ``eligible``: the positions that may be picked (the failures reaching a failing output, see
+    ``mechanism.reaching``); default every failing row."""
     check_strategy(strategy)
-    failed = [i for i, row in enumerate(rows) if row.get("failed")]
+    failed = [i for i, row in enumerate(rows) if row.get("failed") and (eligible is None or i in eligible)]
     if not failed:
         return []
-    origins = overflow_origins(rows, producers)
+    origins = [i for i in overflow_origins(rows, producers) if eligible is None or i in eligible]
     ranked = origins + [i for i in failed if i not in origins]
     if strategy == "all":
         return ranked

@@ -3,8 +3,9 @@
 A plain stage gets ``stages.convert.params.PARAM``; a matrix variant (``convert@fp16``) gets
 ``stages.convert.matrix.fp16.PARAM``, because the variant's overlay is where its settings live
 (the ``--set`` grammar is a dotted path into the pipeline document, the value parsed as YAML; see
-``ascendpipe/config/overrides.py``). This assumes the named-overlay matrix form (``fp16: {...}``); a
-product matrix (``PARAM: [values]``) has no per-variant entry to set. The ``--set`` argument is
+``ascendpipe/config/overrides.py``). The ``--set`` line works for a list-form matrix's variant too
+(``precision_mode: [force_fp16, ...]`` -> ``matrix.force_fp16``): build turns that matrix into the
+named form first. The YAML lines are the named-overlay form (``fp16: {...}``). The ``--set`` argument is
 shell-quoted: ``[...]`` is a glob and a space would split it. Pure: yaml is imported only to quote values that need it.
 """
 

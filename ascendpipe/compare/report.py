@@ -17,7 +17,7 @@ def _finite(v) -> float | None:
 
 def chart_svg(rows: list[dict], first_index: int | None) -> str:
     """Cosine (left axis, linear 0..1) and max relative error (right axis, log10) per compared row."""
-    points = [r for r in rows if r["side"] == "both"]
+    points = [r for r in rows if r["side"] == "both" and not r.get("empty")]  # an empty tensor has no value to plot
     if not points:
         return '<svg xmlns="http://www.w3.org/2000/svg" width="960" height="40"><text x="10" y="25">no compared tensors</text></svg>'
     n = len(points)
@@ -131,6 +131,8 @@ def report_html(result: dict, doc: dict) -> str:
         chart=chart_svg(result["rows"], first["index"] if first else None),
         rows=rows,
         first=first,
+        verdict=doc.get("verdict"),
+        contained=doc.get("contained") or [],
         summary=doc["summary"],
         thresholds=doc["thresholds"],
         input_note=doc.get("input"),

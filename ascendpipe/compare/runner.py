@@ -18,7 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ascendpipe.compare import advisor, mapping, msaccucmp, order, thresholds as thr
+from ascendpipe.compare import advisor, mapping, mechanism, msaccucmp, order, thresholds as thr
+from ascendpipe.compare.mechanism import FP16_MIN_NORMAL
 from ascendpipe.compare.metrics import FP16_MAX, magnitude_max, tensor_metrics
 from ascendpipe.contract import DUMP_FORMAT
 from ascendpipe.errors import Location, UserError
@@ -167,13 +168,18 @@ def _row(pos: int, pair: mapping.Pair, golden_dir, target_dir, limits: dict, out
         golden_max, target_max = _magnitude(g, golden), _magnitude(t, target)
         cells, messages = msaccucmp.cells(golden, target, target_file=str(Path(target_dir) / t["file"]),
                                           golden_file=str(Path(golden_dir) / g["file"]))
-        try:
-            m = tensor_metrics(golden, target)
-        except ValueError as exc:
-            row["note"] = str(exc)
+        if golden.size == 0 and target.size == 0:  # nothing to compare: no number, never a cosine of 0
+            row["empty"] = True
+            row["note"] = "; ".join(x for x in (row["note"], EMPTY_NOTE) if x)
         else:
-            if m["fail_reason"]:  # why our decision has no metric for this tensor (inf/NaN)
-                row["note"] = "; ".join(x for x in (row["note"], m["fail_reason"]) if x)
+            try:
+                m = tensor_metrics(golden, target)
+            except ValueError as exc:
+                row["note"] = str(exc)
+            else:
+                if m["fail_reason"]:  # why our decision has no metric for this tensor (inf/NaN)
+                    row["note"] = "; ".join(x for x in (row["note"], m["fail_reason"]) if x)
+                row.update(_value_facts(golden, target, row))
         del golden, target
     elif g:
         golden_max = max(abs(float(g.get("min", 0.0) or 0.0)), abs(float(g.get("max", 0.0) or 0.0)))
@@ -197,6 +203,27 @@ def _row(pos: int, pair: mapping.Pair, golden_dir, target_dir, limits: dict, out
                decision=None if m is None else {k: _finite_or_none(float(m[key])) for k, key in thr.DECISION_KEY.items()}
                | {"rmse_fp16_floor": _finite_or_none(m["rmse_fp16_floor"])})
     return row
+
+
+EMPTY_NOTE = "not compared (empty)"
+
+
+def _value_facts(golden: np.ndarray, target: np.ndarray, row: dict) -> dict:
+    """What the mechanisms read from the values (see ``mechanism``): ``flushed``, how many nonzero golden
+    values below fp16's normal range the target holds as 0 (an underflow); for a DequantizeLinear
+    output, ``quant_step``: the golden's grid (its smallest gap between distinct values)."""
+    facts: dict = {"flushed": 0}
+    zero = target == 0
+    if zero.any():
+        g = golden[zero] if golden.shape == target.shape else golden.reshape(-1)[zero.reshape(-1)]
+        facts["flushed"] = int(np.count_nonzero((g != 0) & (np.abs(g) < FP16_MIN_NORMAL)))
+    if (row.get("golden_op_type") or row.get("op_type")) == "DequantizeLinear" and golden.size > 1:
+        values = np.unique(golden[np.isfinite(golden)])
+        gaps = np.diff(values)
+        gaps = gaps[gaps > 0]
+        if gaps.size:
+            facts["quant_step"] = float(gaps.min())
+    return facts
 
 
 def _finite_or_none(value):
@@ -339,18 +366,28 @@ def compare_dumps(
     golden_npu = _tensor_positions(rows, graph, golden_dirs[0], target_dirs[0])
     for r in rows:  # the ATC fusion pass that made a fused op (fused_map.json "rules", the OM's pass_name)
         r["pass_name"] = rules.get(r["op_name"]) if r.get("fused") else None
+    producers = graph.get("producers")
+    reach, outputs_pass = mechanism.annotate(rows, producers)
     pre_failed = [i for i, r in enumerate(rows) if r.get("pre") and r["failed"]]
-    picked = order.select_failures(rows, strategy, output_ops=graph.get("output_ops"), producers=graph.get("producers"))
+    # a failing preprocessing check feeds every input: it is picked ahead of the ops, as before
+    picked = order.select_failures(rows, strategy, output_ops=graph.get("output_ops"), producers=producers,
+                                   eligible=reach | set(pre_failed))
     picked = pre_failed + [i for i in picked if i not in pre_failed]
     failures = [advisor.describe_failure(rows, i, precision_plan=precision_plan, fusion_rules=rules,
-                                         producers=graph.get("producers"), stage=convert_stage,
+                                         producers=producers, stage=convert_stage,
                                          target_settings=target_settings) for i in picked]
     for failure in failures:
         row = rows[failure["index"]]
         failure.update(batch=row["batch"], batches=row["batches"], failed_batches=row["failed_batches"])
+    # the first op beyond thresholds, whether or not it reaches an output (msit's order would name it first)
+    diverged = order.select_failures(rows, "first-overall", producers=producers)
+    first_divergence = mechanism.divergence(rows[diverged[0]]) if diverged else None
     summary = summarize(rows, failures)
     summary["batches"] = len(golden_dirs)
+    summary["outputs_pass"] = outputs_pass
     return {"rows": rows, "first_failure": failures[0] if failures else None, "failures": failures,
+            "first_divergence": first_divergence, "contained": mechanism.contained_items(rows),
+            "verdict": mechanism.verdict(rows, failures, outputs_pass),
             "summary": summary, "thresholds": limits, "strategy": strategy, "golden_is_npu_dump": golden_npu,
             "precision_plan": precision_plan}  # for report.html's device dtypes; not in result.json
 
@@ -392,17 +429,21 @@ def first_golden_nonfinite(rows: list[dict]) -> dict | None:
 def summarize(rows: list[dict], failures: list[dict]) -> dict:
     """The stage metrics: first_failure_index, failed_ops, min_cosine, output_cosine (exact cosines), overflow_ops."""
     # A NaN cosine means a compared tensor holds inf/NaN (msit computes no metric): count it as 0.0 here.
+    # An empty tensor has no cosine at all: it is left out of every figure ("not compared (empty)").
     def cos(r):
         return 0.0 if math.isnan(_cosine_of(r)) else _cosine_of(r)
 
-    cosines = [cos(r) for r in rows if _cosine_of(r) is not None]
-    out = [cos(r) for r in rows if r["is_output"] and _cosine_of(r) is not None]
+    cosines = [cos(r) for r in rows if _cosine_of(r) is not None and not r.get("empty")]
+    out = [cos(r) for r in rows if r["is_output"] and _cosine_of(r) is not None and not r.get("empty")]
     return {
         "first_failure_index": failures[0]["index"] if failures else None,
         "failed_ops": sum(1 for r in rows if r["failed"]),
         "min_cosine": min(cosines) if cosines else None,
         "output_cosine": min(out) if out else None,
-        "overflow_ops": sum(1 for r in rows if r["overflow"] == "target"),
+        # true overflows (beyond 65504): not a flushed epsilon's Log(0), not a saturated mask's -inf
+        "overflow_ops": sum(1 for r in rows if r["overflow"] == "target" and r.get("mechanism") in (None, "overflow")),
+        "contained_ops": sum(1 for r in rows if r.get("contained")),
+        "empty_tensors": sum(1 for r in rows if r.get("empty")),
         "compared_tensors": sum(1 for r in rows if r["side"] == "both"),
         # pairs without metrics because the golden itself holds NaN/inf (msit computes none either):
         # NaN or inf in the inputs, or the fp32 model overflowing on its own

@@ -28,6 +28,21 @@ class Side:
     om_json: dict | None = None
     settings: dict | None = None  # a converted model dir's convert.json
     quantization: dict | None = None  # a quantize stage's quantize.json (the target is a fake-quant model)
+    source_stage: str | None = None  # a dump stage's dump: the stage that made its model (source.json)
+
+
+DUMP_SOURCE = "source.json"  # in a dump stage's folder: {"stage", "kind", "model_dir"} of the model it dumped
+
+
+def _dump_source(dump_dir: Path) -> tuple[Path | None, str | None]:
+    """A dump stage's model folder and the stage that made it (e.g. convert@fp16), from ``source.json``:
+    a compare of the dump reads the conversion's files there and advises as for the converted model."""
+    record = _read_json(Path(dump_dir) / DUMP_SOURCE)
+    if not isinstance(record, dict):
+        return None, None
+    folder = (Path(dump_dir) / str(record.get("model_dir") or "")).resolve() if record.get("model_dir") else None
+    stage = record.get("stage") if record.get("kind") == "convert" else None
+    return (folder if folder is not None and folder.is_dir() else None), stage
 
 
 def _read_json(path: Path) -> dict | None:
@@ -68,6 +83,10 @@ def resolve_side(path: Path, role: str) -> Side:
                 raise UserError(f"{role} dir '{path}' has no index.json and not exactly one .onnx model (found {found})",
                                 Location(file=str(path), field=role))
             side.model = models[0]
+    if side.dump_dir is not None:
+        made_in, side.source_stage = _dump_source(side.dump_dir)
+        if made_in is not None:
+            folder = made_in
     side.fused_map = _read_json(folder / "fused_map.json")
     side.precision_plan = _read_json(folder / "precision_plan.json")
     side.om_json = _read_json(folder / "model.json")
@@ -252,12 +271,14 @@ def golden_dump(model: Path, feeds: dict, folder: Path, cache) -> tuple[object, 
 
 
 def run_compare(golden: Path, target: Path, *, input_path: Path | None, work_dir: Path, limits: dict,
-                strategy: str = "first-overall", seed: int = 0, convert_stage: str = "convert",
+                strategy: str = "first-overall", seed: int = 0, convert_stage: str | None = "convert",
                 golden_inputs: Path | None = None, backend: str = "onnxruntime", log=None, run_command=None,
                 stage: str = "compare", batch_axes: dict | None = None, dump_cache=None, keep: str = "all",
                 keep_max: int | None = None, events: dict | None = None) -> tuple[dict, str | None]:
     """Resolve both sides, dump what needs dumping under ``work_dir``, compare. Returns (result, input note).
 
+    ``convert_stage``: the stage the advice's paste lines name; None: the one a dump target's
+    ``source.json`` names, else ``convert``.
     ``input_path`` feeds the target (and the golden, unless ``golden_inputs`` is given or the target
     applies AIPP: see ``aipp_preprocessing``). An OM target (ascend backend) is dumped on the device
     with the CANN tools (``log``, ``run_command``: the stage's log and tool runner).
@@ -269,6 +290,8 @@ def run_compare(golden: Path, target: Path, *, input_path: Path | None, work_dir
     from ascendpipe.store.objects import CorruptObject
 
     g, t = resolve_side(golden, "golden"), resolve_side(target, "target")
+    # None: the caller does not know the stage that made the target (a dump stage's dump says it)
+    convert_stage = convert_stage or t.source_stage or "convert"
     if g.om_dir is not None:
         raise UserError(f"golden '{golden}' is an OM; the golden is the fp32 .onnx (or its dump)",
                         Location(file=str(golden), field="golden"))
@@ -289,7 +312,9 @@ def run_compare(golden: Path, target: Path, *, input_path: Path | None, work_dir
                             Location(file=str(golden_inputs), field="golden_inputs"))
     golden_feeds_by_batch, target_dumps, pre_rows = [], [], []
     for k, feeds in enumerate(batches):
-        pre = aipp_preprocessing(g.model, t.settings, feeds or {}, golden_inputs, seed, convert_stage,
+        # a dump target was fed by its dump stage, not through AIPP here: its AIPP is not checked
+        pre = aipp_preprocessing(g.model, None if t.dump_dir is not None else t.settings, feeds or {},
+                                 golden_inputs, seed, convert_stage,
                                  golden_batch=golden_batches[k] if golden_batches else None)
         if pre.note and k == 0:
             notes.append(pre.note)

@@ -34,7 +34,8 @@ EXTRA_ROW_KEYS = ("golden_tensor", "golden_ops", "golden_dtype", "side", "fused"
                   "mean_abs_error", "mean_rel_error", "accumulated_rel_error", "target_mean", "target_std",
                   "golden_mean", "golden_std", "golden_nan", "golden_inf", "target_nan", "target_inf", "golden_abs_max",
                   "exact_cosine", "significant_mean_rel_error", "batch", "batches", "failed_batches",
-                  "output_index", "compare_fail_reason", "msit_precision_error", "decision")
+                  "output_index", "compare_fail_reason", "msit_precision_error", "decision",
+                  "mechanism", "reaches_output", "contained", "flushed", "quant_step", "empty")
 
 
 def _num(value) -> str:
@@ -128,7 +129,9 @@ def contract(result: dict, input_note: str | None = None) -> dict:
     rows = [{**{k: row.get(k) for k in CONTRACT_ROW_KEYS + EXTRA_ROW_KEYS}, "pass_name": row.get("pass_name"),
              "msit_precision_error": _msit_precision_error(row)}
             for row in result["rows"]]
-    doc = {"rows": rows, "first_failure": result["first_failure"], "failures": result["failures"],
+    doc = {"verdict": result.get("verdict"), "rows": rows, "first_failure": result["first_failure"],
+           "failures": result["failures"], "first_divergence": result.get("first_divergence"),
+           "contained": result.get("contained") or [],
            "summary": result["summary"], "thresholds": result["thresholds"], "strategy": result["strategy"]}
     if result.get("quantization"):
         doc["quantization"] = result["quantization"]
@@ -169,6 +172,9 @@ def terminal_text(result: dict, *, color: bool = False, worst: int = 10, input_n
     lines = []
     if input_note:
         lines.append(input_note)
+    if result.get("verdict"):  # what matters first: do the outputs pass
+        ok = result["first_failure"] is None and (result["summary"].get("outputs_pass") is not False)
+        lines.append(paint(_GREEN if ok else _RED, result["verdict"]))
     s = result["summary"]
     batches = s.get("batches") or 1
     lines.append(f"compared {s['compared_tensors']} tensors ({s['golden_only']} golden-only, {s['target_only']} target-only)"
@@ -176,11 +182,16 @@ def terminal_text(result: dict, *, color: bool = False, worst: int = 10, input_n
                  + f": {s['failed_ops']} failed, {s['overflow_ops']} overflow")
     lines.append(f"{'#':>4}  {'op':<32} {'type':<18} {'cosine':>10} {'max_rel':>10} {'rmse':>10}  status")
     for r in sorted(rows, key=badness)[:worst]:
-        status = ("FAIL" + (" overflow" if r["overflow"] == "target" else "")) if r["failed"] else "ok"
+        cause = r.get("mechanism") or ("overflow" if r["overflow"] == "target" else "")
+        status = ("FAIL" + (f" {cause}" if cause and cause != "precision_loss" else "")) if r["failed"] else "ok"
+        if r.get("contained"):
+            status = ("contained" if r["failed"] else "ok") + (f" ({cause})" if cause else "")
         if r["overflow"] == "fp16_range" and not r["failed"]:
             status = "ok (overflows in fp16)"
         if not r["failed"] and (r.get("golden_nan") or r.get("golden_inf")):
             status = "not compared (golden NaN/inf)"
+        if r.get("empty"):
+            status = "not compared (empty)"
         line = (f"{r['index']:>4}  {r['op_name'][:32]:<32} {r['op_type'][:18]:<18} {_short(r['cosine']):>10} "
                 f"{_short(r['max_rel_error']):>10} {_short(r['rmse']):>10}  {status}")
         lines.append(paint(_RED if r["failed"] else (_YELLOW if r["overflow"] else _GREEN), line))
@@ -192,14 +203,24 @@ def terminal_text(result: dict, *, color: bool = False, worst: int = 10, input_n
         lines.append(paint(_YELLOW, f"{unmeasured} tensors not compared: their golden holds NaN or inf"
                                     + (f" (first: #{where['index']} {where['op_name']})" if where else "")
                                     + "; NaN or inf in the inputs, or the fp32 model overflows by itself"))
+    contained = result.get("contained") or []
+    for item in contained[:5]:
+        lines.append(paint(_YELLOW, f"  contained: #{item['index']} {item['op_name']} ({item['op_type']}): {item['why']}"))
+    if len(contained) > 5:
+        lines.append(paint(_YELLOW, f"  ... and {len(contained) - 5} more contained (result.json 'contained')"))
     first = result["first_failure"]
-    if first is None:
+    if first is None and any(r["failed"] for r in rows):
+        divergence = result.get("first_divergence") or {}
+        lines.append(paint(_GREEN, "no failure reaches an output" + (
+            f" (first divergence #{divergence['index']} {divergence['op_name']}, contained)" if divergence else "")))
+    elif first is None:
         lines.append(paint(_YELLOW, f"no op fails the thresholds, but {unmeasured} tensors were not compared")
                      if unmeasured else paint(_GREEN, "no op fails the thresholds"))
     else:
         where = (f" (batch {first['batch']}; fails on {first['failed_batches']} of {first['batches']} batches)"
                  if (first.get("batches") or 1) > 1 else "")
-        lines.append(paint(_BOLD, f"first failure: #{first['index']} {first['op_name']} ({first['op_type']}): "
+        cause = f" [{first['mechanism']}]" if first.get("mechanism") else ""
+        lines.append(paint(_BOLD, f"first failure: #{first['index']} {first['op_name']} ({first['op_type']}){cause}: "
                                   f"{first['reason']}{where}"))
         for item in first["advice"]:
             lines.append(f"  advice: {item['message']}")

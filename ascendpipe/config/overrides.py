@@ -2,7 +2,9 @@
 
 KEY is a dotted path into the pipeline document (``params.x``, ``stages.convert.params.precision_mode``,
 ``stages.convert.matrix.fp16.precision_mode``); VALUE is parsed as a YAML scalar or flow collection,
-so ``n=32`` is a number and ``keep_dtype=[a,b]`` a list.
+so ``n=32`` is a number and ``keep_dtype=[a,b]`` a list. A variant of a list-form matrix
+(``matrix: {precision_mode: [force_fp16, ...]}``) is named as in a named one
+(``stages.convert.matrix.force_fp16.keep_dtype=[a]``): the matrix becomes the named form first.
 """
 
 from __future__ import annotations
@@ -78,8 +80,14 @@ def apply_overrides(data: dict, overrides, marks=None, origins=None) -> dict:
                 raw = stages[parts[1]]
                 matrix = raw.get("matrix") if isinstance(raw, dict) else None
                 names = [str(k) for k in matrix] if isinstance(matrix, dict) else []
+                product = bool(names) and all(isinstance(v, list) for v in matrix.values())
+                variant = _product_overlays(matrix).get(parts[3]) if product and len(parts) >= 5 else None
+                if variant is not None:
+                    # a variant of a list-form matrix (its values joined by '-'): the matrix becomes the
+                    # named form with the same variants and params, so this one variant can change alone
+                    raw["matrix"] = {name: dict(overlay) for name, overlay in _product_overlays(matrix).items()}
+                    names = list(raw["matrix"])
                 if parts[3] not in names:
-                    product = bool(names) and all(isinstance(v, list) for v in matrix.values())
                     what = "matrix param" if product else "variant"
                     raise UserError(
                         f"stage '{parts[1]}' has no {what} '{parts[3]}'{_close(parts[3], names)}; it has: "
@@ -107,6 +115,14 @@ def apply_overrides(data: dict, overrides, marks=None, origins=None) -> dict:
             if isinstance(value, bool):
                 marks.bools[tuple(parts)] = text.partition("=")[2].strip()
     return data
+
+
+def _product_overlays(matrix: dict) -> dict[str, dict]:
+    """A list-form matrix's variants: name ('v1-v2', as ``config.matrix`` names them) -> its params."""
+    import itertools
+
+    keys = list(matrix)
+    return {"-".join(str(v) for v in combo): dict(zip(keys, combo)) for combo in itertools.product(*matrix.values())}
 
 
 def _existing_key(node: dict, part: str):

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from ascendpipe.contract import stage_folder
 from ascendpipe.errors import Location, UserError
+from ascendpipe.fix.cause import cube_blocked
 from ascendpipe.fix.search import FUSION, KEEP, Result
 
 
@@ -67,7 +68,20 @@ def _outputs_overflow(rows: list[dict]) -> bool:
 def _failure_note(failure: dict | None) -> str:
     if not failure:
         return ""
-    return f"first failure {failure['op_name']} ({failure.get('kind', '?')})"
+    return f"first failure {failure['op_name']} ({failure.get('mechanism') or failure.get('kind', '?')})"
+
+
+def _feed_peaks(feeds: dict) -> dict[str, float]:
+    """Each float feed's largest finite |value| (a cube op may read a graph input directly)."""
+    import numpy as np
+
+    peaks = {}
+    for name, array in (feeds or {}).items():
+        a = np.asarray(array)
+        if a.dtype.kind == "f" and a.size:
+            finite = a[np.isfinite(a)]
+            peaks[name] = float(np.abs(finite).max()) if finite.size else 0.0
+    return peaks
 
 
 # --- standalone: one model, in process ------------------------------------------------------
@@ -119,8 +133,11 @@ class StandaloneEvaluator:
         cosine = _output_cosine(result)
         rows = result["rows"]
         passed = cosine is not None and cosine >= self.min_cosine and not _outputs_overflow(rows)
+        producers = self.graph.get("producers")
         return Result(passed, cosine, cosine, rows=rows, failure=result["first_failure"], ops=self.ops,
-                      note=_failure_note(result["first_failure"]), candidates=keep_candidates(plan, fused_map))
+                      note=_failure_note(result["first_failure"]), candidates=keep_candidates(plan, fused_map),
+                      producers=producers,
+                      blocked=cube_blocked(rows, producers, self.params.get("soc_version"), _feed_peaks(self.feeds)))
 
 
 # --- pipeline: every attempt an engine build ----------------------------------------------------
@@ -166,11 +183,10 @@ def _pick_stage(stages: dict, given: str, kind: str, field: str) -> str:
 def _set_prefix(raw_stages: dict, stage) -> str:
     raw = raw_stages.get(stage.base) or {}
     matrix = raw.get("matrix") or {}
-    if stage.variant is not None and stage.variant in matrix and isinstance(matrix[stage.variant], dict):
+    if stage.variant is not None and matrix:
+        # a named variant's overlay, or a list-form matrix's variant: --set turns that matrix into the
+        # named form with the same variants (config.overrides), so this one variant changes alone
         return f"stages.{stage.base}.matrix.{stage.variant}"
-    if matrix:
-        raise UserError(f"stage '{stage.name}' comes from a list-form matrix; give its variant as NAME: {{params}} "
-                        "so that fix can change it alone", Location(stage=stage.name, field="matrix"))
     return f"stages.{stage.base}.params"
 
 
@@ -221,8 +237,13 @@ class PipelineEvaluator:
     """One engine build per attempt: the metric stage, the golden stage and the compare stage."""
 
     def __init__(self, pipeline_path: str, target: PipelineTarget, *, tolerance: float, overrides=(),
-                 backend: str | None = None, base_keep=(), base_fusion=None, build_dir: Path):
+                 backend: str | None = None, base_keep=(), base_fusion=None, build_dir: Path,
+                 soc_version: str | None = None, stages: dict | None = None, workspace: Path | None = None):
         self.path, self.target, self.tolerance = str(pipeline_path), target, float(tolerance)
+        self.stages, self.workspace = stages or {}, workspace  # resolved stages: per-sample scores (fix.resolution)
+        self.golden_samples = None
+        self.producers = None  # the golden graph's op edges (neighbours, the cube rule): read once it is built
+        self.soc_version = soc_version  # the convert stage's: whether a kept cube op reads fp32
         self.overrides, self.backend = list(overrides), backend
         self.base_keep, self.base_fusion = list(base_keep), dict(base_fusion or {})
         self.build_dir = Path(build_dir)
@@ -280,13 +301,42 @@ class PipelineEvaluator:
             ops = list(plan.get("nodes") or [])
         fused_map = json.loads(map_path.read_text()) if map_path.is_file() else None
         passed = metric >= self.golden_metric - self.tolerance
+        if self.producers is None:
+            self.producers = self._golden_producers()
         result = Result(passed, metric, cosine, rows=rows, failure=failure, ops=ops,
-                        candidates=keep_candidates(plan, fused_map))
+                        candidates=keep_candidates(plan, fused_map),
+                        producers=self.producers,
+                        blocked=cube_blocked(rows, self.producers, self.soc_version) if rows else None,
+                        samples=self._samples(t.metric_stage))
+        if self.golden_samples is None:
+            self.golden_samples = self._samples(t.golden_stage)
         if not self.order:
             self.order = graph_order(result)
         note = f"run {run.get('id')}" + (f"; {_failure_note(failure)}" if failure and not passed else "")
         result.note = note
         return result
+
+    def _golden_producers(self) -> dict | None:
+        """op -> the ops it reads, from the compare stage's golden model (None where it is not a model)."""
+        compare = self.stages.get(self.target.compare) if self.target.compare else None
+        golden = (compare.inputs or {}).get("golden") if compare is not None else None
+        if not golden or self.workspace is None:
+            return None
+        from ascendpipe.compare.runner import graph_info
+        from ascendpipe.compare.sources import resolve_side
+
+        try:
+            side = resolve_side(Path(self.workspace) / golden, "golden")
+        except UserError:
+            return None  # not built yet, or a dump: the search goes without the edges
+        return graph_info(side.model).get("producers") if side.model else None
+
+    def _samples(self, stage: str):
+        from ascendpipe.fix.resolution import sample_hits
+
+        if stage not in self.stages or self.workspace is None:
+            return None
+        return sample_hits(self.stages[stage], self.workspace, self.target.metric, self.build_dir)
 
     def _metric(self, run: dict, stage: str) -> float:
         record = run["stages"].get(stage) or {}

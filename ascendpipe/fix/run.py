@@ -45,8 +45,9 @@ def _check_attempts(max_attempts: int) -> None:
 
 def fix_standalone(golden: str | Path, *, input_path: str | Path | None = None, precision_mode: str = "force_fp16",
                    min_cosine: float = 0.99, max_attempts: int = DEFAULT_MAX_ATTEMPTS, output: str | Path | None = None,
-                   seed: int = 0, params: dict | None = None) -> FixReport:
-    """Search on one model: emulated conversion + compare of the final outputs (onnxruntime backend)."""
+                   seed: int = 0, params: dict | None = None, soc_version: str | None = None) -> FixReport:
+    """Search on one model: emulated conversion + compare of the final outputs (onnxruntime backend).
+    ``soc_version``: the SoC converted for (which decides, e.g., whether a kept cube op reads fp32)."""
     from ascendpipe.compare.sources import make_feeds, resolve_side
     from ascendpipe.fix.evaluators import StandaloneEvaluator
     from ascendpipe.precision.settings import resolve
@@ -58,6 +59,8 @@ def fix_standalone(golden: str | Path, *, input_path: str | Path | None = None, 
     if side.model is None:
         raise UserError(f"--golden must be an fp32 .onnx model, not a dump dir: {golden}", Location(field="--golden"))
     base = {**(params or {}), "precision_mode": precision_mode}
+    if soc_version:
+        base["soc_version"] = soc_version
     resolve(base)  # a bad mode or remedy is a user error now, not after the golden dump
     feeds, _note = make_feeds(side.model, Path(input_path) if input_path else None, seed)
     with tempfile.TemporaryDirectory(prefix="ascendpipe-fix-") as scratch:
@@ -65,7 +68,7 @@ def fix_standalone(golden: str | Path, *, input_path: str | Path | None = None, 
         outcome = search(evaluator, max_attempts=max_attempts)
     keep, fusion = evaluator.full_remedy(outcome.remedy)
     data = report.summary(outcome, keep, fusion, mode="standalone", model=str(side.model),
-                          precision_mode=precision_mode, min_cosine=min_cosine)
+                          precision_mode=precision_mode, min_cosine=min_cosine, soc_version=base.get("soc_version"))
     written = report.write_remedy_files(Path(output), keep, fusion, data) if output else {}
     return FixReport(outcome, keep, fusion, data, written, "output cosine", "stages.convert.params",
                      f"cosine at the final outputs >= {min_cosine}")
@@ -92,20 +95,42 @@ def fix_pipeline(pipeline: str | Path, *, stage: str = "convert", metric: str, t
     build_dir = workspace / resolved.build_dir
     keep0, fusion0 = base_remedies(resolved.stages[target.convert], workspace)
     evaluator = PipelineEvaluator(str(pipeline), target, tolerance=tolerance, overrides=overrides, backend=backend,
-                                  base_keep=keep0, base_fusion=fusion0, build_dir=build_dir)
+                                  base_keep=keep0, base_fusion=fusion0, build_dir=build_dir,
+                                  soc_version=resolved.stages[target.convert].params.get("soc_version"),
+                                  stages=resolved.stages, workspace=workspace)
     outcome = search(evaluator, max_attempts=max_attempts)
     evaluator.restore_workspace()
     keep, fusion = evaluator.full_remedy(outcome.remedy)
     golden = evaluator.golden_metric
+    noise = _resolution(outcome, evaluator, resolved.stages[target.metric_stage], workspace, tolerance)
     data = report.summary(outcome, keep, fusion, mode="pipeline", stage=target.convert,
                           metric_stage=target.metric_stage, metric_name=target.metric, golden_stage=target.golden_stage,
                           golden_metric=golden, tolerance=tolerance, runs=evaluator.runs,
-                          set=evaluator.set_lines(outcome.remedy) if outcome.passed else [])
+                          set=evaluator.set_lines(outcome.remedy) if outcome.passed else [], resolution=noise,
+                          restored=bool(outcome.passed and outcome.remedy and not noise.get("inside_noise")))
     out_dir = Path(output) if output else build_dir / "fix" / stage_folder(target.convert)
     written = report.write_remedy_files(out_dir, keep, fusion, data)
     target_text = (f"{target.metric_stage}.{target.metric} >= {target.golden_stage}.{target.metric} - {tolerance}"
                    + (f" = {golden - tolerance:.6g}" if golden is not None else ""))
     return FixReport(outcome, keep, fusion, data, written, target.metric, target.set_prefix, target_text)
+
+
+def _resolution(outcome: Outcome, evaluator, metric_stage, workspace: Path, tolerance: float) -> dict:
+    """fix.json's ``resolution`` (``fix.resolution.judge``); where the answer's change is inside the
+    noise, or the tolerance below what the set can show, the outcome's message says so."""
+    from ascendpipe.fix.resolution import judge, sample_count
+
+    first = outcome.attempts[0].result if outcome.attempts else None
+    final = outcome.final if outcome.remedy else None
+    noise = judge(sample_count(metric_stage, workspace), tolerance, first.metric if first and final else None,
+                  final.metric if final else None, hits_baseline=first.samples if first and final else None,
+                  hits_final=final.samples if final else None, hits_golden=evaluator.golden_samples)
+    if noise.get("inside_noise") and outcome.passed:
+        outcome.message = ("target met, but not restored: " + noise["note"]
+                           + "; the remedy is listed for what it is worth")
+    elif noise.get("note"):
+        outcome.message += "; " + noise["note"]
+    return noise
 
 
 @dataclass

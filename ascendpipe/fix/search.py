@@ -14,8 +14,13 @@ first:
 3. else the first failure's own op;
 4. else, with no usable evidence, ops in graph order from the first failure on, doubling the batch
    each blind step while the first failure stays where it is.
+3a. else the first failure's producers and consumers (``neighbours``: the cause and its carrier);
 Only ops that keep_dtype can change are ever proposed (``Result.candidates``: float compute ops the
-precision plan would compute differently when kept; never Constant, Identity or integer ops).
+precision plan would compute differently when kept; never Constant, Identity or integer ops), and
+never an op that only moves values (Reshape, Transpose, Pad, Slice, ...: ``compare.mechanism.MOVE_OPS``).
+Failing rows compare calls contained (their error does not reach an output) are not evidence.
+A result that is ``blocked`` (no keep set can work on the target, e.g. a cube op reading an
+overflowed input on a SoC whose cube reads fp16) ends the search after the baseline, saying why.
 Shrinking: delta debugging (ddmin) over the passing set, or for a few candidates removing each
 once, so every kept candidate is needed (1-minimal). A kept op whose golden output cannot exist in
 fp16 (beyond 65504, or wholly below its smallest subnormal) is needed by range alone and is not
@@ -27,6 +32,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Protocol
+
+from ascendpipe.compare.mechanism import compute_producers, consumers_of, is_move, op_types
 
 KEEP = "keep_dtype"
 FUSION = "fusion_switch"
@@ -59,6 +66,9 @@ class Result:
     ops: list[str] = field(default_factory=list)  # every op name in graph order (blind fallback)
     note: str = ""
     candidates: frozenset | None = None  # op names keep_dtype can change (None: unknown, all may)
+    producers: dict | None = None  # op -> the ops it reads (the golden graph), where the evaluator knows it
+    blocked: str | None = None  # why no keep set can work on this target (then the search stops)
+    samples: object = None  # per-sample scores behind ``metric`` where known (fix.resolution: Top-k hits)
 
 
 class Evaluator(Protocol):
@@ -117,7 +127,42 @@ def advised(failure: dict | None) -> list[Candidate]:
 
 
 def _keepable(result: Result, name: str) -> bool:
+    """An op keep_dtype can change: a float compute op (the plan's ``keepable``), never one that only
+    moves values (Reshape, Transpose, Pad, Slice...: fp16 holds what it moves as it is)."""
+    if is_move(_types(result).get(name)):
+        return False
     return result.candidates is None or name in result.candidates
+
+
+def _types(result: Result) -> dict[str, str]:
+    cached = getattr(result, "_op_types", None)
+    if cached is None:
+        cached = op_types(result.rows)
+        object.__setattr__(result, "_op_types", cached)
+    return cached
+
+
+def neighbours(result: Result, kept: Iterable[Candidate], keepable: Callable[[str], bool]) -> list[Candidate]:
+    """The first failure's producers and consumers (through ops that only move values), not kept yet:
+    where its cause and its carrier sit when the advice and the failing rows are used up."""
+    name = (result.failure or {}).get("op_name")
+    if not name or not result.producers:
+        return []
+    kept_names = {c.name for c in kept if c.kind == KEEP}
+    types = _types(result)
+    consumers = consumers_of(result.producers)
+    near = compute_producers(result.producers, name, types)
+    stack, seen = list(consumers.get(name, ())), set()
+    while stack:  # consumers, looking through the ops that only move values
+        c = stack.pop(0)
+        if c in seen:
+            continue
+        seen.add(c)
+        if is_move(types.get(c)):
+            stack += list(consumers.get(c, ()))
+        else:
+            near.append(c)
+    return [Candidate(KEEP, op) for op in dict.fromkeys(near) if op not in kept_names and keepable(op)]
 
 
 def first_failing(rows: list[dict], kept: Iterable[Candidate], failure: dict | None = None,
@@ -126,7 +171,10 @@ def first_failing(rows: list[dict], kept: Iterable[Candidate], failure: dict | N
     kept yet; a failing fused row whose ops are all kept: its fusion pass, switched off."""
     kept_names = {c.name for c in kept if c.kind == KEEP}
     kept_rules = {c.name for c in kept if c.kind == FUSION}
+    # a contained failure does not reach an output (see compare.mechanism): keeping it changes nothing there
     failing = [row for row in rows if row.get("failed") and row.get("side", "both") != "golden_only"]
+    # unless the target is stricter than compare's thresholds (its outputs pass there): then they are all there is
+    failing = [row for row in failing if not row.get("contained")] or failing
     first = (failure or {}).get("op_name")
     failing.sort(key=lambda row: row.get("op_name") != first)  # stable: the failure's row, then graph order
     for row in failing:
@@ -152,6 +200,9 @@ def propose(result: Result, current: frozenset, blind_batch: int) -> tuple[list[
     name = (result.failure or {}).get("op_name")
     if name and keepable(name) and Candidate(KEEP, name) not in current:  # the failure's own op, no rows
         return [Candidate(KEEP, name)], False
+    fresh = neighbours(result, current, keepable)
+    if fresh:
+        return fresh, False
     order = list(dict.fromkeys([op for row in result.rows for op in _row_ops(row)] + list(result.ops)))
     start = _first_failure_position(result, order)
     order = order[start:] + order[:start]  # from the first failure on: upstream of it is not to blame first
@@ -215,6 +266,8 @@ def search(evaluator: Evaluator, *, max_attempts: int = 30, start: Iterable[Cand
         result = trials.run(current, "baseline")
         if result.passed and not current:
             return _outcome(trials, current, True, True, "the target already holds: no remedy needed")
+        if result.blocked and not result.passed:  # no keep set can work here: say why, try nothing
+            return _outcome(trials, current, False, False, f"target not met: {result.blocked}")
         found = _grow(trials, current, result, rank)
         if found is None:
             return _outcome(trials, current, False, False, _unmet_message(trials, "no more candidates to try"))

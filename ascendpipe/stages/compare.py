@@ -61,7 +61,8 @@ class CompareKind(StageKind):
         where = Location(stage=ctx.name, field="params.thresholds")
         limits = thr.resolve(ctx.thresholds, ctx.params.get("thresholds"), location=where)
         upstream = ctx.upstream.get("target")
-        convert_stage = upstream.stage if upstream is not None and upstream.kind == "convert" else "convert"
+        # None: a dump target names the stage behind it (compare.sources, source.json), else 'convert'
+        convert_stage = upstream.stage if upstream is not None and upstream.kind == "convert" else None
         result, note = run_compare(
             ctx.inputs["golden"], ctx.inputs["target"], input_path=ctx.inputs.get("inputs"), work_dir=ctx.out_dir,
             limits=limits, strategy=ctx.params.get("strategy", "first-overall"), seed=int(ctx.params.get("seed", 0)),

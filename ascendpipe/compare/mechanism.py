@@ -1,0 +1,321 @@
+"""Why an op diverges, and whether that divergence reaches an output. Pure: rows (graph order) + op edges.
+
+A row beyond the thresholds is one of:
+- ``overflow``: its values leave fp16's range (beyond 65504 they become inf), its own or carried in;
+- ``underflow``: values (or a constant, such as the epsilon of ``Log(x + 1e-10)``) flushed to 0 or to
+  fp16's subnormals; an op that turns a flushed 0 into inf (Log, Div, Reciprocal, Sqrt's gradient-free
+  forms, Pow) shows it as a non-finite value, yet nothing overflowed;
+- ``saturated_mask``: the golden holds ±float32's largest value (an additive attention mask), which
+  fp16 can only hold as ±inf; a Softmax downstream absorbs it;
+- ``cancellation``: the op subtracts near-equal operands, so their fp16 rounding is all that is left;
+- ``quantisation``: a quantised tensor (a DequantizeLinear output, a QuantizeLinear output, or the
+  float tensor a QuantizeLinear reads) judged against its QDQ pair's step: within it, not a failure;
+- ``precision_loss``: fp16 rounding otherwise.
+
+A failure *reaches* a failing output when a chain of failing tensors (ops without a compared row
+count as links) joins it to that output; one that does not is *contained*, listed apart with why
+(the op downstream that passes: a saturated mask absorbed by Softmax, ...). msaccucmp's and msit's
+columns are not touched here: only our decision (``failed``) and these keys.
+"""
+
+from __future__ import annotations
+
+from ascendpipe.compare.metrics import FP16_MAX
+
+FP16_MIN_NORMAL = 6.103515625e-05  # below: fp16 subnormals (fewer bits); below 2.98e-8: 0
+SATURATED = 1.0e38  # |golden| this large is a sentinel (float32's max is 3.4e38), not a computed value
+CANCELLATION_RATIO = 64.0  # operands 2^6 larger than the result: 6 of fp16's 11 bits are gone
+ZERO_TO_INF_OPS = frozenset({"Log", "Div", "Reciprocal", "Sqrt", "Rsqrt", "Pow"})
+CANCELLING_OPS = frozenset({"Sub", "Add", "Sum", "ReduceSum", "ReduceMean"})
+QUANT_OPS = frozenset({"DequantizeLinear", "QuantizeLinear", "DynamicQuantizeLinear"})
+# ops that only move, select or copy values: never the cause of a numeric divergence, never a remedy
+MOVE_OPS = frozenset({
+    "Reshape", "Transpose", "Pad", "Slice", "Squeeze", "Unsqueeze", "Concat", "Gather", "GatherElements",
+    "GatherND", "Flatten", "Identity", "Split", "Expand", "Tile", "DepthToSpace", "SpaceToDepth", "Shape",
+    "Size", "Constant", "ConstantOfShape", "Dropout", "Cast", "CastLike", "Compress", "ScatterND",
+    "ScatterElements", "Trilu", "ReverseSequence", "SplitToSequence", "SequenceAt", "Input",
+})
+
+
+def ops_of(row: dict) -> list[str]:
+    return list(row.get("golden_ops") or [row["op_name"]])
+
+
+def op_types(rows: list[dict]) -> dict[str, str]:
+    """Original op name -> its op type, as the rows know them."""
+    types: dict[str, str] = {}
+    for r in rows:
+        kind = r.get("golden_op_type") or r.get("op_type") or ""
+        for op in [r.get("golden_op") or r["op_name"]] if r.get("fused") else ops_of(r):
+            types.setdefault(op, kind)
+    return types
+
+
+def is_move(op_type: str | None) -> bool:
+    return (op_type or "") in MOVE_OPS
+
+
+def consumers_of(producers: dict[str, list[str]]) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for op, ins in producers.items():
+        for p in ins:
+            out.setdefault(p, []).append(op)
+    return out
+
+
+def compute_producers(producers: dict[str, list[str]], op: str, types: dict[str, str]) -> list[str]:
+    """The ops computing ``op``'s inputs, looking through the ops that only move values."""
+    found, stack, seen = [], list(producers.get(op, ())), set()
+    while stack:
+        p = stack.pop(0)
+        if p in seen:
+            continue
+        seen.add(p)
+        if is_move(types.get(p)):
+            stack += list(producers.get(p, ()))
+        else:
+            found.append(p)
+    return found
+
+
+def _saturated(row: dict) -> bool:
+    return (row.get("golden_abs_max") or 0.0) >= SATURATED
+
+
+def _rows_by_op(rows: list[dict]) -> dict[str, int]:
+    by_op: dict[str, int] = {}
+    for i, r in enumerate(rows):
+        for op in ops_of(r):
+            by_op.setdefault(op, i)
+    return by_op
+
+
+def _within_step(row: dict, step: float | None, half: bool) -> bool:
+    if not step or row.get("side") != "both" or row.get("max_abs_error") is None:
+        return False
+    if row.get("target_nan") or row.get("target_inf"):
+        return False
+    peak = row.get("golden_abs_max") or 0.0
+    # a float tensor may also carry fp16's rounding of its largest value (2^-11 relative)
+    allowance = (0.5 if half else 1.0) * step + (peak * 2.0 ** -10 if row.get("float_tensor") else 0.0)
+    return row["max_abs_error"] <= allowance * (1 + 1e-6)
+
+
+def quantisation(rows: list[dict], producers: dict[str, list[str]] | None) -> None:
+    """Judge quantised tensors against their step: a DequantizeLinear output within one step (its
+    ``quant_step``, read from the golden's grid), an integer QuantizeLinear output within one unit, a
+    float tensor a QuantizeLinear reads within half the pair's step. Such a row is not a failure: it
+    gets ``contained`` (why) and mechanism ``quantisation``."""
+    by_op = _rows_by_op(rows)
+    consumers = consumers_of(producers or {})
+    types = op_types(rows)
+    for r in rows:
+        kind = r.get("golden_op_type") or r.get("op_type")
+        step, half = None, False
+        if kind == "DequantizeLinear":
+            step = r.get("quant_step")
+        elif kind in ("QuantizeLinear", "DynamicQuantizeLinear") and r.get("float_tensor") is False:
+            step = 1.0
+        elif r.get("float_tensor") and producers is not None:
+            # the float tensor a QuantizeLinear reads: its DequantizeLinear partner's step
+            for q in (c for op in ops_of(r) for c in consumers.get(op, ()) if types.get(c) == "QuantizeLinear"):
+                steps = [rows[by_op[d]].get("quant_step") for d in consumers.get(q, ())
+                         if types.get(d) == "DequantizeLinear" and d in by_op]
+                steps = [s for s in steps if s]
+                if steps:
+                    step, half = min(steps), True
+                    break
+        if step is None:
+            continue
+        r["quant_step"] = step
+        if not (r.get("failed") and r.get("overflow") != "target"):
+            continue
+        if _within_step(r, step, half):
+            r.update(failed=False, mechanism="quantisation",
+                     contained=(f"within {'half ' if half else ''}one quantisation step ({step:.3g}) of its QDQ pair: "
+                                "not a failure"))
+        else:
+            r["mechanism"] = "quantisation"
+
+
+def classify(rows: list[dict], producers: dict[str, list[str]] | None) -> None:
+    """Set ``mechanism`` on every failing row (see the module docstring)."""
+    by_op = _rows_by_op(rows)
+    types = op_types(rows)
+    for i, r in enumerate(rows):
+        if not r.get("failed") or r.get("mechanism") or r.get("pre"):
+            continue
+        inputs = _input_rows(rows, i, producers, by_op, types)
+        kind = r.get("golden_op_type") or r.get("op_type")
+        peak = r.get("golden_abs_max") or 0.0
+        carried = [x.get("mechanism") for x in inputs if x.get("overflow") == "target" and x.get("mechanism")]
+        if r.get("overflow") == "target":
+            if _saturated(r) or any(_saturated(x) and x.get("overflow") == "target" for x in inputs):
+                r["mechanism"] = "saturated_mask"
+            elif peak > FP16_MAX:
+                r["mechanism"] = "overflow"
+            elif carried:  # inf/NaN carried in from upstream: the cause is upstream's
+                r["mechanism"] = carried[0]
+            elif kind in ZERO_TO_INF_OPS and any(x.get("flushed") for x in inputs):
+                r["mechanism"] = "underflow"
+            else:
+                r["mechanism"] = "overflow"  # an fp16 intermediate inside the op
+        elif _mostly_flushed(r) or 0.0 < peak < FP16_MIN_NORMAL:
+            r["mechanism"] = "underflow"
+        elif kind in CANCELLING_OPS and peak > 0 and any(
+                (x.get("golden_abs_max") or 0.0) >= CANCELLATION_RATIO * peak for x in inputs):
+            r["mechanism"] = "cancellation"
+        else:
+            r["mechanism"] = "precision_loss"
+
+
+FLUSHED_SHARE = 0.01  # a row whose failure is an underflow: at least this share of its values flushed to 0
+
+
+def _mostly_flushed(row: dict) -> bool:
+    size = 1
+    for d in row.get("shape") or []:
+        size *= int(d) if isinstance(d, int) and d > 0 else 1
+    return (row.get("flushed") or 0) >= max(1, FLUSHED_SHARE * size)
+
+
+def _input_rows(rows, i, producers, by_op, types) -> list[dict]:
+    if producers is None:
+        return [rows[i - 1]] if i > 0 else []
+    own = set(ops_of(rows[i]))
+    found = []
+    for op in own:
+        for p in compute_producers(producers, op, types):
+            if p not in own and p in by_op:
+                found.append(rows[by_op[p]])
+    return found
+
+
+def reaching(rows: list[dict], producers: dict[str, list[str]] | None) -> tuple[set[int], bool | None]:
+    """(positions of the failing rows whose divergence reaches a failing output, whether every compared
+    output passes: None when no output was compared). Without op edges, every failing row before a
+    failing output reaches it (graph order)."""
+    outputs = [i for i, r in enumerate(rows) if r.get("is_output") and r.get("side") == "both"]
+    failing = {i for i, r in enumerate(rows) if r.get("failed")}
+    if not outputs:
+        return failing, None
+    bad_outputs = [i for i in outputs if i in failing]
+    if not bad_outputs:
+        return set(), True
+    if producers is None:
+        last = max(bad_outputs)
+        return {i for i in failing if i <= last}, False
+    by_op = _rows_by_op(rows)
+    reach_ops: set[str] = set()
+    stack = [op for i in bad_outputs for op in ops_of(rows[i])]
+    while stack:
+        op = stack.pop()
+        if op in reach_ops:
+            continue
+        row = by_op.get(op)
+        if row is not None and row not in failing:
+            continue  # a passing tensor: the divergence does not come through it
+        reach_ops.add(op)
+        stack += list(producers.get(op, ()))
+    return {i for i in failing if set(ops_of(rows[i])) & reach_ops}, False
+
+
+def _absorber(rows, i, producers, by_op) -> dict | None:
+    """The first op downstream of ``rows[i]`` whose row passes (graph order), if the graph says."""
+    if producers is None:
+        return None
+    consumers = consumers_of(producers)
+    seen, frontier, found = set(ops_of(rows[i])), list(ops_of(rows[i])), []
+    while frontier:
+        op = frontier.pop(0)
+        for c in consumers.get(op, ()):
+            if c in seen:
+                continue
+            seen.add(c)
+            j = by_op.get(c)
+            if j is not None and not rows[j].get("failed"):
+                found.append(j)
+            else:
+                frontier.append(c)
+    return rows[min(found)] if found else None
+
+
+def contain(rows: list[dict], producers: dict[str, list[str]] | None, reach: set[int]) -> None:
+    """``contained`` (why) on each failing row whose divergence does not reach a failing output."""
+    by_op = _rows_by_op(rows)
+    for i, r in enumerate(rows):
+        r["reaches_output"] = i in reach
+        if not r.get("failed") or i in reach or r.get("pre"):
+            continue
+        absorber = _absorber(rows, i, producers, by_op)
+        where = (f"'{absorber['op_name']}' ({absorber['op_type']}) downstream passes" if absorber
+                 else "no failing output depends on it")
+        if r.get("mechanism") == "saturated_mask":
+            why = (f"a saturated mask value (±float32's largest, {r.get('golden_abs_max') or 0:.3g}) is ±inf in fp16; "
+                   + (f"'{absorber['op_name']}' ({absorber['op_type']}) absorbs it and passes" if absorber
+                      else "no failing output depends on it"))
+        else:
+            why = f"its error does not reach an output: {where}"
+        r["contained"] = why
+
+
+def contained_items(rows: list[dict]) -> list[dict]:
+    """result.json's ``contained``: rows beyond thresholds (or within a quantisation step) that are not
+    failures, each with its mechanism and why."""
+    return [{"index": r["index"], "op_name": r["op_name"], "op_type": r["op_type"], "tensor": r["tensor"],
+             "mechanism": r.get("mechanism"), "why": r["contained"]}
+            for r in rows if r.get("contained")]
+
+
+def annotate(rows: list[dict], producers: dict[str, list[str]] | None) -> tuple[set[int], bool | None]:
+    """Quantisation steps, mechanisms, reach and containment on ``rows`` (in place); returns ``reaching``'s answer."""
+    for r in rows:
+        r.setdefault("mechanism", None)
+        r.setdefault("contained", None)
+    quantisation(rows, producers)
+    classify(rows, producers)
+    reword(rows)
+    reach, outputs_pass = reaching(rows, producers)
+    contain(rows, producers, reach)
+    return reach, outputs_pass
+
+
+MECHANISM_TEXT = {
+    "overflow": "overflow (values beyond fp16's 65504 become inf)",
+    "underflow": "underflow (values or a constant flushed to 0 or subnormal in fp16)",
+    "saturated_mask": "saturated mask (±float32's largest value is ±inf in fp16)",
+    "cancellation": "cancellation (near-equal operands subtracted: their fp16 rounding is what is left)",
+    "quantisation": "quantisation error beyond its QDQ step",
+    "precision_loss": "fp16 rounding",
+}
+
+
+def reword(rows: list[dict]) -> None:
+    """A non-finite target caused by an underflow or a saturated mask is not said to be an overflow."""
+    for r in rows:
+        reasons = r.get("reasons") or []
+        if reasons and reasons[0].startswith("target overflows fp16") and r.get("mechanism") in ("underflow",
+                                                                                                 "saturated_mask"):
+            reasons[0] = ("target is inf/NaN where the golden is finite: " + MECHANISM_TEXT[r["mechanism"]])
+
+
+def divergence(row: dict) -> dict:
+    """result.json's ``first_divergence``: the first op beyond thresholds in msit's order, reaching an output or not."""
+    return {"index": row["index"], "op_name": row["op_name"], "op_type": row["op_type"], "tensor": row["tensor"],
+            "reason": "; ".join(row.get("reasons") or []) or "failed", "mechanism": row.get("mechanism"),
+            "reaches_output": bool(row.get("reaches_output")), "contained": row.get("contained")}
+
+
+def verdict(rows: list[dict], failures: list[dict], outputs_pass: bool | None) -> str:
+    """One line, what matters first: do the outputs pass; if not, the failure that reaches them."""
+    contained = sum(1 for r in rows if r.get("contained"))
+    tail = f"; {contained} op{'s' if contained != 1 else ''} beyond thresholds contained (listed apart)" if contained else ""
+    if failures:
+        first = failures[0]
+        return (f"outputs fail: first failure reaching them #{first['index']} {first['op_name']} ({first['op_type']}), "
+                f"{MECHANISM_TEXT.get(first.get('mechanism') or '', first.get('kind', 'failed'))}{tail}")
+    if outputs_pass:
+        return "every output passes" + tail
+    if outputs_pass is None:
+        return "no output was compared: no verdict on the outputs" + tail
+    return "outputs fail, but no compared op before them fails the thresholds" + tail

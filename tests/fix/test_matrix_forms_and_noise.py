@@ -1,0 +1,110 @@
+"""Advice and fix for every matrix form (a list-form matrix's variant is named as a named one's), and
+fix knows what the evaluation set can resolve (issue 33 items 6 and 7)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import yaml
+
+import ascendpipe
+from ascendpipe.fix.resolution import bootstrap_resolution, judge, paired_interval
+from tests import modelzoo
+
+PIPELINE = {
+    "backend": "onnxruntime",
+    "stages": {
+        "infer_golden": {"kind": "infer", "model": "model.onnx", "inputs": "data/in"},
+        "eval_golden": {"kind": "eval", "outputs": "infer_golden", "labels": "data/labels",
+                        "params": {"task": "classification", "topk": [1]}},
+        "convert": {"kind": "convert", "model": "model.onnx",
+                    "matrix": {"precision_mode": ["force_fp32", "force_fp16"]}},
+        "infer": {"kind": "infer", "model": "convert", "inputs": "data/in"},
+        "compare": {"kind": "compare", "golden": "model.onnx", "target": "convert", "inputs": "data/in/x.npy"},
+        "eval": {"kind": "eval", "outputs": "infer", "labels": "data/labels", "golden": "eval_golden",
+                 "params": {"task": "classification", "topk": [1]}},
+    },
+}
+
+
+@pytest.fixture
+def workspace(tmp_path, monkeypatch):
+    import onnxruntime as ort
+
+    root = tmp_path / "ws"
+    (root / ".ascendpipe").mkdir(parents=True)
+    (root / "data" / "in").mkdir(parents=True)
+    (root / "data" / "labels").mkdir(parents=True)
+    model = modelzoo.l2norm_model(root / "model.onnx")
+    x = modelzoo.l2norm_inputs(0, batch=32)["features"]
+    np.save(root / "data" / "in" / "x.npy", x)
+    golden = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"]).run(None, {"features": x})[0]
+    np.save(root / "data" / "labels" / "labels.npy", golden.argmax(1))
+    (root / "pipeline.yaml").write_text(yaml.safe_dump(PIPELINE, sort_keys=False))
+    monkeypatch.chdir(root)
+    return root
+
+
+def test_list_form_advice_pastes_into_build_and_fix_takes_the_variant(workspace):
+    from ascendpipe.fix.run import fix_pipeline
+
+    pipeline = str(workspace / "pipeline.yaml")
+    run = ascendpipe.build(pipeline, ["compare@force_fp16", "eval@force_fp16", "eval@force_fp32"], quiet=True)
+    assert run["stages"]["eval@force_fp16"]["metrics"]["top1"] < 0.5
+    first = json.loads((workspace / "build" / "compare__force_fp16" / "result.json").read_text())["first_failure"]
+    lines = [item["set"].split(" ", 1)[1].strip("'") for item in first["advice"] if item.get("set")]
+    assert lines[0].startswith("stages.convert.matrix.force_fp16.keep_dtype=")
+    fixed = ascendpipe.build(pipeline, ["compare@force_fp16", "eval@force_fp32"], set=lines, quiet=True)
+    applied = json.loads((workspace / "build" / "convert__force_fp16" / "convert.json").read_text())
+    assert applied["keep_dtype"] == ["square", "sum", "sqrt"] and applied["precision_mode"] == "force_fp16"
+    assert applied["fusion_switch"] == {"TbeReduceElemwiseFusionPass": "off"}
+    after = json.loads((workspace / "build" / "compare__force_fp16" / "result.json").read_text())
+    assert after["first_failure"] is None or after["first_failure"]["op_name"] != "sum"  # that overflow is gone
+    # the other variant keeps its params, so its cache: nothing of it ran again
+    assert fixed["stages"]["eval@force_fp32"]["state"] in ("fresh", "restored")
+    report = fix_pipeline(pipeline, stage="convert@force_fp16", metric="eval.top1", tolerance=0.05)
+    assert report.outcome.passed and report.keep_dtype[:3] == ["square", "sum", "sqrt"]
+    assert report.stage_prefix == "stages.convert.matrix.force_fp16"
+    noise = report.summary["resolution"]
+    assert noise["samples"] == 32 and noise["resolution"] >= 1 / 32
+    assert noise["inside_noise"] is False and report.summary["restored"] is True  # 0.0 -> 1.0 over 32 samples
+
+
+def test_a_tolerance_below_the_sets_resolution_is_said(workspace):
+    from ascendpipe.fix.run import fix_pipeline
+
+    report = fix_pipeline(str(workspace / "pipeline.yaml"), stage="convert@force_fp16", metric="eval.top1",
+                          tolerance=0.001)
+    noise = report.summary["resolution"]
+    assert noise["tolerance_below_resolution"] is True
+    assert "below what the evaluation set can show" in report.outcome.message
+    assert "bootstrap over 32 samples" in noise["method"]
+
+
+def test_a_change_inside_the_noise_is_not_restored():
+    baseline = np.ones(200)
+    baseline[:2] = 0  # two samples of 200 missed
+    final = np.ones(200)
+    low, high = paired_interval(final, baseline)
+    assert low <= 0 <= high  # two flips among 200 samples: the interval holds 0
+    verdict = judge(200, 0.0, baseline.mean(), final.mean(), hits_baseline=baseline, hits_final=final,
+                    hits_golden=np.ones(200))
+    assert verdict["inside_noise"] is True and "not shown to restore" in verdict["note"]
+    many = np.ones(200)
+    many[:40] = 0
+    verdict = judge(200, 0.0, many.mean(), final.mean(), hits_baseline=many, hits_final=final, hits_golden=final)
+    assert verdict["inside_noise"] is False
+    # without per-sample scores (mAP over images): one of N samples is the floor, said as such
+    verdict = judge(50, 5e-5, 0.758426, 0.758697)
+    assert verdict["resolution"] == pytest.approx(0.02) and verdict["tolerance_below_resolution"] is True
+    assert verdict["inside_noise"] is True and verdict["method"] == "one of 50 samples (1/N)"
+
+
+def test_bootstrap_resolution_shrinks_with_the_set():
+    rng = np.random.default_rng(0)
+    small = bootstrap_resolution((rng.random(50) < 0.8).astype(float))
+    large = bootstrap_resolution((rng.random(5000) < 0.8).astype(float))
+    assert small > 4 * large and large >= 1 / 5000
+    assert 0.05 < small < 0.2  # ~1.96 * sqrt(0.16 / 50) = 0.11

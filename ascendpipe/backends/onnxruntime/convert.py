@@ -375,6 +375,9 @@ def _tune_runtime(settings: ConvertSettings, out_dir: Path) -> dict | None:
     session = bank.get("session", {})
     if not isinstance(session, dict):
         raise UserError("tune bank 'session' must be an object", where)
+    from ascendpipe.backends.onnxruntime.session import session_options
+
+    session_options(session, fusions=True, where=where)  # what the next infer would refuse, refused now
     # the contract (docs/contracts.md): {"session": {...}}, what session.read_runtime reads
     _write_json(out_dir / "runtime.json", {"session": session, "tune_bank": str(settings.tune_bank)})
     return session

@@ -65,6 +65,10 @@ def _check(args: argparse.Namespace) -> None:
         guard.text_file(files.get(flag), flag)
     if args.backend != "ascend":
         guard.model_file(args.model)
+        if args.tune_bank:
+            from ascendpipe.backends.onnxruntime.convert import tune_bank_session
+
+            tune_bank_session(args.tune_bank)
 
 
 def main(args: argparse.Namespace) -> int:

@@ -134,12 +134,12 @@ def text_file(path, flag: str) -> None:
         return
     with open(path, "rb") as handle:
         head = handle.read(1 << 20)
+    bad = [head.find(b"\0")] if b"\0" in head else []
     try:
-        if b"\0" in head:
-            raise UnicodeDecodeError("utf-8", head, head.index(b"\0"), head.index(b"\0") + 1, "NUL byte")
         head.decode("utf-8")
     except UnicodeDecodeError as exc:
-        if exc.reason == "unexpected end of data" and len(head) == 1 << 20:
-            return  # a multi-byte letter cut at the end of the first MiB
-        raise UserError(f"not a text file (byte {exc.start} is not UTF-8); {flag} takes a text file "
-                        f"(as ATC reads it)", Location(file=f"{flag} {path}")) from None
+        if not (exc.reason == "unexpected end of data" and len(head) == 1 << 20):  # not a letter cut at 1 MiB
+            bad.append(exc.start)
+    if bad:
+        raise UserError(f"not a text file (byte {min(bad)} is not UTF-8); {flag} takes a text file "
+                        f"(as ATC reads it)", Location(file=f"{flag} {path}"))

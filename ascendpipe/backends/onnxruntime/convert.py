@@ -363,9 +363,17 @@ def _write_json(path: Path, data: Any) -> None:
 def _tune_runtime(settings: ConvertSettings, out_dir: Path) -> dict | None:
     if not settings.tune_bank:
         return None
-    where = Location(file=settings.tune_bank, field="tune_bank")
+    session = tune_bank_session(settings.tune_bank)
+    # the contract (docs/contracts.md): {"session": {...}}, what session.read_runtime reads
+    _write_json(out_dir / "runtime.json", {"session": session, "tune_bank": str(settings.tune_bank)})
+    return session
+
+
+def tune_bank_session(tune_bank: str) -> dict:
+    """The ``session`` of a tune bank, checked as the next infer would check it (a located UserError)."""
+    where = Location(file=tune_bank, field="tune_bank")
     try:
-        bank = json.loads(Path(settings.tune_bank).read_text())
+        bank = json.loads(Path(tune_bank).read_text())
     except OSError as exc:
         raise UserError(f"cannot read tune bank: {exc.strerror}", where) from None
     except json.JSONDecodeError as exc:
@@ -378,8 +386,6 @@ def _tune_runtime(settings: ConvertSettings, out_dir: Path) -> dict | None:
     from ascendpipe.backends.onnxruntime.session import session_options
 
     session_options(session, fusions=True, where=where)  # what the next infer would refuse, refused now
-    # the contract (docs/contracts.md): {"session": {...}}, what session.read_runtime reads
-    _write_json(out_dir / "runtime.json", {"session": session, "tune_bank": str(settings.tune_bank)})
     return session
 
 

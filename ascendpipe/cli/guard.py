@@ -59,17 +59,24 @@ def _size(n: float) -> str:
     return f"{n:.1f} EiB"  # pragma: no cover
 
 
-def load_model(path: Path, flag: str):
-    """The ONNX ``ModelProto`` at ``path`` (weights in external files not loaded); one located line
-    when the file is not ONNX or its graph is empty."""
+_CHECKED: dict[tuple, list] = {}  # (real path, size, mtime) -> input specs: each model is parsed once
+
+
+def model_specs(path: Path, flag: str) -> list:
+    """The input specs of the ONNX model at ``path``, read once (weights in external files not
+    loaded); one located line when the file is not ONNX or its graph is empty."""
+    from ascendpipe.onnxgraph import graph_input_specs
     from ascendpipe.onnxgraph import load_model as load
 
-    model = load(path, label=f"{flag} {path}")
-    graph = model.graph
-    if not graph.node and not graph.output:
-        raise UserError("the model's graph is empty (no nodes, no outputs): nothing to run; give the "
-                        "exported model", Location(file=f"{flag} {path}"))
-    return model
+    st = os.stat(path)
+    key = (_real(path), st.st_size, st.st_mtime_ns)
+    if key not in _CHECKED:
+        graph = load(path, label=f"{flag} {path}").graph
+        if not graph.node and not graph.output:
+            raise UserError("the model's graph is empty (no nodes, no outputs): nothing to run; give the "
+                            "exported model", Location(file=f"{flag} {path}"))
+        _CHECKED[key] = graph_input_specs(graph)
+    return _CHECKED[key]
 
 
 def model_file(path, flag: str = "--model") -> Path:
@@ -81,7 +88,7 @@ def model_file(path, flag: str = "--model") -> Path:
         found = find_model_file(Path(path))
     except UserError as err:
         raise UserError(err.message, Location(file=f"{flag} {path}"), hint=err.hint) from None
-    load_model(found, flag)
+    model_specs(found, flag)
     return found
 
 
@@ -92,12 +99,12 @@ def onnx_side(path, flag: str) -> Path | None:
     if path.is_file():
         if path.suffix.lower() in (".om", ".npy", ".npz", ".json"):
             return None
-        load_model(path, flag)
+        model_specs(path, flag)
         return path
     if path.is_dir() and not (path / "index.json").exists():
         found = sorted(p for p in path.iterdir() if p.suffix == ".onnx" and p.is_file())
         if len(found) == 1:
-            load_model(found[0], flag)
+            model_specs(found[0], flag)
             return found[0]
     return None
 
@@ -107,9 +114,7 @@ def random_input_size(model: Path, batch_size: int | None, *, flag: str = "--mod
     the dims as the model gives them, the batch axis (a symbolic first dim) at ``batch_size`` or 1."""
     import numpy as np
 
-    from ascendpipe.onnxgraph import graph_input_specs
-
-    specs = graph_input_specs(load_model(model, flag).graph)
+    specs = model_specs(model, flag)
     total, biggest = 0, None
     for spec in specs:
         count = 1

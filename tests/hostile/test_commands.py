@@ -69,6 +69,11 @@ CASES = [
     ("import-output-is-input", ["import", "sums/negative_summary.json", "-o", "sums/negative_summary.json"],
      "-o sums/negative_summary.json: it is PATH sums/negative_summary.json: the output would overwrite it; "
      "write the JSON to another file"),
+    ("report-output-into-records", ["report", "-o", ".ascendpipe/ascendpipe.db"],
+     "-o .ascendpipe/ascendpipe.db: it lies inside the records folder .ascendpipe: the output would be written "
+     "into that input; write the page to another file"),
+    ("report-output-is-cache", ["report", "-o", "cache"],
+     "-o cache: it is the cache folder cache: the output would overwrite it; write the page to another file"),
     # -- 7. every bad input is one located line
     ("fix-golden-not-onnx", ["fix", "--golden", "garbage.onnx"], "--golden garbage.onnx: " + NOT_ONNX),
     ("infer-model-not-onnx", ["infer", "--model", "garbage.onnx", "--output", "o"], "--model garbage.onnx: " + NOT_ONNX),

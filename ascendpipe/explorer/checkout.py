@@ -48,6 +48,7 @@ def override_lines(current: dict, recorded: dict, named_variants: dict[str, set]
     lines: dict[str, str] = {}
     problems: list[str] = []
     stage_level: dict[tuple[str, str], dict] = {}  # (base, param) -> {canon: (value, [stages])}
+    gone: set[tuple[str, str]] = set()  # params the pipeline no longer has: `--set +` adds them back
     for name, want in recorded.items():
         have = current.get(name)
         if have is None:
@@ -64,13 +65,16 @@ def override_lines(current: dict, recorded: dict, named_variants: dict[str, set]
                 lines[f"stages.{base}.matrix.{variant}.{k}"] = f"stages.{base}.matrix.{variant}.{k}={format_value(want[k])}"
             else:
                 stage_level.setdefault((base, k), {}).setdefault(_canon(want[k]), (want[k], []))[1].append(name)
+                if k not in have:
+                    gone.add((base, k))
     for (base, k), values in stage_level.items():
         if len(values) > 1:
             detail = "; ".join(f"{', '.join(names)}: {_canon(v)}" for v, names in values.values())
             problems.append(f"param {k} of {base}'s variants had different values ({detail}); one override cannot give each its own")
             continue
         (value, _), = values.values()
-        lines[f"stages.{base}.params.{k}"] = f"stages.{base}.params.{k}={format_value(value)}"
+        plus = "+" if (base, k) in gone else ""
+        lines[f"stages.{base}.params.{k}"] = f"{plus}stages.{base}.params.{k}={format_value(value)}"
     return list(lines.values()), problems
 
 
@@ -78,7 +82,7 @@ def owned(line: str, bases: set[str], names: set[str], everything: bool) -> bool
     """Whether an existing override line concerns the stages being checked out (it is replaced)."""
     if everything:
         return True
-    parts = line.partition("=")[0].strip().split(".")
+    parts = line.partition("=")[0].strip().lstrip("+").split(".")
     if parts[0] != "stages" or len(parts) < 3:
         return False
     if parts[2] == "matrix" and len(parts) >= 4:

@@ -125,10 +125,21 @@ def _where_we_stand(argv: list[str]) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    _open_streams()
+    try:
+        return _main(list(sys.argv[1:] if argv is None else argv))
+    finally:  # whatever the outcome (argparse's exit too), a reader that went away is no error of ours
+        try:  # (`status p.yaml | true` was exit 120: Python's own flush at exit failing)
+            sys.stdout.flush()
+        except BrokenPipeError:
+            _quiet_stdout()
+        except (OSError, ValueError):
+            pass
+
+
+def _main(argv: list[str]) -> int:
     from ascendpipe.errors import StageFailed, UserError
 
-    _open_streams()
-    argv = list(sys.argv[1:] if argv is None else argv)
     refusal = _where_we_stand(argv)
     if refusal:
         sys.stderr.write(f"ascendpipe: error: {refusal}\n")

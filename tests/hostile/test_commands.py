@@ -403,3 +403,21 @@ def test_compare_respects_no_color_on_a_terminal(built, tmp_path):
     assert b"\033[" in coloured and b"sum" in coloured
     quiet = on_a_terminal(_env(NO_COLOR="1"))
     assert b"\033[" not in quiet and b"sum" in quiet
+
+
+def test_onnxruntime_load_errors_hold_no_cpp_text(built, capfd):
+    """A model onnxruntime cannot load (here an empty graph, passed around the command's own check) is
+    one line naming the file, without the C++ place and signature onnxruntime quotes, and nothing
+    logged in colour beside it."""
+    from ascendpipe.backends.onnxruntime.session import make_session
+    from ascendpipe.errors import UserError
+
+    model = built / "ws" / "empty.onnx"
+    capfd.readouterr()
+    with pytest.raises(UserError) as exc:
+        make_session(model)
+    message = str(exc.value)
+    assert message.startswith(f"{model}: onnxruntime cannot load the model: [ONNXRuntimeError]"), message
+    assert ".cc:" not in message and "::" not in message and "const " not in message
+    out, err = capfd.readouterr()
+    assert (out, err) == ("", "")

@@ -131,11 +131,33 @@ def make_session(model_path: str | Path | bytes, *, fusions: bool = True, runtim
     if shared_arena and use_shared_arena():
         opts.add_session_config_entry("session.use_env_allocators", "1")
     extra = {"disabled_optimizers": disabled} if disabled else {}
+    if opts.log_severity_level < 4:  # a load error is raised (below), not also logged in colour on stderr
+        opts.log_severity_level = 4
     try:
         return ort.InferenceSession(source, sess_options=opts, providers=["CPUExecutionProvider"], **extra)
     except Exception as exc:  # ORT raises its own exception types for bad models
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise UserError(f"onnxruntime cannot load the model: {first}", Location(file=label)) from None
+        raise UserError(f"onnxruntime cannot load the model: {without_cpp(first)}", Location(file=label)) from None
+
+
+def without_cpp(text: str) -> str:
+    """onnxruntime's message without the C++ source place and function signature it quotes
+    (``/onnxruntime_src/.../x.cc:294 onnxruntime::common::Status f(const A&, ...) what failed``)."""
+    import re
+
+    match = re.search(r"\s*/?[\w./-]+\.(?:cc|cpp|h):\d+\s", text)
+    if not match:
+        return text
+    end, depth = match.end(), 0
+    for index in range(match.end(), len(text)):
+        if text[index] == "(":
+            depth += 1
+        elif text[index] == ")":
+            depth -= 1
+            if depth == 0:
+                end = index + 1
+                break
+    return f"{text[:match.start()].rstrip()} {text[end:].strip()}".strip()
 
 
 _SHARED_ARENA: bool | None = None

@@ -66,7 +66,7 @@ def _check(args: argparse.Namespace) -> None:
     if args.backend != "ascend":
         guard.model_file(args.model)
         if args.tune_bank:
-            from ascendpipe.backends.onnxruntime.convert import tune_bank_session
+            from ascendpipe.backends.onnxruntime.session import tune_bank_session
 
             tune_bank_session(args.tune_bank)
 

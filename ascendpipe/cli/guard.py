@@ -9,6 +9,7 @@ the files named; no onnxruntime).
   as ONNX: a file that is not one, or a graph with nothing in it, is one line naming the file.
 - ``random_input_size``: the random inputs a command makes when ``--input`` is not given, sized
   from the model's dims before one byte is allocated.
+- ``text_file``: a config file a flag names (keep_dtype, fusion switch, AIPP) that is not text.
 """
 
 from __future__ import annotations
@@ -52,11 +53,12 @@ def refuse_output_over_inputs(output, inputs: dict, *, flag: str = "--output",
 
 
 def _size(n: float) -> str:
-    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"):
-        if n < 1024 or unit == "EiB":
+    units = ("bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB")
+    for unit in units[:-1]:
+        if n < 1024:
             return f"{n:.0f} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
         n /= 1024
-    return f"{n:.1f} EiB"  # pragma: no cover
+    return f"{n:.1f} {units[-1]}"
 
 
 _CHECKED: dict[tuple, list] = {}  # (real path, size, mtime) -> input specs: each model is parsed once

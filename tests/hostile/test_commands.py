@@ -143,6 +143,10 @@ CASES = [
      "sums/op_statistic_neg.csv:2: row 1, column 'Count': -4 is negative; a count or time is 0 or more"),
     ("import-op-statistic-fraction-count", ["import", "sums/op_statistic_frac.csv"],
      "sums/op_statistic_frac.csv:2: row 1, column 'Count': 2.5 is not a whole number"),
+    ("import-cell-over-csv-limit", ["import", "sums/op_summary_big.csv"],
+     "sums/op_summary_big.csv:2: not a CSV the tools write: field larger than field limit (131072)"),
+    ("import-ais-infinite", ["import", "sums/inf_summary.json"],
+     "sums/inf_summary.json: field NPU_compute_time.max: inf where a finite number belongs"),
     ("import-binary", ["import", "sums/binary.csv"], "sums/binary.csv: not a text file (byte 3 is not UTF-8): not a CANN result"),
     ("convert-tune-bank-level-7", ["convert", "--model", "m/model.onnx", "--output", "o", "--tune-bank", "cfg/bank.json"],
      f"cfg/bank.json: graph_optimization_level: unknown value '7'; use one of {ORT_LEVELS}"),
@@ -230,6 +234,8 @@ def built(tmp_path_factory):
     (sums / "op_summary_nan.csv").write_text("Op Name,OP Type,Task Duration(us)\na,Add,1.5\nb,Mul,nan\n")
     (sums / "op_statistic_neg.csv").write_text(OP_STATISTIC + "0,m,Add,AI_CORE,-4,1.0,1.0,1.0,1.0,100\n")
     (sums / "op_statistic_frac.csv").write_text(OP_STATISTIC + "0,m,Add,AI_CORE,2.5,1.0,1.0,1.0,1.0,100\n")
+    (sums / "op_summary_big.csv").write_text('Op Name,OP Type,Task Duration(us)\n"' + "a" * 200000 + '",Add,1\n')
+    (sums / "inf_summary.json").write_text(_summary(NPU_compute_time__max=1e400).replace("Infinity", "1e400"))
     (sums / "binary.csv").write_bytes(b"Op \xff\xfeName\n")
     prof = ws / "prof" / "PROF_000001_20240101120000123_ABCDEFGH" / "mindstudio_profiler_output"
     prof.mkdir(parents=True)

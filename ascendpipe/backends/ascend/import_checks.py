@@ -44,7 +44,8 @@ def csv_rows(text: str, file: str, required: tuple[str, ...], what: str) -> Iter
     """((line number, row number), {column: cell}) of each non-blank row; the header must hold ``required``
     (msprof's old ``Block Dim`` spellings count as theirs) and each row as many cells as the header."""
     reader = csv.reader(io.StringIO(text.lstrip("\ufeff")))
-    header = [h.strip() for h in next(reader, None) or []]
+    records = _records(reader, file)
+    header = [h.strip() for h in next(records, None) or []]
     missing = [c for c in required if c not in header]
     if missing:
         raise _fail(file, 1, f"the {what} header has no column {', '.join(repr(c) for c in missing)} "
@@ -55,7 +56,7 @@ def csv_rows(text: str, file: str, required: tuple[str, ...], what: str) -> Iter
         columns.append(name if name not in counts else f"{name}.{counts[name]}")
         counts[name] = counts.get(name, 0) + 1
     count = 0
-    for raw in reader:
+    for raw in records:
         if not any(c.strip() for c in raw):
             continue
         count += 1
@@ -66,6 +67,17 @@ def csv_rows(text: str, file: str, required: tuple[str, ...], what: str) -> Iter
         yield line, dict(zip(columns, raw))
     if count == 0:
         raise _fail(file, None, f"the {what} has a header and no rows: nothing to import")
+
+
+def _records(reader, file: str) -> Iterator[list[str]]:
+    """The reader's rows; what the csv module cannot read (a cell over its 128 KiB limit) is one line."""
+    while True:
+        try:
+            yield next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            raise _fail(file, reader.line_num, f"not a CSV the tools write: {exc}") from None
 
 
 def _number(file: str, line: tuple[int, int], column: str, cell: str, *, nan_ok: bool, inf_ok: bool,

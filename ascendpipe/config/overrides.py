@@ -140,16 +140,18 @@ def _refuse_new_param(data: dict, parts: list[str], text: str, origin: Location)
     """``--set params.epoch=2`` where the pipeline has ``epochs``: a typo that would add a param no
     stage reads, and build nothing new. A param the pipeline does not have is refused, the close one
     suggested (as a variant name is); ``--set +KEY=VALUE`` adds one on purpose. Checked: top-level
-    ``params.X`` (known: the pipeline's params and those its stages' kinds take) and a run stage's
-    ``stages.S.params.X`` (known: its own, the top-level ones and its matrix's); a kind stage's
-    params are checked against the kind by the loader."""
+    ``params.X`` (known: the pipeline's params, those its templates read and those its stages' kinds
+    take) and a run stage's ``stages.S.params.X`` / ``stages.S.matrix.V.X`` (known: its own, the
+    top-level ones, its matrix's and those its templates read); a kind stage's params are checked
+    against the kind by the loader."""
     top = data.get("params") if isinstance(data.get("params"), dict) else {}
     if parts[0] == "params" and len(parts) == 2:
         names = [str(k) for k in top]
         if parts[1] in names or parts[1] in _kind_params(data) or parts[1] in _read_in_templates(data):
             return
         where = "the pipeline has no param"
-    elif parts[0] == "stages" and len(parts) == 4 and parts[2] == "params":
+    elif parts[0] == "stages" and ((len(parts) == 4 and parts[2] == "params")
+                                   or (len(parts) == 5 and parts[2] == "matrix")):
         raw = (data.get("stages") or {}).get(parts[1])
         if not isinstance(raw, dict) or raw.get("kind", "run") != "run":
             return
@@ -158,7 +160,7 @@ def _refuse_new_param(data: dict, parts: list[str], text: str, origin: Location)
         axes = [k for k, v in matrix.items() if isinstance(v, list)]
         overlay = [k for v in matrix.values() if isinstance(v, dict) for k in v]
         names = [str(k) for k in dict.fromkeys(list(own) + list(top) + axes + overlay)]
-        if parts[3] in names or parts[3] in _read_in_templates(raw):
+        if parts[-1] in names or parts[-1] in _read_in_templates(raw):
             return
         where = f"stage '{parts[1]}' has no param"
     else:

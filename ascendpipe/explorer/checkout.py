@@ -38,12 +38,15 @@ def _canon(v) -> str:
     return json.dumps(v, sort_keys=True, default=str)
 
 
-def override_lines(current: dict, recorded: dict, named_variants: dict[str, set]) -> tuple[list[str], list[str]]:
+def override_lines(current: dict, recorded: dict, named_variants: dict[str, set],
+                   run_stages: frozenset | set = frozenset()) -> tuple[list[str], list[str]]:
     """Override lines that turn the current params into the recorded ones, and what cannot be set back.
 
     ``current`` / ``recorded``: stage name -> params (``recorded`` only for the stages to check out);
     ``named_variants``: base -> variant names written as ``matrix: {NAME: {...}}`` (overridable one
     by one). A param the pipeline gained since the run cannot be removed by an override: reported.
+    A param of a ``run`` stage (``run_stages``) the pipeline dropped since is set back with ``+``
+    (``--set`` refuses a param a run stage does not have as a typo).
     """
     lines: dict[str, str] = {}
     problems: list[str] = []
@@ -62,10 +65,11 @@ def override_lines(current: dict, recorded: dict, named_variants: dict[str, set]
                 problems.append(f"stage {name}: param {k} was added to the pipeline after the run; remove it by hand for an exact checkout")
                 continue
             if variant and variant in named_variants.get(base, set()):
-                lines[f"stages.{base}.matrix.{variant}.{k}"] = f"stages.{base}.matrix.{variant}.{k}={format_value(want[k])}"
+                plus = "+" if k not in have and name in run_stages else ""
+                lines[f"stages.{base}.matrix.{variant}.{k}"] = f"{plus}stages.{base}.matrix.{variant}.{k}={format_value(want[k])}"
             else:
                 stage_level.setdefault((base, k), {}).setdefault(_canon(want[k]), (want[k], []))[1].append(name)
-                if k not in have:
+                if k not in have and name in run_stages:
                     gone.add((base, k))
     for (base, k), values in stage_level.items():
         if len(values) > 1:
@@ -153,6 +157,7 @@ def checkout(run_ref, stages=(), *, workspace: str, settings_only: bool = False,
         {n: s.params for n, s in base_pipeline.stages.items()},
         {n: recorded[n].get("params") or {} for n in wanted},
         _named_variants(path),
+        {n for n, s in base_pipeline.stages.items() if s.kind == "run"},
     )
     default_backend = resolve(path, kept, None, use_cache=False, overrides_file=False).backend
     if run["backend"] != default_backend and (everything or not any(line.startswith("backend=") for line in kept)):

@@ -68,3 +68,11 @@ def test_checkout_sets_back_a_param_the_pipeline_dropped(tmp_path, monkeypatch):
     assert "+stages.a.params.old=2" in overrides.splitlines()
     assert main(["status", "p.yaml"]) == 0
     assert (tmp_path / "o").read_text() == "1\n"
+
+
+def test_a_typo_of_a_run_stage_variant_param_is_refused():
+    assert refusal("stages.train.matrix.small.widht=2") == (
+        "--set stages.train.matrix.small.widht=2: stage 'train' has no param 'widht' (did you mean 'width'?); it has: "
+        "batch, epochs, seed, width. To add one on purpose: --set +stages.train.matrix.small.widht=2")
+    data = apply_overrides(PIPELINE, ["stages.train.matrix.small.width=2", "stages.train.matrix.small.batch=2"])
+    assert data["stages"]["train"]["matrix"]["small"] == {"width": 2, "batch": 2}

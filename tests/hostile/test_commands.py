@@ -427,3 +427,16 @@ def test_onnxruntime_load_errors_hold_no_cpp_text(built, capfd):
     assert ".cc:" not in message and "::" not in message and "const " not in message
     out, err = capfd.readouterr()
     assert (out, err) == ("", "")
+
+
+def test_a_binary_keep_dtype_file_in_a_pipeline_fails_the_stage_in_one_line(built, tmp_path, monkeypatch, capsys):
+    root = tmp_path / "case"
+    shutil.copytree(built, root, symlinks=True)
+    monkeypatch.chdir(root / "ws")
+    Path("q.yaml").write_text("stages:\n  convert:\n    kind: convert\n    model: m/model.onnx\n"
+                              "    params: {keep_dtype: bin.cfg}\n")
+    capsys.readouterr()
+    assert main(["build", "q.yaml"]) == 1
+    out, err = capsys.readouterr()
+    assert f"{root / 'ws' / 'bin.cfg'}: stage 'convert': keep_dtype: not a text file (byte 3 is not utf-8 text)" in out
+    assert "Traceback" not in out + err and "UnicodeDecodeError" not in Path("build/convert.log").read_text()

@@ -2,7 +2,9 @@
 
 Only the module of the command being run is imported, so ``ascendpipe build`` on a fresh pipeline
 pays for nothing else. Errors: a ``UserError`` is one line on stderr and exit code 2; a failed stage
-is exit code 1; anything else is a bug and shows its traceback.
+is exit code 1; anything else is a bug and shows its traceback. A stdout that is closed (``>&-``) or
+whose reader went away (``| head -1``) ends quietly with exit 0; a working folder that was deleted, or
+whose name the locale cannot encode, is one line before anything starts.
 """
 
 from __future__ import annotations

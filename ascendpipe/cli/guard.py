@@ -32,8 +32,9 @@ def _within(inner: str, outer: str) -> bool:
 
 
 def refuse_output_over_inputs(output, inputs: dict, *, flag: str = "--output",
-                              instead: str = "write the output to a folder of its own") -> None:
-    """A UserError when ``output`` is, holds or lies inside one of ``inputs`` ({flag: path or None})."""
+                              instead: str = "write the output to a folder of its own", shown: str | None = None) -> None:
+    """A UserError when ``output`` is, holds or lies inside one of ``inputs`` ({flag: path or None});
+    located at ``FLAG SHOWN`` (default the output path as given)."""
     if output is None:
         return
     out = _real(output)
@@ -49,7 +50,7 @@ def refuse_output_over_inputs(output, inputs: dict, *, flag: str = "--output",
             how = f"it lies inside {in_flag} {path}: the output would be written into that input"
         else:
             continue
-        raise UserError(f"{how}; {instead}", Location(file=f"{flag} {output}"))
+        raise UserError(f"{how}; {instead}", Location(file=f"{flag} {shown or output}"))
 
 
 def _size(n: float) -> str:

@@ -74,6 +74,9 @@ CASES = [
      "into that input; write the page to another file"),
     ("report-output-is-cache", ["report", "-o", "cache"],
      "-o cache: it is the cache folder cache: the output would overwrite it; write the page to another file"),
+    ("export-mlflow-store-into-records", ["export", "mlflow", "--tracking-uri", "sqlite:///.ascendpipe/ascendpipe.db"],
+     "--tracking-uri sqlite:///.ascendpipe/ascendpipe.db: it lies inside the records folder .ascendpipe: the output "
+     "would be written into that input; keep the MLflow store elsewhere"),
     # -- 7. every bad input is one located line
     ("fix-golden-not-onnx", ["fix", "--golden", "garbage.onnx"], "--golden garbage.onnx: " + NOT_ONNX),
     ("infer-model-not-onnx", ["infer", "--model", "garbage.onnx", "--output", "o"], "--model garbage.onnx: " + NOT_ONNX),

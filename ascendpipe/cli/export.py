@@ -26,8 +26,8 @@ def main(args) -> int:
     from ascendpipe.api import export_mlflow
     from ascendpipe.explorer.mlflow_export import require_mlflow
 
-    _refuse_store_over_records(args.tracking_uri, args.workspace)
     require_mlflow()  # before the workspace is opened: nothing to do without the extra
+    _refuse_store_over_records(args.tracking_uri, args.workspace)
     result = export_mlflow(args.runs, tracking_uri=args.tracking_uri, experiment=args.experiment, workspace=args.workspace)
     if args.json:
         print_json(result)

@@ -45,11 +45,30 @@ def graph_input_specs(graph) -> list[InputSpec]:
     return specs
 
 
-def read_input_specs(model: Path) -> list[InputSpec]:
-    """Input specs of the ONNX file ``model`` (external weights are not loaded)."""
+def load_model(path, *, external: bool = False, label: str | None = None):
+    """The ONNX ModelProto of the file ``path``; a file protobuf cannot parse as a model (not ONNX,
+    cut short) is one UserError line naming it (``label``, default the path), not a DecodeError."""
     import onnx
 
-    return graph_input_specs(onnx.load(str(model), load_external_data=False).graph)
+    from ascendpipe.errors import Location, UserError
+
+    where = Location(file=label or str(path))
+    try:
+        return onnx.load(str(path), load_external_data=external)
+    except IsADirectoryError:
+        raise UserError("is a folder, not an ONNX model file", where) from None
+    except OSError as exc:
+        raise UserError(f"cannot read the model: {exc.strerror or exc}", where) from None
+    except Exception as exc:  # google.protobuf.message.DecodeError (protobuf is not imported here)
+        if type(exc).__name__ != "DecodeError":
+            raise
+        raise UserError("not an ONNX model (protobuf cannot parse it as a ModelProto); give the .onnx file "
+                        "the framework exported", where) from None
+
+
+def read_input_specs(model: Path) -> list[InputSpec]:
+    """Input specs of the ONNX file ``model`` (external weights are not loaded)."""
+    return graph_input_specs(load_model(model).graph)
 
 
 def subgraphs(node):

@@ -40,7 +40,8 @@ def list_runs(db, limit: int | None = None) -> list[dict]:
 
 
 def resolve_run_id(db, ref: str) -> int:
-    """``12``, ``latest`` / ``@``, ``latest~1`` / ``-1`` (one before the latest)."""
+    """``12``, ``latest`` / ``@``, ``latest~1`` (one before the latest). A negative number is no run
+    id (``-1`` once meant ``latest~1``, which reads as "run -1"): refused, as is ``latest~-N``."""
     ids = db.run_ids()
     if not ids:
         raise UserError("no runs recorded yet; run `ascendpipe build PIPELINE` first")
@@ -50,8 +51,12 @@ def resolve_run_id(db, ref: str) -> int:
         back = 0
     elif text.startswith(("latest~", "HEAD~", "@~")):
         back = _int(text.split("~", 1)[1], ref)
+        if back < 0:
+            raise UserError(f"'{ref}': N in latest~N counts builds back from the latest, so it is 0 or more")
     elif text.startswith("-"):
-        back = _int(text[1:], ref)
+        _int(text, ref)
+        raise UserError(f"'{ref}' is not a run id: run ids start at 1 (for the builds before the latest, "
+                        f"write latest~N)")
     if back is not None:
         if back >= len(ids):
             raise UserError(f"run {ref}: only {len(ids)} runs are recorded")

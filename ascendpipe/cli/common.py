@@ -51,6 +51,13 @@ def positive_number(text: str) -> float:
     return value
 
 
+def use_color(stream) -> bool:
+    """ANSI colours only on a terminal, and never with NO_COLOR set (https://no-color.org), as ``build`` does."""
+    import os
+
+    return bool(getattr(stream, "isatty", None) and stream.isatty()) and os.environ.get("NO_COLOR") is None
+
+
 def print_json(data) -> None:
     sys.stdout.write(json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
 

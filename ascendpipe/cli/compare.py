@@ -52,8 +52,18 @@ def _parse_thresholds(items: list[str]) -> dict:
 def main(args: argparse.Namespace) -> int:
     from ascendpipe.compare import thresholds as thr
     from ascendpipe.compare.sources import run_compare
+    from ascendpipe.cli.common import use_color
     from ascendpipe.compare.writers import json_text, terminal_text, write_results
 
+    from ascendpipe.cli import guard
+
+    guard.refuse_output_over_inputs(args.output, {"--golden": args.golden, "--target": args.target,
+                                                  "--input": args.input, "--golden-input": args.golden_input})
+    golden = guard.onnx_side(args.golden, "--golden")
+    if args.backend != "ascend":
+        guard.onnx_side(args.target, "--target")
+    if golden is not None and args.input is None:
+        guard.random_input_size(golden, None, flag="--golden")
     limits = thr.resolve(_parse_thresholds(args.threshold))
     with tempfile.TemporaryDirectory(prefix="ascendpipe-compare-") as scratch:
         work = args.output or Path(scratch)
@@ -65,7 +75,7 @@ def main(args: argparse.Namespace) -> int:
     if args.json:
         sys.stdout.write(json_text(result, note))
     else:
-        sys.stdout.write(terminal_text(result, color=sys.stdout.isatty(), input_note=note))
+        sys.stdout.write(terminal_text(result, color=use_color(sys.stdout), input_note=note))
         if args.output:
             sys.stdout.write(f"results: {args.output / 'result.csv'}, {args.output / 'result.json'}, {args.output / 'report.html'}\n")
     return 0

@@ -48,10 +48,34 @@ def params_from_args(args: argparse.Namespace) -> dict:
     return {k: v for k, v in params.items() if v}
 
 
+def _check(args: argparse.Namespace) -> None:
+    """Before anything is written: the output apart from every input, config files that are text,
+    the model an ONNX file."""
+    import os
+
+    from ascendpipe.cli import guard
+
+    files = {"--model": args.model}
+    for flag in ("keep-dtype", "fusion-switch-file", "insert-op-conf", "modify-mixlist", "tune-bank"):
+        value = getattr(args, flag.replace("-", "_"))
+        if value and os.path.exists(value):  # --keep-dtype may be a list of op names instead
+            files[f"--{flag}"] = value
+    guard.refuse_output_over_inputs(args.output, files)
+    for flag in ("--keep-dtype", "--fusion-switch-file", "--insert-op-conf"):
+        guard.text_file(files.get(flag), flag)
+    if args.backend != "ascend":
+        guard.model_file(args.model)
+        if args.tune_bank:
+            from ascendpipe.backends.onnxruntime.session import tune_bank_session
+
+            tune_bank_session(args.tune_bank)
+
+
 def main(args: argparse.Namespace) -> int:
     from ascendpipe.backends.onnxruntime.convert import convert_model
     from ascendpipe.precision.settings import resolve
 
+    _check(args)
     if args.backend == "ascend":
         from ascendpipe.backends.ascend.standalone import run
 

@@ -34,6 +34,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    from ascendpipe.cli import guard
+
+    guard.refuse_output_over_inputs(args.output, {"--model": args.model, "--input": args.input})
     if getattr(args, "backend", "onnxruntime") == "ascend":
         from ascendpipe.backends.ascend.standalone import run
 
@@ -45,9 +48,10 @@ def main(args: argparse.Namespace) -> int:
                                                       is_converted)
     from ascendpipe.backends.onnxruntime.session import input_specs, make_session
     from ascendpipe.inputs import load_inputs, random_inputs, with_batch_axes
-    from ascendpipe.stages.base import find_model_file
 
-    model = find_model_file(Path(args.model))
+    model = guard.model_file(args.model)
+    if not args.input:
+        guard.random_input_size(model, args.max_batch)
     fusions = is_converted(model) if args.fusions is None else args.fusions
     specs = with_batch_axes(input_specs(make_session(model, fusions=False)))  # a state's batch may be on axis 1
     static = any(s.static_batch is not None for s in specs)

@@ -27,6 +27,7 @@ def main(args) -> int:
     from ascendpipe.explorer.mlflow_export import require_mlflow
 
     require_mlflow()  # before the workspace is opened: nothing to do without the extra
+    _refuse_store_over_records(args.tracking_uri, args.workspace)
     result = export_mlflow(args.runs, tracking_uri=args.tracking_uri, experiment=args.experiment, workspace=args.workspace)
     if args.json:
         print_json(result)
@@ -37,3 +38,27 @@ def main(args) -> int:
     print(f"mlflow {result['tracking_uri'] or '(default)'} experiment(s) {experiments}: {len(result['created'])} run(s) exported, "
           f"{len(result['skipped'])} already there" + (f", {len(result['redone'])} redone (an earlier export was cut short)" if result["redone"] else ""))
     return 0
+
+
+def _refuse_store_over_records(uri: str | None, workspace: str | None) -> None:
+    """A local MLflow store (``file:``, ``sqlite:``) never lands in the records or the cache it reads."""
+    import os
+    from urllib.parse import unquote, urlparse
+
+    if not uri:
+        return
+    if uri.startswith("sqlite:///"):
+        path = uri[len("sqlite:///"):]  # sqlite:///rel.db, sqlite:////abs.db
+    elif uri.startswith("file:"):
+        path = unquote(urlparse(uri).path)
+    else:
+        return
+    from ascendpipe.api import _workspace_root
+    from ascendpipe.cli import guard
+    from ascendpipe.engine.workspace import Workspace
+
+    root = _workspace_root(workspace)
+    state = {"the records folder": os.path.relpath(os.path.join(root, ".ascendpipe")),
+             "the cache folder": os.path.relpath(Workspace(root).cache_root)}
+    guard.refuse_output_over_inputs(path, state, flag="--tracking-uri", shown=uri,
+                                    instead="keep the MLflow store elsewhere")

@@ -72,10 +72,19 @@ def main(args: argparse.Namespace) -> int:
     if args.pipeline and args.golden:
         raise UserError("give a PIPELINE (pipeline mode) or --golden (standalone mode), not both", Location(field="--golden"))
     if args.golden:
+        from ascendpipe.cli import guard
+
+        guard.refuse_output_over_inputs(args.output, {"--golden": args.golden, "--input": args.input})
+        golden = guard.model_file(args.golden, "--golden")
+        if args.input is None:
+            guard.random_input_size(golden, None, flag="--golden")
         result = fix_standalone(args.golden, input_path=args.input, precision_mode=args.precision_mode,
                                 min_cosine=args.min_cosine, max_attempts=args.max_attempts, output=args.output,
                                 seed=args.seed, soc_version=args.soc_version)
     elif args.pipeline:
+        from ascendpipe.cli import guard
+
+        guard.refuse_output_over_inputs(args.output, {"PIPELINE": args.pipeline})
         if not args.metric:
             raise UserError("pipeline mode needs --metric STAGE.METRIC, e.g. --metric eval.mAP", Location(field="--metric"))
         result = fix_pipeline(args.pipeline, stage=args.stage or "convert", metric=args.metric,

@@ -19,6 +19,9 @@ def main(args: argparse.Namespace) -> int:
     from ascendpipe.fsutil import write_json_atomic
     from ascendpipe.backends.ascend.importer import describe, import_path
 
+    from ascendpipe.cli import guard
+
+    guard.refuse_output_over_inputs(args.output, {"PATH": args.path}, flag="-o", instead="write the JSON to another file")
     result = import_path(args.path)
     if args.output:
         from pathlib import Path

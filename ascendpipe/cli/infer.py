@@ -26,8 +26,9 @@ def main(args: argparse.Namespace) -> int:
     from ascendpipe.backends.onnxruntime.infer import console_summary, infer_model
     from ascendpipe.backends.onnxruntime.session import input_specs, make_session
     from ascendpipe.inputs import load_inputs, random_inputs
-    from ascendpipe.stages.base import find_model_file
+    from ascendpipe.cli import guard
 
+    guard.refuse_output_over_inputs(args.output, {"--model": args.model, "--input": args.input})
     if args.backend == "ascend":
         from ascendpipe.backends.ascend.standalone import run
 
@@ -40,7 +41,9 @@ def main(args: argparse.Namespace) -> int:
             print(f"[INFO] {summary['samples']} samples in {summary['batches']} batches; outputs in "
                   f"{Path(args.output) / 'outputs'}")
         return 0
-    model = find_model_file(Path(args.model))
+    model = guard.model_file(args.model)
+    if not args.input:
+        guard.random_input_size(model, args.batch_size)
     session = make_session(model)
     specs = input_specs(session)
     if args.input:

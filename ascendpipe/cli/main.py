@@ -2,7 +2,9 @@
 
 Only the module of the command being run is imported, so ``ascendpipe build`` on a fresh pipeline
 pays for nothing else. Errors: a ``UserError`` is one line on stderr and exit code 2; a failed stage
-is exit code 1; anything else is a bug and shows its traceback.
+is exit code 1; anything else is a bug and shows its traceback. A stdout that is closed (``>&-``) or
+whose reader went away (``| head -1``) ends quietly with exit 0; a working folder that was deleted, or
+whose name the locale cannot encode, is one line before anything starts.
 """
 
 from __future__ import annotations
@@ -82,10 +84,68 @@ def _parser(only: str | None) -> argparse.ArgumentParser:
     return parser
 
 
+def _open_streams() -> None:
+    """A closed stdout or stderr (``ascendpipe build >&-``) is None in Python: write to nowhere instead."""
+    import os
+
+    if sys.stdout is None:
+        sys.stdout = open(os.devnull, "w")
+    if sys.stderr is None:
+        sys.stderr = open(os.devnull, "w")
+
+
+def _quiet_stdout() -> None:
+    """The reader of stdout went away (``| head -1``, ``| true``): drop what is still buffered, so that
+    Python's own flush at exit does not fail too (exit code 120)."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+def _where_we_stand(argv: list[str]) -> str | None:
+    """The one line that refuses to start, when the folder we run in is gone or its name (or an
+    argument) cannot be encoded under the locale; None when all is well."""
+    import os
+
+    try:
+        cwd = os.getcwd()
+    except FileNotFoundError:
+        return "the current folder no longer exists (it was deleted or moved); cd to a workspace and run it again"
+    encoding = sys.getfilesystemencoding()
+    for text, what in [(cwd, "the current folder")] + [(a, "the argument") for a in argv]:
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:  # undecodable bytes, kept as surrogates by Python's C locale
+            shown = os.fsencode(text).decode("utf-8", "backslashreplace")
+            return (f"{what} '{shown}' has letters the locale's encoding ({encoding}) cannot read; "
+                    f"run with a UTF-8 locale (e.g. LC_ALL=C.UTF-8) or PYTHONUTF8=1")
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
+    _open_streams()
+    try:
+        return _main(list(sys.argv[1:] if argv is None else argv))
+    finally:  # whatever the outcome (argparse's exit too), a reader that went away is no error of ours
+        try:  # (`status p.yaml | true` was exit 120: Python's own flush at exit failing)
+            sys.stdout.flush()
+        except BrokenPipeError:
+            _quiet_stdout()
+        except (OSError, ValueError):
+            pass
+
+
+def _main(argv: list[str]) -> int:
     from ascendpipe.errors import StageFailed, UserError
 
-    argv = list(sys.argv[1:] if argv is None else argv)
+    refusal = _where_we_stand(argv)
+    if refusal:
+        sys.stderr.write(f"ascendpipe: error: {refusal}\n")
+        return 2
     only = argv[0] if argv and argv[0] in COMMANDS else None
     parser = _parser(only)
     args, extra = parser.parse_known_args(argv)
@@ -100,7 +160,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        return int(args._main(args) or 0)
+        code = int(args._main(args) or 0)
+        sys.stdout.flush()  # here, not at exit: a reader that went away is caught below
+        return code
     except UserError as err:
         sys.stderr.write(f"ascendpipe: error: {err}\n")
         return err.exit_code  # 2; 1 where the input was fine but the moment was not (a busy database)
@@ -111,6 +173,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write("ascendpipe: interrupted\n")
         return 130
     except BrokenPipeError:
+        _quiet_stdout()
         return 0
     except Exception as err:
         from ascendpipe.store.failures import explain, is_environmental

@@ -24,11 +24,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     from ascendpipe.backends.onnxruntime.profile_tune_stages import run_profile
     from ascendpipe.errors import Location, UserError
-    from ascendpipe.stages.base import find_model_file
 
     if args.warmup < 0 or args.iterations < 1:
         raise UserError("--warmup must be >= 0 and --iterations >= 1", Location(field="--iterations"))
-    model = find_model_file(Path(args.model))
+    from ascendpipe.cli import guard
+
+    guard.refuse_output_over_inputs(args.output, {"--model": args.model, "--input": args.input})
+    model = guard.model_file(args.model)
+    if not args.input:
+        guard.random_input_size(model, args.batch_size)
     quiet = (lambda _: None) if args.json else print
     result = run_profile(model, Path(args.input) if args.input else None, Path(args.output),
                          warmup=args.warmup, iterations=args.iterations, batch_size=args.batch_size, say=quiet)

@@ -52,9 +52,15 @@ def main(args: argparse.Namespace) -> int:
     import shutil
     import tempfile
 
+    from ascendpipe.cli import guard
     from ascendpipe.contract import StageContext
     from ascendpipe.stages.registry import get_kind
 
+    guard.refuse_output_over_inputs(args.output, {"--model": args.model, "--calibration": args.calibration,
+                                                  "--calibration-config": args.calibration_config})
+    guard.text_file(args.calibration_config, "--calibration-config")
+    if args.backend != "ascend":
+        guard.model_file(args.model)
     params = {k: getattr(args, k) for k in ("batch_num", "batch_size", "activation_offset", "skip_layers",
                                             "skip_layer_types", "calibration_config", "calibrate_method")
               if getattr(args, k) is not None}

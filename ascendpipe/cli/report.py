@@ -23,8 +23,16 @@ def add_arguments(p) -> None:
 
 
 def main(args) -> int:
-    from ascendpipe.api import report
+    import os
 
+    from ascendpipe.api import _workspace_root, report
+    from ascendpipe.cli import guard
+    from ascendpipe.engine.workspace import Workspace
+
+    root = _workspace_root(args.workspace)
+    state = {"the records folder": os.path.relpath(os.path.join(root, ".ascendpipe")),
+             "the cache folder": os.path.relpath(Workspace(root).cache_root)}
+    guard.refuse_output_over_inputs(args.output, state, flag="-o", instead="write the page to another file")
     result = report(args.output, runs=args.runs, pipeline=args.pipeline, limit=args.limit, workspace=args.workspace)
     if args.json:
         print_json(result)

@@ -35,11 +35,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     from ascendpipe.backends.onnxruntime.profile_tune_stages import run_tune
     from ascendpipe.errors import Location, UserError
-    from ascendpipe.stages.base import find_model_file
 
     if args.repeats < 3 or (args.iterations is not None and args.iterations < 1) or args.max_candidates < 1:
         raise UserError("--repeats must be >= 3, --iterations and --max-candidates >= 1", Location(field="--repeats"))
-    model = find_model_file(Path(args.model))
+    from ascendpipe.cli import guard
+
+    guard.refuse_output_over_inputs(args.output, {"--model": args.model, "--input": args.input})
+    model = guard.model_file(args.model)
+    if not args.input:
+        guard.random_input_size(model, args.batch_size)
     quiet = (lambda _: None) if args.json else print
     result = run_tune(model, Path(args.input) if args.input else None, Path(args.output), job_type=args.job_type,
                       repeats=args.repeats, iterations=args.iterations, max_candidates=args.max_candidates,

@@ -69,6 +69,8 @@ def apply_overrides(data: dict, overrides, marks=None, origins=None) -> dict:
         if parts[0] not in ("params", "stages", "backend", "thresholds", "env", "build_dir"):
             raise UserError(
                 "the key must start with params., stages., thresholds., env, build_dir or backend", origin)
+        if not adding:
+            _refuse_new_param(data, parts, text, origin)
         if parts[0] == "stages":
             if len(parts) < 3:
                 raise UserError("expected stages.NAME.FIELD=VALUE", origin)
@@ -123,6 +125,75 @@ def _product_overlays(matrix: dict) -> dict[str, dict]:
 
     keys = list(matrix)
     return {"-".join(str(v) for v in combo): dict(zip(keys, combo)) for combo in itertools.product(*matrix.values())}
+
+
+def _kind_params(data: dict) -> set[str]:
+    """Every param the kinds of the pipeline's stages take (a top-level param reaches those stages)."""
+    from ascendpipe.stages.registry import get_kind
+
+    known: set[str] = set()
+    for raw in (data.get("stages") or {}).values():
+        kind_name = raw.get("kind") if isinstance(raw, dict) else None
+        if not isinstance(kind_name, str) or kind_name == "run":
+            continue
+        try:
+            kind = get_kind(kind_name)
+        except Exception:  # an unknown kind is the loader's error, located there
+            continue
+        known.update((kind.params_schema.get("properties") or {}).keys())
+    return known
+
+
+def _read_in_templates(node) -> set[str]:
+    """The param names the templates under ``node`` read (``params.NAME``, ``params['NAME']``): a
+    param a template reads but the pipeline leaves to ``--set`` is no typo."""
+    import re
+
+    found: set[str] = set()
+    if isinstance(node, str):
+        if "params" in node:
+            found.update(m.group(1) or m.group(2) for m in re.finditer(r"params\.(\w+)|params\[['\"](\w+)['\"]\]", node))
+    elif isinstance(node, dict):
+        for value in node.values():
+            found |= _read_in_templates(value)
+    elif isinstance(node, list):
+        for value in node:
+            found |= _read_in_templates(value)
+    return found
+
+
+def _refuse_new_param(data: dict, parts: list[str], text: str, origin: Location) -> None:
+    """``--set params.epoch=2`` where the pipeline has ``epochs``: a typo that would add a param no
+    stage reads, and build nothing new. A param the pipeline does not have is refused, the close one
+    suggested (as a variant name is); ``--set +KEY=VALUE`` adds one on purpose. Checked: top-level
+    ``params.X`` (known: the pipeline's params, those its templates read and those its stages' kinds
+    take) and a run stage's ``stages.S.params.X`` / ``stages.S.matrix.V.X`` (known: its own, the
+    top-level ones, its matrix's and those its templates read); a kind stage's params are checked
+    against the kind by the loader."""
+    top = data.get("params") if isinstance(data.get("params"), dict) else {}
+    if parts[0] == "params" and len(parts) == 2:
+        names = [str(k) for k in top]
+        if parts[1] in names or parts[1] in _kind_params(data) or parts[1] in _read_in_templates(data):
+            return
+        where = "the pipeline has no param"
+    elif parts[0] == "stages" and ((len(parts) == 4 and parts[2] == "params")
+                                   or (len(parts) == 5 and parts[2] == "matrix")):
+        raw = (data.get("stages") or {}).get(parts[1])
+        if not isinstance(raw, dict) or raw.get("kind", "run") != "run":
+            return
+        own = raw.get("params") if isinstance(raw.get("params"), dict) else {}
+        matrix = raw.get("matrix") if isinstance(raw.get("matrix"), dict) else {}
+        axes = [k for k, v in matrix.items() if isinstance(v, list)]
+        overlay = [k for v in matrix.values() if isinstance(v, dict) for k in v]
+        names = [str(k) for k in dict.fromkeys(list(own) + list(top) + axes + overlay)]
+        if parts[-1] in names or parts[-1] in _read_in_templates(raw):
+            return
+        where = f"stage '{parts[1]}' has no param"
+    else:
+        return
+    name = parts[-1]
+    raise UserError(f"{where} '{name}'{_close(name, names)}; it has: {', '.join(names) or 'none'}. "
+                    f"To add one on purpose: --set {ADD_PREFIX}{text}", origin)
 
 
 def _existing_key(node: dict, part: str):

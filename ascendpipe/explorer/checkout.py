@@ -38,16 +38,20 @@ def _canon(v) -> str:
     return json.dumps(v, sort_keys=True, default=str)
 
 
-def override_lines(current: dict, recorded: dict, named_variants: dict[str, set]) -> tuple[list[str], list[str]]:
+def override_lines(current: dict, recorded: dict, named_variants: dict[str, set],
+                   run_stages: frozenset | set = frozenset()) -> tuple[list[str], list[str]]:
     """Override lines that turn the current params into the recorded ones, and what cannot be set back.
 
     ``current`` / ``recorded``: stage name -> params (``recorded`` only for the stages to check out);
     ``named_variants``: base -> variant names written as ``matrix: {NAME: {...}}`` (overridable one
     by one). A param the pipeline gained since the run cannot be removed by an override: reported.
+    A param of a ``run`` stage (``run_stages``) the pipeline dropped since is set back with ``+``
+    (``--set`` refuses a param a run stage does not have as a typo).
     """
     lines: dict[str, str] = {}
     problems: list[str] = []
     stage_level: dict[tuple[str, str], dict] = {}  # (base, param) -> {canon: (value, [stages])}
+    gone: set[tuple[str, str]] = set()  # params the pipeline no longer has: `--set +` adds them back
     for name, want in recorded.items():
         have = current.get(name)
         if have is None:
@@ -61,16 +65,20 @@ def override_lines(current: dict, recorded: dict, named_variants: dict[str, set]
                 problems.append(f"stage {name}: param {k} was added to the pipeline after the run; remove it by hand for an exact checkout")
                 continue
             if variant and variant in named_variants.get(base, set()):
-                lines[f"stages.{base}.matrix.{variant}.{k}"] = f"stages.{base}.matrix.{variant}.{k}={format_value(want[k])}"
+                plus = "+" if k not in have and name in run_stages else ""
+                lines[f"stages.{base}.matrix.{variant}.{k}"] = f"{plus}stages.{base}.matrix.{variant}.{k}={format_value(want[k])}"
             else:
                 stage_level.setdefault((base, k), {}).setdefault(_canon(want[k]), (want[k], []))[1].append(name)
+                if k not in have and name in run_stages:
+                    gone.add((base, k))
     for (base, k), values in stage_level.items():
         if len(values) > 1:
             detail = "; ".join(f"{', '.join(names)}: {_canon(v)}" for v, names in values.values())
             problems.append(f"param {k} of {base}'s variants had different values ({detail}); one override cannot give each its own")
             continue
         (value, _), = values.values()
-        lines[f"stages.{base}.params.{k}"] = f"stages.{base}.params.{k}={format_value(value)}"
+        plus = "+" if (base, k) in gone else ""
+        lines[f"stages.{base}.params.{k}"] = f"{plus}stages.{base}.params.{k}={format_value(value)}"
     return list(lines.values()), problems
 
 
@@ -78,7 +86,7 @@ def owned(line: str, bases: set[str], names: set[str], everything: bool) -> bool
     """Whether an existing override line concerns the stages being checked out (it is replaced)."""
     if everything:
         return True
-    parts = line.partition("=")[0].strip().split(".")
+    parts = line.partition("=")[0].strip().lstrip("+").split(".")
     if parts[0] != "stages" or len(parts) < 3:
         return False
     if parts[2] == "matrix" and len(parts) >= 4:
@@ -149,6 +157,7 @@ def checkout(run_ref, stages=(), *, workspace: str, settings_only: bool = False,
         {n: s.params for n, s in base_pipeline.stages.items()},
         {n: recorded[n].get("params") or {} for n in wanted},
         _named_variants(path),
+        {n for n, s in base_pipeline.stages.items() if s.kind == "run"},
     )
     default_backend = resolve(path, kept, None, use_cache=False, overrides_file=False).backend
     if run["backend"] != default_backend and (everything or not any(line.startswith("backend=") for line in kept)):

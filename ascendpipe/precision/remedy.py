@@ -26,6 +26,9 @@ def _read(path: Path, field: str) -> str:
         return Path(path).read_text()
     except OSError as exc:
         raise UserError(f"cannot read {field} file: {exc.strerror}", Location(file=str(path), field=field)) from None
+    except UnicodeDecodeError as exc:
+        raise UserError(f"{field}: not a text file (byte {exc.start} is not {exc.encoding} text)",
+                        Location(file=str(path), field=field)) from None
 
 
 # --- keep_dtype: one op name or OpType::TypeName per line --------------------------------------

@@ -28,6 +28,7 @@ stage fails with one line saying how to install it.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 from ascendpipe.errors import Location, StageFailed, UserError
@@ -57,6 +58,9 @@ def cosine_and_max_error(reference, candidate) -> tuple[float, float]:
     return cosine, float(np.abs(a - b).max()) if a.size else 0.0
 
 
+MAX_DUMMY_BYTES = 4 << 30  # the example inputs torch.onnx.export traces with
+
+
 def dummy_inputs(names: list[str], shapes: dict, dtypes: dict, seed: int) -> dict:
     """Seeded example inputs, one per name, in the given order."""
     import numpy as np
@@ -68,6 +72,11 @@ def dummy_inputs(names: list[str], shapes: dict, dtypes: dict, seed: int) -> dic
             raise UserError(f"params.input_shapes has no shape for input '{name}'", Location(field="input_shapes"))
         dtype = np.dtype(dtypes.get(name, "float32"))
         shape = tuple(int(d) for d in shapes[name])
+        nbytes = math.prod(shape) * max(dtype.itemsize, 8)  # rng.random makes float64 first
+        if nbytes > MAX_DUMMY_BYTES:
+            raise UserError(f"params.input_shapes: the example input '{name}' {list(shape)} would take "
+                            f"{nbytes / (1 << 30):.1f} GiB, more than {MAX_DUMMY_BYTES >> 30} GiB; give the shape of one "
+                            f"small batch (dynamic_axes makes a dim free)", Location(field="input_shapes"))
         out[name] = rng.random(shape).astype(dtype) if dtype.kind == "f" else np.zeros(shape, dtype)
     return out
 
@@ -94,7 +103,7 @@ class ExportKind(StageKind):
             "factory_args": {"type": "object", "default": {}},
             "input_names": {"type": "array", "items": {"type": "string"}, "minItems": 1},
             "input_shapes": {"type": "object", "additionalProperties": {
-                "type": "array", "items": {"type": "integer", "minimum": 1}}},
+                "type": "array", "items": {"type": "integer", "minimum": 1, "maximum": 2**31 - 1}}},
             "input_dtypes": {"type": "object", "additionalProperties": {"type": "string"}, "default": {}},
             "output_names": {"type": "array", "items": {"type": "string"}},
             "dynamic_axes": {"type": "object"},

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ascendpipe.backends.ascend import aoe, ais_bench, msit, msprof
+from ascendpipe.backends.ascend import import_checks as checks
 from ascendpipe.errors import Location, UserError
 
 ACCEPTED = ("an msprof PROF_* directory", "an msit compare result_*.csv", "an aoe_result_*.json",
@@ -41,10 +42,22 @@ def _unrecognised(path: Path, why: str) -> UserError:
                      Location(file=str(path)))
 
 
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise UserError(f"not a text file (byte {exc.start} is not UTF-8): not a CANN result",
+                        Location(file=str(path))) from None
+
+
 def _import_dir(path: Path) -> dict[str, Any]:
     prof_dirs = msprof.find_prof_dirs(path)
     if not prof_dirs:
         raise _unrecognised(path, "a directory without PROF_* inside")
+    for prof_dir in prof_dirs:  # every CSV checked before one is believed
+        for stem in ("op_summary", "op_statistic"):
+            for csv_path in msprof.find_csvs(prof_dir, stem):
+                checks.check_msprof_csv(_read_text(csv_path), str(csv_path), stem)
     profiles = [msprof.read_prof_dir(p) for p in prof_dirs]
     if not any(p["op_summary"] or p["op_statistic"] for p in profiles):
         raise UserError("PROF_* directory has no op_summary_*.csv or op_statistic_*.csv; "
@@ -55,16 +68,35 @@ def _import_dir(path: Path) -> dict[str, Any]:
 def _import_csv(path: Path, text: str) -> dict[str, Any]:
     first = text.lstrip("\ufeff").splitlines()[0] if text.strip() else ""
     if "NPUDump" in first:
-        return _wrap("msit_compare", path, msit.read_result_csv_text(text))
-    if "Op Name" in first and "Task Duration(us)" in first:
+        raw = checks.check_compare_csv(text, str(path))
+        return _wrap("msit_compare", path, _ours_stay_ours(msit.read_result_csv_text(text), raw))
+    if "Op Name" in first or "Task Duration(us)" in first:
+        checks.check_msprof_csv(text, str(path), "op_summary")
         rows = msprof.read_csv_text(text)
         return _wrap("msprof", path, {"format": msprof.SUMMARY_FORMAT, "source": "msprof",
                                       "summary": msprof.summarize(rows, []), "op_summary": rows, "op_statistic": []})
-    if "OP Type" in first and "Total Time(us)" in first:
+    if "OP Type" in first and ("Total Time(us)" in first or "Count" in first):
+        checks.check_msprof_csv(text, str(path), "op_statistic")
         rows = msprof.read_csv_text(text)
         return _wrap("msprof", path, {"format": msprof.SUMMARY_FORMAT, "source": "msprof",
                                       "summary": msprof.summarize([], rows), "op_summary": [], "op_statistic": rows})
     raise _unrecognised(path, "CSV header has neither NPUDump nor msprof columns")
+
+
+def _ours_stay_ours(data: dict, raw: list[dict[str, str]]) -> dict:
+    """Our own result.csv (it has a ``Failed`` column): its rows fail as our compare decided, not as
+    msit's IsPrecisionError says (NO on a row whose cosine is NaN, e.g. an fp16 overflow: msit's
+    cmp_process.py:181), and its overflows are our OverflowKind; msit's verdict is kept beside."""
+    if "Failed" not in data["columns"]:
+        return data
+    for row, rec in zip(data["rows"], raw):
+        row["msit_precision_error"] = row["failed"]
+        row["failed"] = rec.get("Failed", "").strip().upper() == "YES"
+        row["fail_reasons"] = rec.get("FailReasons", "").strip() or None
+        row["overflow"] = rec.get("OverflowKind", "").strip() or None
+    data["source"] = "ascendpipe"
+    data["summary"] = msit.summarize(data["rows"])
+    return data
 
 
 def _import_json(path: Path, text: str) -> dict[str, Any]:
@@ -72,12 +104,18 @@ def _import_json(path: Path, text: str) -> dict[str, Any]:
         data = json.loads(text)
     except ValueError as exc:
         raise UserError(f"invalid JSON: {exc}", Location(file=str(path))) from None
+    except RecursionError:
+        raise UserError("JSON nested deeper than it can be read (arrays or objects inside each other "
+                        "hundreds of levels deep): not a CANN result", Location(file=str(path))) from None
     if isinstance(data, dict) and "NPU_compute_time" in data:
+        checks.check_ais_summary(data, str(path))
         return _wrap("ais_bench", path, ais_bench.parse_summary(data))
     try:
-        result = aoe.parse_result(data)
+        aoe._report_items(data)  # recognised as an AOE layout before its fields are checked
     except ValueError:
         raise _unrecognised(path, "JSON is neither an ais_bench summary nor an AOE result") from None
+    checks.check_aoe_result(data, str(path))
+    result = aoe.parse_result(data)
     if not result["ops"] and result["result"] is None and result["tuning_name"] is None:
         raise _unrecognised(path, "JSON has no AOE basic/OPAT blocks")
     return _wrap("aoe", path, result)
@@ -89,12 +127,12 @@ def import_path(path: str | Path) -> dict[str, Any]:
         raise UserError("no such file or directory", Location(file=str(path)))
     if path.is_dir():
         return _import_dir(path)
-    text = path.read_text(errors="replace")
+    if path.suffix.lower() not in (".csv", ".json"):
+        raise _unrecognised(path, f"unknown file type '{path.suffix or 'none'}'")
+    text = _read_text(path)
     if path.suffix.lower() == ".csv":
         return _import_csv(path, text)
-    if path.suffix.lower() == ".json":
-        return _import_json(path, text)
-    raise _unrecognised(path, f"unknown file type '{path.suffix or 'none'}'")
+    return _import_json(path, text)
 
 
 def describe(result: dict[str, Any]) -> str:

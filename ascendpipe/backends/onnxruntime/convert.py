@@ -365,18 +365,9 @@ def _write_json(path: Path, data: Any) -> None:
 def _tune_runtime(settings: ConvertSettings, out_dir: Path) -> dict | None:
     if not settings.tune_bank:
         return None
-    where = Location(file=settings.tune_bank, field="tune_bank")
-    try:
-        bank = json.loads(Path(settings.tune_bank).read_text())
-    except OSError as exc:
-        raise UserError(f"cannot read tune bank: {exc.strerror}", where) from None
-    except json.JSONDecodeError as exc:
-        raise UserError(f"tune bank is not JSON: {exc.msg} (line {exc.lineno})", where) from None
-    if not isinstance(bank, dict):
-        raise UserError("tune bank must be a JSON object at the top level", where)
-    session = bank.get("session", {})
-    if not isinstance(session, dict):
-        raise UserError("tune bank 'session' must be an object", where)
+    from ascendpipe.backends.onnxruntime.session import tune_bank_session
+
+    session = tune_bank_session(settings.tune_bank)
     # the contract (docs/contracts.md): {"session": {...}}, what session.read_runtime reads
     _write_json(out_dir / "runtime.json", {"session": session, "tune_bank": str(settings.tune_bank)})
     return session

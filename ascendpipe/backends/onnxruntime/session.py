@@ -58,6 +58,24 @@ def read_runtime(model_path: Path) -> dict[str, Any] | None:
     return session
 
 
+def tune_bank_session(tune_bank: str) -> dict:
+    """The ``session`` of a tune bank, checked as the next infer would check it (a located UserError)."""
+    where = Location(file=tune_bank, field="tune_bank")
+    try:
+        bank = json.loads(Path(tune_bank).read_text())
+    except OSError as exc:
+        raise UserError(f"cannot read tune bank: {exc.strerror}", where) from None
+    except json.JSONDecodeError as exc:
+        raise UserError(f"tune bank is not JSON: {exc.msg} (line {exc.lineno})", where) from None
+    if not isinstance(bank, dict):
+        raise UserError("tune bank must be a JSON object at the top level", where)
+    session = bank.get("session", {})
+    if not isinstance(session, dict):
+        raise UserError("tune bank 'session' must be an object", where)
+    session_options(session, fusions=True, where=where)  # what the next infer would refuse, refused now
+    return session
+
+
 def _lookup(table: dict[str, str], value: Any, field: str, where: Location) -> str:
     key = str(value).lower()
     if key not in table:
@@ -131,11 +149,33 @@ def make_session(model_path: str | Path | bytes, *, fusions: bool = True, runtim
     if shared_arena and use_shared_arena():
         opts.add_session_config_entry("session.use_env_allocators", "1")
     extra = {"disabled_optimizers": disabled} if disabled else {}
+    if opts.log_severity_level < 4:  # a load error is raised (below), not also logged in colour on stderr
+        opts.log_severity_level = 4
     try:
         return ort.InferenceSession(source, sess_options=opts, providers=["CPUExecutionProvider"], **extra)
     except Exception as exc:  # ORT raises its own exception types for bad models
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise UserError(f"onnxruntime cannot load the model: {first}", Location(file=label)) from None
+        raise UserError(f"onnxruntime cannot load the model: {without_cpp(first)}", Location(file=label)) from None
+
+
+def without_cpp(text: str) -> str:
+    """onnxruntime's message without the C++ source place and function signature it quotes
+    (``/onnxruntime_src/.../x.cc:294 onnxruntime::common::Status f(const A&, ...) what failed``)."""
+    import re
+
+    match = re.search(r"\s*/?[\w./-]+\.(?:cc|cpp|h):\d+\s", text)
+    if not match:
+        return text
+    end, depth = match.end(), 0
+    for index in range(match.end(), len(text)):
+        if text[index] == "(":
+            depth += 1
+        elif text[index] == ")":
+            depth -= 1
+            if depth == 0:
+                end = index + 1
+                break
+    return f"{text[:match.start()].rstrip()} {text[end:].strip()}".strip()
 
 
 _SHARED_ARENA: bool | None = None

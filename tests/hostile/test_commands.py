@@ -315,7 +315,8 @@ def test_set_with_plus_adds_a_param_on_purpose(built, tmp_path, monkeypatch, cap
 
 def _env(**extra) -> dict:
     env = dict(os.environ)
-    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2]) + os.pathsep + env.get("PYTHONPATH", "")
+    # no empty entry: it means the current folder, which one test deletes (Python then cannot start)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(Path(__file__).resolve().parents[2]), env.get("PYTHONPATH")) if p)
     env.update(extra)
     return env
 

@@ -165,11 +165,9 @@ def test_dump_layout_matches_contract_and_compares_clean(converted, module_model
     ctx = make_ctx("dump", "dump", {}, inputs={"model": cctx.out_dir, "inputs": tmp_path / "x.npy"}, runner=runner)
     stages.dump(ctx)
     tools = runner.tools()
-    assert tools == ["python3 -m ais_bench", "msaccucmp.py"]
+    assert tools == ["python3 -m ais_bench"]  # the dump files are read in-process, not by msaccucmp convert
     acl = json.loads((ctx.out_dir / "acl.json").read_text())["dump"]
     assert acl["dump_list"] == [{"model_name": "model"}] and acl["dump_mode"] == "output"
-    convert_argv = runner.calls[1]
-    assert convert_argv[2:3] == ["convert"] and convert_argv[convert_argv.index("-t") + 1] == "npy"
     index = json.loads((ctx.out_dir / "index.json").read_text())
     assert index["format"] == "ascendpipe-dump/1" and index["backend"] == "ascend"
     by_name = {t["name"]: t for t in index["tensors"]}

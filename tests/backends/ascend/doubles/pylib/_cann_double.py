@@ -301,10 +301,12 @@ def om_ops(model) -> list[dict]:
             relu = users[0]
             fused_away.add(relu.name)
             ops.append({"name": n.name, "type": "Conv2D", "originals": [n.name, relu.name],
-                        "outputs": list(relu.output), "origin": relu.name, "pass": "ConvReluFusionPass"})
+                        "outputs": list(relu.output), "origin": relu.name, "pass": "ConvReluFusionPass",
+                        "inputs": list(n.input)})
         else:
             ops.append({"name": n.name, "type": IR_TYPES.get(n.op_type, n.op_type), "originals": [n.name],
-                        "outputs": list(n.output), "origin": n.name, "pass": None})
+                        "outputs": list(n.output), "origin": n.name, "pass": None,
+                        "inputs": list(n.input)})
     return ops
 
 

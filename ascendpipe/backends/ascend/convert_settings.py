@@ -129,7 +129,9 @@ def atc_settings(ctx, settings, model: Path, out_dir: Path) -> atc.AtcSettings:
     soc = settings.soc_version or ctx.params.get("soc_version")
     if not soc:
         raise UserError("soc_version is required on the ascend backend (e.g. soc_version: Ascend310P3)",
-                        Location(stage=ctx.name, field="soc_version"))
+                        Location(stage=ctx.name, field="soc_version"),
+                        hint="set it in this stage's params, or for every convert and tune stage at once: "
+                             "--set params.soc_version=Ascend310P3")
     files = settings.remedy_files()
     paths = {name: out_dir / REMEDY_NAMES[name] for name in files}
     if getattr(settings, "fusion_switch_source", None):  # the user's file goes to atc as it is

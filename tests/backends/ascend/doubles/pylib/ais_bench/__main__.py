@@ -92,12 +92,15 @@ def check_feed(args, model, feeds: dict) -> None:
         if values not in shapes["gears"]:
             d.fail(TOOL, f"--dymDims {args.dymDims} is not a gear of the OM {shapes['gears']}")
         want = given
+    itemsize = {i.name: np.dtype(d.om_input_numpy_dtype(i)).itemsize for i in model.graph.input}
     for name, array in feeds.items():
         target = want.get(name)
         if target is None or None in target:
             continue  # a range OM: --dymShape (not checked by the double)
-        size = int(np.prod(target)) * array.dtype.itemsize
-        if list(array.shape) != list(target):
+        # the byte size of the OM's input (its own dtype: uint8 for an AIPP input) against the file's bytes
+        # (ais_bench infer/interface.py / utils: "tensorsize ... filesize ... not match")
+        size = int(np.prod(target)) * itemsize.get(name, 4)
+        if size != array.nbytes or list(array.shape) != list(target):
             d.fail(TOOL, f"input '{name}': tensorsize: {size} filesize: {array.nbytes} not match "
                          f"(the OM takes {target}, the file holds {list(array.shape)})")
 

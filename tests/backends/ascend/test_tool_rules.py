@@ -256,6 +256,17 @@ def test_standalone_commands_run_on_ascend_like_their_emulated_twins(cann_env, t
     cli("compare", "--backend", "ascend", "--golden", str(tiny_model), "--target", "conv", "--input", "x.npy",
         "--output", "cmp")
     assert json.loads((tmp_path / "cmp/result.json").read_text())["summary"]["failed_ops"] == 0
+    # profile and tune take --backend ascend too (README: every stage kind does)
+    out = json.loads(cli("profile", "--backend", "ascend", "--model", "conv", "--input", "x.npy", "--output", "prof",
+                         "--iterations", "2", "--warmup", "0", "--json"))
+    assert out["metrics"]["op_rows"] > 0 and (tmp_path / "prof/op_summary.csv").is_file()
+    out = json.loads(cli("tune", "--backend", "ascend", "--model", str(tiny_model), "--output", "tun",
+                         "--soc-version", SOC, "--json"))
+    assert (tmp_path / "tun/model.om").is_file() and (tmp_path / "tun/bank").is_dir()
+    assert json.loads((tmp_path / "tun/tune.json").read_text())["jobs"] == [1, 2]  # Ascend310P3's default
+    proc = subprocess.run([sys.executable, "-m", "ascendpipe.cli.main", "tune", "--backend", "ascend", "--model",
+                           str(tiny_model), "--output", "tun2"], capture_output=True, text=True, cwd=tmp_path)
+    assert proc.returncode != 0 and "--soc-version" in proc.stderr and "Traceback" not in proc.stderr
 
 
 def test_reid_dry_run_on_ascend_is_what_a_board_would_run(tmp_path):

@@ -240,8 +240,8 @@ def index_from_device_dumps(leaf: Path, out_dir: Path, naming: OpNaming, *, mode
                       "op_name": om_name, "op_type": naming.op_types.get(om_name, dumped.op_type), "topo_index": topo,
                       "device_format": device_layout.format_name(tensor.format),
                       "device_shape": [int(d) for d in tensor.shape]}
-            if tensor.dtype_name == "bfloat16":
-                fields["dtype"] = "bfloat16"  # widened exactly to float32 in the file
+            if tensor.dtype_name == "bfloat16" or (reason or "").startswith("device dtype"):
+                fields["dtype"] = tensor.dtype_name  # bf16: widened exactly to float32 in the file; else raw bytes
             if reason:
                 fields["not_compared"] = reason
             entries.append(_entry_for(out_dir, len(entries), array, **fields))

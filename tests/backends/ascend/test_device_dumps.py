@@ -78,6 +78,14 @@ def test_a_format_that_cannot_be_converted_is_named_not_guessed():
     assert reason.startswith("device format NC1HWC0: dumped shape [1, 1, 2, 2, 16] does not hold original shape")
 
 
+def test_a_dtype_that_cannot_be_read_is_named():
+    t = dd.tensor_fields(np.ones((2, 4), np.float64), "ND")
+    t["data_type"] = 16  # DT_COMPLEX64: 16 bytes a value, not read
+    tensor = read_dump_bytes(dd.encode("op", [t])).outputs[0]
+    back, reason = device_tensor(tensor)
+    assert reason == "device dtype DT_COMPLEX64" and back.dtype == np.uint8 and back.size == 64
+
+
 def test_a_cut_file_is_an_error():
     raw = dd.encode("op", [dd.tensor_fields(np.ones((1, 16, 2, 2), np.float32), "NC1HWC0")])
     with pytest.raises(DumpFormatError, match="runs past the end"):

@@ -82,7 +82,8 @@ def validate(s: AtcSettings) -> None:
         if s.input_format not in allowed:
             err = _bad("input_format", s.input_format, allowed)
             if s.insert_op_conf:  # atc would stop with E10001
-                err.hint = "for an ONNX model with AIPP give NCHW or leave input_format out: the AIPP input takes uint8 NHWC inside the OM"
+                err.hint = ("for an ONNX model with AIPP give NCHW or leave input_format out: the AIPP input takes "
+                            "uint8 NHWC inside the OM")
             raise err
     mode = s.precision_mode or s.precision_mode_v2
     if s.modify_mixlist and mode not in MIXED_MODES:

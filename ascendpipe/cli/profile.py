@@ -19,6 +19,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--iterations", "--loop", dest="iterations", type=int, default=20)
     parser.add_argument("--batch-size", "--batch_size", "--batchsize", dest="batch_size", type=positive_int)
     parser.add_argument("--json", action="store_true", help="print the metrics as JSON instead of the table")
+    parser.add_argument("--backend", choices=("onnxruntime", "ascend"), default="onnxruntime",
+                        help="ascend: msprof around ais_bench on the OM of an ascend convert output directory")
 
 
 def main(args: argparse.Namespace) -> int:
@@ -30,6 +32,14 @@ def main(args: argparse.Namespace) -> int:
     from ascendpipe.cli import guard
 
     guard.refuse_output_over_inputs(args.output, {"--model": args.model, "--input": args.input})
+    if args.backend == "ascend":
+        from ascendpipe.backends.ascend.standalone import run
+
+        result = run("profile", {"warmup": args.warmup, "iterations": args.iterations, "batch_size": args.batch_size},
+                     {"model": args.model, "inputs": args.input}, Path(args.output))
+        print(json.dumps({"metrics": result.metrics, "info": result.info}, indent=2) if args.json else
+              (Path(args.output) / "top_ops.txt").read_text(), end="" if not args.json else "\n")
+        return 0
     model = guard.model_file(args.model)
     if not args.input:
         guard.random_input_size(model, args.batch_size)

@@ -23,13 +23,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", required=True, help="an .onnx file or a convert output directory")
     parser.add_argument("--input", help=".npy/.npz file or a directory of them (default: random data)")
     parser.add_argument("--output", required=True, help="directory for tune_bank.json and aoe_result_opat.json")
-    parser.add_argument("--job-type", "--job_type", dest="job_type", type=_job_type, default=[1],
-                        help="1: graph level, 2: per op (fusion switches), 1,2: both in AOE's order")
+    parser.add_argument("--job-type", "--job_type", dest="job_type", type=_job_type, default=None,
+                        help="1: graph level, 2: per op (fusion switches), 1,2: both in AOE's order (default: 1; "
+                             "ascend: the SoC's)")
     parser.add_argument("--repeats", type=int, default=7, help="timed rounds per setting (medians of these)")
     parser.add_argument("--iterations", type=int, help="runs per timed round (default: rounds of about 25 ms)")
     parser.add_argument("--max-candidates", "--max_candidates", dest="max_candidates", type=int, default=24)
     parser.add_argument("--batch-size", "--batch_size", dest="batch_size", type=int)
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    parser.add_argument("--backend", choices=("onnxruntime", "ascend"), default="onnxruntime",
+                        help="ascend: aoe on the .onnx (job types: the SoC's unless --job-type is given)")
+    parser.add_argument("--soc-version", "--soc_version", dest="soc_version",
+                        help="ascend: the chip, e.g. Ascend310P3 (required there)")
 
 
 def main(args: argparse.Namespace) -> int:
@@ -41,11 +46,22 @@ def main(args: argparse.Namespace) -> int:
     from ascendpipe.cli import guard
 
     guard.refuse_output_over_inputs(args.output, {"--model": args.model, "--input": args.input})
+    if args.backend == "ascend":
+        from ascendpipe.backends.ascend.standalone import run
+
+        if not args.soc_version:
+            raise UserError("tune --backend ascend needs the chip: --soc-version (e.g. Ascend310P3)",
+                            Location(field="--soc-version"))
+        done = run("tune", {"soc_version": args.soc_version, "job_type": args.job_type},
+                   {"model": args.model, "inputs": args.input}, Path(args.output))
+        print(json.dumps({"metrics": done.metrics, "info": done.info}, indent=2) if args.json else
+              f"[INFO] tuned OM and knowledge bank in {args.output}")
+        return 0
     model = guard.model_file(args.model)
     if not args.input:
         guard.random_input_size(model, args.batch_size)
     quiet = (lambda _: None) if args.json else print
-    result = run_tune(model, Path(args.input) if args.input else None, Path(args.output), job_type=args.job_type,
+    result = run_tune(model, Path(args.input) if args.input else None, Path(args.output), job_type=args.job_type or [1],
                       repeats=args.repeats, iterations=args.iterations, max_candidates=args.max_candidates,
                       batch_size=args.batch_size, say=quiet)
     if args.json:

@@ -160,7 +160,9 @@ def _row(pos: int, pair: mapping.Pair, golden_dir, target_dir, limits: dict, out
     m = None
     golden_max = target_max = None
     cells, messages = dict.fromkeys(msaccucmp.ALGORITHMS, msaccucmp.NAN), []  # msaccucmp's cells for a one-sided row
-    if g and t:
+    if g and t and t.get("not_compared"):  # a device tensor not laid out as the golden: no number (acl_dump)
+        row["note"] = "; ".join(x for x in (row["note"], f"not compared ({t['not_compared']})") if x)
+    elif g and t:
         # a float16 side is read as float32 once: both metric modules widen it anyway, each pass would
         # redo numpy's slow float16 cast, and the values are the same
         golden = _widened(_load_tensor(golden_dir, g))

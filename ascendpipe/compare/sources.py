@@ -305,7 +305,15 @@ def run_compare(golden: Path, target: Path, *, input_path: Path | None, work_dir
                      "and is not compared")
     golden_batches = None
     if golden_inputs is not None and g.model is not None:
-        golden_batches, _ = make_feed_batches(g.model, golden_inputs, seed, field="golden_inputs", batch_axes=batch_axes)
+        golden_specs = None
+        if t.om_dir is not None and batches and batches[0]:  # an OM's fixed batch: the golden's samples batched alike
+            from dataclasses import replace
+
+            rows = next(iter(batches[0].values())).shape[0]
+            golden_specs = [replace(s, shape=(rows, *s.shape[1:])) if s.axis == 0 and s.shape else s
+                            for s in input_specs(g.model)]
+        golden_batches, _ = make_feed_batches(g.model, golden_inputs, seed, field="golden_inputs", batch_axes=batch_axes,
+                                              specs=golden_specs)
         if len(golden_batches) < len(batches):
             raise UserError(f"golden_inputs '{golden_inputs}' gives {len(golden_batches)} batches for the target's "
                             f"{len(batches)}; give the same samples, preprocessed for the golden",

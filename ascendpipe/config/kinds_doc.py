@@ -116,7 +116,7 @@ NOTES: dict[tuple[str, str], str] = {
     ("eval", "postprocess"): "a .py file turning raw outputs into predictions (detection: see below)",
     ("quantize", "skip_layers"): "layers kept in float",
     ("quantize", "auto"): "`fix --quantize`'s target: `{metric: STAGE.METRIC, tolerance: T}`",
-    ("tune", "job_type"): "AOE's job types: 1 subgraph, 2 operator",
+    ("tune", "job_type"): "AOE's job types: 1 subgraph, 2 operator; left out: 1 on onnxruntime, the SoC's on ascend (A2/A3: 2)",
 }
 
 GENERIC = [

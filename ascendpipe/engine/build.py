@@ -435,13 +435,19 @@ def _decide_all(pipeline, graph, order) -> dict:
 def dry_run(pipeline, graph, order, options, stream) -> dict:
     decisions = _decide_all(pipeline, graph, order)
     would = [n for n in order if decisions[n]["state"] == "stale"]
+    said: set = set()  # tool and backend changes are printed once, at the first stage they concern
     for name in order:
         d = decisions[name]
         if d["state"] == "fresh":
             stream.write(f"  fresh      {name}\n")
             continue
         verb = "restore" if d.get("restorable") else "run"
-        stream.write(f"  would {verb:<8} {name}: {'; '.join(d['reasons'])}\n")
+        shared = [r for r in d["reasons"] if r.startswith(("tool ", "backend "))]
+        shown = [r for r in d["reasons"] if r not in shared or r not in said]
+        if len(shown) < len(d["reasons"]):
+            shown.append(f"{len(d['reasons']) - len(shown)} tool/backend change(s) as above")
+        said.update(shared)
+        stream.write(f"  would {verb:<8} {name}: {'; '.join(shown)}\n")
         argvs, problem = _commands(pipeline, pipeline.stages[name])
         for argv in argvs:
             import shlex

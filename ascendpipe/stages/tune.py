@@ -29,9 +29,9 @@ class TuneKind(StageKind):
     params_schema = {
         "type": "object",
         "properties": {
+            # no schema default: left out, the backend picks (onnxruntime: 1; ascend: the SoC's, AOE_MODE)
             "job_type": {"oneOf": [{"enum": [1, 2]},
-                                   {"type": "array", "items": {"enum": [1, 2]}, "minItems": 1, "uniqueItems": True}],
-                         "default": 1},
+                                   {"type": "array", "items": {"enum": [1, 2]}, "minItems": 1, "uniqueItems": True}]},
             "repeats": {"type": "integer", "minimum": 3, "default": 7},
             "iterations": {"type": "integer", "minimum": 1},  # runs per timed round; default: ~25 ms rounds
             "max_candidates": {"type": "integer", "minimum": 1, "default": 24},

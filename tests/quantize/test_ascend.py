@@ -95,3 +95,15 @@ def test_each_backend_runs_and_keys_quantize():
     assert "quantize" in ort.kinds and "quantize" in ascend.kinds
     assert set(ort.tool_versions("quantize")) == {"onnxruntime", "onnx"}
     assert {"onnx", "amct_onnx", "cann"} <= set(ascend.tool_versions("quantize"))
+
+
+def test_dry_run_counts_the_calibration_samples_as_the_run_does(workspace, tmp_path, capsys):
+    """A dry run with too few calibration samples stops where the run stops (`! ...`), on both backends."""
+    from ascendpipe.cli.main import main
+
+    setting = "stages.quantize.params.batch_num=1000"
+    main(["build", str(workspace), "quantize", "--backend", "ascend", "--dry-run", "--set", setting])
+    problems = [line.strip() for line in capsys.readouterr().out.splitlines() if line.strip().startswith("! ")]
+    assert len(problems) == 1 and "batch_num 1000 x batch_size 16 needs 16000" in problems[0]
+    assert main(["build", str(workspace), "quantize", "--set", setting]) != 0
+    assert "batch_num 1000 x batch_size 16 needs 16000" in capsys.readouterr().out  # the onnxruntime run

@@ -1,7 +1,10 @@
-"""Per-op NPU dumps: the acl.json, the dump tree, msaccucmp conversion, and our dump layout.
+"""Per-op NPU dumps: the acl.json, the dump tree, the device's dump files, and our dump layout.
 
-Formats: CANN's acl.json dump configuration and msaccucmp documentation; the target layout is "Dump directory"
-in docs/contracts.md (index.json + tensors/), so the compare code reads NPU dumps unchanged.
+Formats: CANN's acl.json dump configuration and msaccucmp documentation; the device's files are read in-process
+(``dump_data``: the DumpData header and each tensor's bytes) and laid out as the golden is
+(``device_layout``: NC1HWC0, FRACTAL_Z, FRACTAL_NZ, ... converted, padding sliced off); the target layout is
+"Dump directory" in docs/contracts.md (index.json + tensors/), so the compare code reads NPU dumps unchanged.
+A tensor whose device format cannot be converted is kept as dumped and flagged ``not_compared``.
 """
 
 from __future__ import annotations
@@ -172,6 +175,77 @@ def build_index(converted_dir: Path, out_dir: Path, naming: OpNaming, *, model: 
                         "op_name": om_name, "op_type": naming.op_types.get(om_name, extra["op_type"]),
                         "topo_index": topo, "dtype": str(array.dtype), "shape": list(array.shape),
                         "file": rel, **_stats(array)})
+    index = {"format": DUMP_FORMAT, "model": model, "backend": "ascend",
+             "inputs": {n: {"shape": list(a.shape), "dtype": str(a.dtype)} for n, a in feeds.items()},
+             "tensors": entries}
+    return write_json_atomic(out_dir / "index.json", index)
+
+
+def _entry_for(out_dir: Path, position: int, array, **fields) -> dict[str, Any]:
+    import numpy as np
+
+    rel = f"tensors/{position:05d}.npy"
+    np.save(out_dir / rel, array)
+    dtype = fields.pop("dtype", None) or str(array.dtype)
+    return {**fields, "dtype": dtype, "shape": list(array.shape), "file": rel, **_stats(array)}
+
+
+def device_tensor(tensor) -> tuple[Any, str | None]:
+    """One dumped tensor as the golden holds it (values in the dtype dumped), or (as dumped, reason)."""
+    from ascendpipe.backends.ascend import device_layout
+    from ascendpipe.backends.ascend.dump_data import DumpFormatError
+
+    try:
+        flat = tensor.array()
+    except DumpFormatError:
+        import numpy as np
+
+        return np.frombuffer(tensor.data, dtype=np.uint8).copy(), f"device dtype {tensor.dtype_name}"
+    array, reason = device_layout.to_golden(flat, tensor.format, tensor.shape, tensor.original_shape)
+    if array is None:
+        return (flat.reshape(tensor.shape) if flat.size == _prod(tensor.shape) else flat), reason
+    return array, None
+
+
+def _prod(shape) -> int:
+    import math
+
+    return math.prod(int(d) for d in shape)
+
+
+def index_from_device_dumps(leaf: Path, out_dir: Path, naming: OpNaming, *, model: str,
+                            feeds: dict[str, Any]) -> Path:
+    """Our dump layout straight from the device's dump files in ``leaf`` (outputs, in execution order):
+    each tensor in the golden's layout and shape, in the dtype it was dumped in; one whose format cannot be
+    converted is kept as dumped with ``not_compared: "device format X"`` (compare shows no number for it)."""
+    from ascendpipe.backends.ascend import device_layout
+    from ascendpipe.backends.ascend.dump_data import DumpFormatError, read_dump_bytes
+    from ascendpipe.errors import Location, UserError
+
+    (out_dir / "tensors").mkdir(parents=True, exist_ok=True)
+    entries = [_entry_for(out_dir, k, array, name=name, op_name=name, op_type="Input", topo_index=-1)
+               for k, (name, array) in enumerate(feeds.items())]
+    topo = 0
+    for dumped in dump_files(leaf):
+        try:
+            record = read_dump_bytes(dumped.path.read_bytes())
+        except (DumpFormatError, OSError) as exc:
+            raise UserError(f"cannot read the device dump {dumped.path.name}: {exc}", Location(file=str(dumped.path)),
+                            hint="the dump may be cut short (disk full?); run the dump again") from None
+        om_name = record.op_name if record.op_name in naming.op_types else naming.om_names.get(dumped.op_name,
+                                                                                             dumped.op_name)
+        for index, tensor in enumerate(record.outputs):
+            array, reason = device_tensor(tensor)
+            fields = {"name": naming.tensor_names.get((om_name, index), f"{om_name}:output:{index}"),
+                      "op_name": om_name, "op_type": naming.op_types.get(om_name, dumped.op_type), "topo_index": topo,
+                      "device_format": device_layout.format_name(tensor.format),
+                      "device_shape": [int(d) for d in tensor.shape]}
+            if tensor.dtype_name == "bfloat16" or (reason or "").startswith("device dtype"):
+                fields["dtype"] = tensor.dtype_name  # bf16: widened exactly to float32 in the file; else raw bytes
+            if reason:
+                fields["not_compared"] = reason
+            entries.append(_entry_for(out_dir, len(entries), array, **fields))
+        topo += 1
     index = {"format": DUMP_FORMAT, "model": model, "backend": "ascend",
              "inputs": {n: {"shape": list(a.shape), "dtype": str(a.dtype)} for n, a in feeds.items()},
              "tensors": entries}

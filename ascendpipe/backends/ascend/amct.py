@@ -110,9 +110,16 @@ def commands(ctx) -> list[list[str]]:
         model_in = Path(ctx.inputs.get("model", "model.onnx"))
         model = _model_file(model_in) if model_in.exists() else model_in / "model.onnx"
         specs = _specs(model) if model.is_file() else []
-        size = settings.batch_size or 16
+        size, shapes = settings.batch_size or 16, None
+        calibration = ctx.inputs.get("calibration")
+        if specs and calibration is not None and Path(calibration).exists():
+            # the batches the run will take (a fixed batch dim, too few samples: refused as the run refuses them)
+            from ascendpipe.quantize import artifacts
+
+            batches, used = artifacts.calibration_batches(Path(calibration), specs, settings, Location(stage=ctx.name))
+            size, shapes = used["batch_size"], {name: tuple(a.shape) for name, a in batches[0].items()}
         found = discover().find(TOOL)
-        plan = _plan(settings, model, specs, size, Path(ctx.final_out_dir), str(found) if found else TOOL)
+        plan = _plan(settings, model, specs, size, Path(ctx.final_out_dir), str(found) if found else TOOL, shapes)
     except UserError as err:
         raise err.with_location(stage=ctx.name) from None
     return [plan.argv]

@@ -58,11 +58,15 @@ def check_options(s: AtcSettings) -> None:
 
 
 def tune_argv(aoe: str | Path, s: AtcSettings, job_type: int) -> list[str]:
-    """One AOE job. ``--buffer_optimize`` only takes effect with job type 2, so only goes there."""
+    """One AOE job. ``--buffer_optimize`` only takes effect with job type 2, so only goes there. ``s.soc_version``
+    still picks the job types (``check_jobs``) and the bank folder; aoe itself is not given it."""
     if job_type not in (JOB_SUBGRAPH, JOB_OPERATOR):
         raise ValueError(f"job_type must be 1 or 2, got {job_type}")
     check_options(s)
-    argv = [str(aoe), *common_options(s), f"--job_type={job_type}"]
+    # no --soc_version: AOE takes it only with --op_tune_mode=fast (hiascend aoepar_16_060; msit 8.2.0's aoe
+    # argument map has none) and otherwise tunes for the board it runs on (doctor checks the pipeline's SoC)
+    options = [a for a in common_options(s) if not a.startswith("--soc_version=")]
+    argv = [str(aoe), *options, f"--job_type={job_type}"]
     if job_type == JOB_OPERATOR and s.buffer_optimize:
         argv.append(f"--buffer_optimize={s.buffer_optimize}")
     if s.log:

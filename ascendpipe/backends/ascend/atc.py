@@ -22,8 +22,10 @@ PRECISION_MODES = (
 PRECISION_MODES_V2 = ("fp16", "origin", "cube_fp16in_fp32out", "mixed_float16", "mixed_bfloat16", "mixed_hif8")
 MIXED_MODES = ("allow_mix_precision", "allow_mix_precision_fp16", "allow_mix_precision_bf16",
                "mixed_float16", "mixed_bfloat16")
+# ONNX takes NCHW / NCDHW / ND (graphengine ge/offline/main.cc:620-660, E10001; atlasatcparam_16_0015);
+# with --insert_op_conf only NCHW or NHWC: for ONNX, NCHW (the AIPP input becomes NHWC inside the OM)
 ONNX_INPUT_FORMATS = ("NCHW", "NCDHW", "ND")
-AIPP_INPUT_FORMATS = ("NCHW", "NHWC")
+AIPP_INPUT_FORMATS = ("NCHW",)
 IMPL_MODES = ("high_precision", "high_performance", "high_precision_for_all", "high_performance_for_all")
 BUFFER_OPTIMIZE = ("l2_optimize", "off_optimize", "l1_optimize")
 LOG_LEVELS = ("debug", "info", "warning", "error", "null")
@@ -78,7 +80,11 @@ def validate(s: AtcSettings) -> None:
     if s.input_format:
         allowed = AIPP_INPUT_FORMATS if s.insert_op_conf else ONNX_INPUT_FORMATS
         if s.input_format not in allowed:
-            raise _bad("input_format", s.input_format, allowed)
+            err = _bad("input_format", s.input_format, allowed)
+            if s.insert_op_conf:  # atc would stop with E10001
+                err.hint = ("for an ONNX model with AIPP give NCHW or leave input_format out: the AIPP input takes "
+                            "uint8 NHWC inside the OM")
+            raise err
     mode = s.precision_mode or s.precision_mode_v2
     if s.modify_mixlist and mode not in MIXED_MODES:
         raise UserError(f"modify_mixlist needs a mixed precision mode ({', '.join(MIXED_MODES)}), "

@@ -129,7 +129,9 @@ def atc_settings(ctx, settings, model: Path, out_dir: Path) -> atc.AtcSettings:
     soc = settings.soc_version or ctx.params.get("soc_version")
     if not soc:
         raise UserError("soc_version is required on the ascend backend (e.g. soc_version: Ascend310P3)",
-                        Location(stage=ctx.name, field="soc_version"))
+                        Location(stage=ctx.name, field="soc_version"),
+                        hint="set it in this stage's params, or for every convert and tune stage at once: "
+                             "--set params.soc_version=Ascend310P3")
     files = settings.remedy_files()
     paths = {name: out_dir / REMEDY_NAMES[name] for name in files}
     if getattr(settings, "fusion_switch_source", None):  # the user's file goes to atc as it is
@@ -143,14 +145,35 @@ def atc_settings(ctx, settings, model: Path, out_dir: Path) -> atc.AtcSettings:
     return s
 
 
+def static_note(ctx, s: atc.AtcSettings, model: Path) -> str | None:
+    """What the dry run and the log say when an ONNX with open dims becomes a static OM: with which shape,
+    and where the shape came from (the export's input_shapes, else batch 1)."""
+    shapes = s.shapes
+    if shapes is None:  # a dry run before the model exists, with no export params to read its inputs from
+        return (f"{model} is not built yet, so its inputs are not known: an input with open dims gets its "
+                f"--input_shape when it is (e.g. batch 1), and the atc line below then has it")
+    if not shapes.derived or shapes.mode != "static" or not shapes.input_shape:
+        return None
+    specs = model_specs(ctx, model) or []
+    opened = [sp.name for sp in specs if any(not (isinstance(d, int) and d > 0) for d in sp.shape)]
+    if not opened:
+        return None
+    fixed = ";".join(f"{n}:{','.join(map(str, shapes.input_shape[n]))}" for n in opened if n in shapes.input_shape)
+    source = "the export's input_shapes" if example_shapes(ctx) else "an open batch axis taken as 1"
+    return (f"the ONNX's dynamic input(s) {', '.join(opened)} become a static OM: --input_shape={fixed} ({source}); "
+            f"for several batch sizes give dynamic_batch_size (e.g. \"1,4,8\")")
+
+
 def convert_plan(ctx, tk: Toolkit, strict: bool, out_dir: Path) -> Plan:
     settings = convert_settings(ctx)
     model = onnx_model(ctx, strict)
     s = atc_settings(ctx, settings, model, out_dir)
     tool = tool_path(tk, "atc", ctx, strict)
     bank = bank_dir(ctx, settings)
+    note = static_note(ctx, s, model)
     return Plan([atc.convert_argv(tool, s), atc.json_argv(tool, out_dir / f"{MODEL_STEM}.om", out_dir / f"{MODEL_STEM}.json")],
-                env=aoe.bank_env(bank) if bank else {}, data={"settings": settings, "atc": s, "bank": bank})
+                env=aoe.bank_env(bank) if bank else {},
+                data={"settings": settings, "atc": s, "bank": bank, "notes": [note] if note else []})
 
 
 def tune_plan(ctx, tk: Toolkit, strict: bool, out_dir: Path) -> Plan:
@@ -163,4 +186,6 @@ def tune_plan(ctx, tk: Toolkit, strict: bool, out_dir: Path) -> Plan:
     tool = tool_path(tk, "aoe", ctx, strict)
     argvs = [aoe.tune_argv(tool, s, job) for job in jobs]
     argvs.append(atc.json_argv(tool_path(tk, "atc", ctx, strict), out_dir / f"{MODEL_STEM}.om", out_dir / f"{MODEL_STEM}.json"))
-    return Plan(argvs, env=aoe.bank_env(out_dir / "bank"), data={"settings": settings, "atc": s, "jobs": jobs})
+    note = static_note(ctx, s, model)
+    return Plan(argvs, env=aoe.bank_env(out_dir / "bank"),
+                data={"settings": settings, "atc": s, "jobs": jobs, "notes": [note] if note else []})

@@ -27,6 +27,8 @@ def convert(ctx):
     tk = discover()
     out = Path(ctx.out_dir)
     plan = convert_plan(ctx, tk, True, out)
+    for note in plan.data["notes"]:
+        ctx.say(f"{ctx.name}: {note}")
     remedy_files = {}
     for name, text in plan.data["settings"].remedy_files().items():
         remedy_files[REMEDY_NAMES[name]] = write_text_atomic(out / REMEDY_NAMES[name], text)
@@ -65,6 +67,8 @@ def tune(ctx):
     tk = discover()
     out = Path(ctx.out_dir)
     plan = tune_plan(ctx, tk, True, out)
+    for note in plan.data["notes"]:
+        ctx.say(f"{ctx.name}: {note}")
     for name, text in plan.data["settings"].remedy_files().items():
         write_text_atomic(out / REMEDY_NAMES[name], text)
     (out / "bank").mkdir(exist_ok=True)

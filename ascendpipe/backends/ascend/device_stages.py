@@ -74,7 +74,7 @@ def checked_feed(ctx, record: dict, batches) -> dict[str, tuple]:
 
 @located
 def dump(ctx):
-    """An acl.json dump through ais_bench, converted with msaccucmp into index.json + tensors/."""
+    """An acl.json dump through ais_bench, read into index.json + tensors/ in the golden's layouts."""
     if host_onnx(ctx):
         return on_host(ctx, "dump")
     from ascendpipe.backends.onnxruntime.dump import first_samples
@@ -102,7 +102,7 @@ def dump(ctx):
 
 def dump_with_ais(ctx, tk: Toolkit, om: Path, feeds: dict, input_names: list[str], out: Path, *,
                    keep_raw: bool) -> tuple[Path, str]:
-    """ais_bench with acl.json, msaccucmp convert of the first dump, then our index; the OM JSON and
+    """ais_bench with acl.json, then our index from the first dump's files read in-process; the OM JSON and
     fused_map.json are copied beside index.json so compare finds the op mapping with the dump."""
     from ascendpipe.inputs import Batch
 
@@ -117,10 +117,6 @@ def dump_with_ais(ctx, tk: Toolkit, om: Path, feeds: dict, input_names: list[str
     if not leaves:
         raise UserError(f"ais_bench wrote no dump under {dump_path}/<time>/<device>/<model>/<id>/<index>/",
                         hint="check acl.json's model_name matches the OM name")
-    convert_argv = list(plan.argvs[1])
-    convert_argv[convert_argv.index("-d") + 1] = str(leaves[0])
-    (out / "converted").mkdir(exist_ok=True)
-    runner.run(convert_argv, cwd=out, env=tk.env, log=ctx.log)
     info = atc.load_om_json(om.parent / f"{MODEL_STEM}.json")
     fused_path = om.parent / FUSED_MAP
     tensors = json.loads(fused_path.read_text()).get("tensors", {}) if fused_path.is_file() else {}
@@ -129,13 +125,13 @@ def dump_with_ais(ctx, tk: Toolkit, om: Path, feeds: dict, input_names: list[str
         op_name, _, index = key.rpartition(":output:")
         named[(op_name, int(index))] = tensor
     naming = acl_dump.OpNaming.from_om(info.op_types(), named)
-    index_path = acl_dump.build_index(out / "converted", out, naming, model=str(om), feeds=dict(feeds),
-                                      dump_dir=leaves[0])
+    # the device's dump files read in-process, each tensor in the golden's layout (acl_dump, device_layout)
+    index_path = acl_dump.index_from_device_dumps(leaves[0], out, naming, model=str(om), feeds=dict(feeds))
     for name in (f"{MODEL_STEM}.json", FUSED_MAP, "precision_plan.json"):
         if (om.parent / name).is_file() and om.parent.resolve() != out.resolve():
             shutil.copyfile(om.parent / name, out / name)
     if not keep_raw:
-        for sub in ("converted", "npu_dump", "ais_output", "ais_input"):
+        for sub in ("npu_dump", "ais_output", "ais_input"):
             shutil.rmtree(out / sub, ignore_errors=True)
     return index_path, str(leaves[0].relative_to(dump_path))
 

@@ -57,7 +57,13 @@ def attach(probes, env: dict) -> None:
             return None, said[-1] if said else f"exit {done.returncode}"
         return parse_npu_smi(done.stdout), None
 
+    def set_env_scripts():
+        from ascendpipe.doctor import SET_ENV_SCRIPTS
+
+        return [path for path in SET_ENV_SCRIPTS if Path(path).is_file()]
+
     probes.toolkit_home = toolkit_home
+    probes.set_env_scripts = set_env_scripts
     probes.cann_version = lambda: cann_version(Path(toolkit_home()[0])) if toolkit_home()[0] else None
     probes.tools = tools
     probes.npu_chips = npu_chips

@@ -25,11 +25,14 @@ def commands(kind: str, ctx) -> list[list[str]]:
         return []
     if kind in ("infer", "dump", "profile") and host_onnx(ctx):
         return [host_note(ctx, kind)]
+    from ascendpipe.backends.ascend.host import InProcess
+
     try:
-        argvs = plan_of(ctx, discover(), False, Path(ctx.final_out_dir)).argvs
-        for argv in argvs:
+        plan = plan_of(ctx, discover(), False, Path(ctx.final_out_dir))
+        for argv in plan.argvs:
             if not getattr(argv, "note", None):
                 check_argv(argv, location=Location(stage=ctx.name))
-        return argvs
+        # what the run will decide without a command line of its own (a dynamic model made static)
+        return [InProcess(n) for n in plan.data.get("notes", [])] + plan.argvs
     except UserError as err:
         raise err.with_location(stage=ctx.name) from None

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ascendpipe.backends.ascend import atc
+from ascendpipe.backends.ascend.aipp_om import with_aipp
 from ascendpipe.backends.ascend.convert_settings import settings_record
 from ascendpipe.backends.ascend.plan import Plan
 from ascendpipe.contract import CONVERT_INFO, FUSED_MAP, MODEL_STEM
@@ -86,6 +87,7 @@ def write_om_facts(ctx, out: Path, plan: Plan, extra: dict[str, Any]) -> tuple[a
     fused_map = fused_map_from_om(info, facts.pop("node_io"), origins)
     write_json_atomic(out / FUSED_MAP, fused_map)
     facts.update(om_shapes(plan.data["atc"].shapes, facts["inputs"], info.inputs))
+    facts = with_aipp(facts, plan.data["settings"].aipp)  # an AIPP input takes uint8 NHWC (aipp_om)
     record = {"backend": "ascend", "settings": settings_record(plan.data["settings"]), **extra,
               "atc_cmdline": info.atc_cmdline, "om_name": info.name, "soc_version": info.attrs.get("soc_version"),
               "opp_version": info.attrs.get("opp_version"), "model": str(plan.data["atc"].model), **facts}

@@ -142,14 +142,11 @@ def infer_plan(ctx, tk: Toolkit, strict: bool, out_dir: Path, *, acl_json: Path 
 def dump_plan(ctx, tk: Toolkit, strict: bool, out_dir: Path, feed: dict | None = None) -> Plan:
     acl_json = out_dir / "acl.json"
     plan = infer_plan(ctx, tk, strict, out_dir, acl_json=acl_json, feed=feed)
-    try:
-        script = str(tk.msaccucmp(stage=ctx.name)) if strict or tk.home else "msaccucmp.py"
-    except UserError:
-        if strict:
-            raise
-        script = "msaccucmp.py"
-    plan.argvs.append(acl_dump.convert_argv(python_tool(tk, ctx, strict), Path(script), out_dir / "npu_dump/<run>",
-                                            out_dir / "converted"))
+    from ascendpipe.backends.ascend.host import InProcess
+
+    # no msaccucmp convert: without -f it keeps the device's layout; the files are read here (acl_dump)
+    plan.argvs.append(InProcess(f"read the device's dump files in-process (DumpData header; NC1HWC0, FRACTAL_Z, "
+                                f"FRACTAL_NZ, ... laid out as the golden): {out_dir / 'npu_dump/<run>'}"))
     plan.data["acl_json"] = acl_json
     return plan
 

@@ -27,6 +27,14 @@ _RUNS = {
 }
 
 
+class _InProcess(list):
+    """A dry-run line for work done in-process: shown as ``= note``, not as a command (``$ argv``)."""
+
+    def __init__(self, note: str):
+        super().__init__()
+        self.note = note
+
+
 class OnnxruntimeBackend(Backend):
     name = "onnxruntime"
     summary = "faithful CPU emulation of the device's fp16 behaviour (onnxruntime)"
@@ -41,8 +49,12 @@ class OnnxruntimeBackend(Backend):
             return []
         from ascendpipe.precision.settings import resolve
 
-        # this backend runs no tool; show the atc line the same settings would drive
-        return [resolve(ctx.params, ctx.path).atc_argv(str(ctx.inputs.get("model", "MODEL")), "model")]
+        # this backend runs no tool: the dry run says so, with the atc options the same settings would drive
+        # on --backend ascend (not a command line: there atc also needs --soc_version and the model file)
+        argv = resolve(ctx.params, ctx.path).atc_argv("MODEL", "model")
+        options = " ".join(a for a in argv[1:] if not a.startswith(("--model=", "--output=", "--framework=")))
+        return [_InProcess(f"onnxruntime emulation of atc, in-process (no atc runs); atc options on --backend "
+                           f"ascend: {options or '(none)'}")]
 
     def run(self, kind, ctx):
         target = _RUNS.get(kind)

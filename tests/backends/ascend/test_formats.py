@@ -203,9 +203,13 @@ def test_atc_argv_rejects_documented_conflicts(kw, field):
     assert err.value.location.field == field
 
 
-def test_aipp_allows_nhwc_and_aoe_buffer_optimize_only_on_job2():
-    s = _settings(insert_op_conf=Path("aipp.cfg"), input_format="NHWC", buffer_optimize="off_optimize")
-    assert "--input_format=NHWC" in atc.convert_argv("atc", s)
+def test_onnx_with_aipp_refuses_nhwc_and_aoe_buffer_optimize_only_on_job2():
+    # ATC takes NCHW/NCDHW/ND for an ONNX model (graphengine ge/offline/main.cc:620-660, E10001), AIPP or not
+    with pytest.raises(UserError) as err:
+        atc.convert_argv("atc", _settings(insert_op_conf=Path("aipp.cfg"), input_format="NHWC"))
+    assert err.value.location.field == "input_format" and "NHWC" in str(err.value)
+    s = _settings(insert_op_conf=Path("aipp.cfg"), input_format="NCHW", buffer_optimize="off_optimize")
+    assert "--input_format=NCHW" in atc.convert_argv("atc", s)
     assert not any(a.startswith("--buffer_optimize") for a in aoe.tune_argv("aoe", s, 1))
     job2 = aoe.tune_argv("aoe", s, 2)
     assert "--job_type=2" in job2 and "--buffer_optimize=off_optimize" in job2

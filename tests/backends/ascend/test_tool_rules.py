@@ -180,6 +180,7 @@ def test_aoe_job_types_follow_the_soc(cann_env, tiny_model, make_ctx):
     a2 = make_ctx("tune", "tune", {"soc_version": "Ascend910B1"}, inputs={"model": tiny_model})
     aoe_argvs = [a for a in stages.commands("tune", a2) if a[0].endswith("aoe")]
     assert [a[-1] for a in aoe_argvs] == ["--job_type=2"]  # A2: subgraph tuning (1) is not offered
+    assert not any(a.startswith("--soc_version") for a in aoe_argvs[0])  # only with --op_tune_mode=fast
     p310 = make_ctx("tune2", "tune", {"soc_version": SOC}, inputs={"model": tiny_model})
     assert [a[-1] for a in stages.commands("tune", p310) if a[0].endswith("aoe")] == ["--job_type=1", "--job_type=2"]
     with pytest.raises(UserError) as err:
@@ -206,8 +207,10 @@ def test_aoe_job_types_follow_the_soc(cann_env, tiny_model, make_ctx):
       "--input_shape=images:1,3,32~64,-1"], "not supported on Ascend310"),
     (["bin/atc", "--framework=5", "--model={det}", "--output=o@1", "--soc_version=Ascend310P3",
       "--input_shape=images:1,3,32,32"], "--output o@1: invalid character '@'"),
-    (["bin/aoe", "--framework=5", "--model={det}", "--soc_version=Ascend910B1", "--job_type=1",
+    (["bin/aoe", "--framework=5", "--model={det}", "--op_tune_mode=fast", "--soc_version=Ascend910B1", "--job_type=1",
       "--input_shape=images:1,3,32,32"], "--job_type=1 is not supported on Ascend910B1"),
+    (["bin/aoe", "--framework=5", "--model={det}", "--soc_version=Ascend310P3", "--job_type=2",
+      "--input_shape=images:1,3,32,32"], "--soc_version is taken only with --op_tune_mode=fast"),
     (["bin/aoe", "--framework=5", "--model={det}", "--soc_version=Ascend310P3", "--job_type=2",
       "--precision_mode_v2=fp16", "--input_shape=images:1,3,32,32"], "unknown option --precision_mode_v2"),
     (["tools/operator_cmp/compare/msaccucmp.py", "convert", "-d", "a b", "-out", "o"], "-d a b: invalid character"),
@@ -253,6 +256,17 @@ def test_standalone_commands_run_on_ascend_like_their_emulated_twins(cann_env, t
     cli("compare", "--backend", "ascend", "--golden", str(tiny_model), "--target", "conv", "--input", "x.npy",
         "--output", "cmp")
     assert json.loads((tmp_path / "cmp/result.json").read_text())["summary"]["failed_ops"] == 0
+    # profile and tune take --backend ascend too (README: every stage kind does)
+    out = json.loads(cli("profile", "--backend", "ascend", "--model", "conv", "--input", "x.npy", "--output", "prof",
+                         "--iterations", "2", "--warmup", "0", "--json"))
+    assert out["metrics"]["op_rows"] > 0 and (tmp_path / "prof/op_summary.csv").is_file()
+    out = json.loads(cli("tune", "--backend", "ascend", "--model", str(tiny_model), "--output", "tun",
+                         "--soc-version", SOC, "--json"))
+    assert (tmp_path / "tun/model.om").is_file() and (tmp_path / "tun/bank").is_dir()
+    assert json.loads((tmp_path / "tun/tune.json").read_text())["jobs"] == [1, 2]  # Ascend310P3's default
+    proc = subprocess.run([sys.executable, "-m", "ascendpipe.cli.main", "tune", "--backend", "ascend", "--model",
+                           str(tiny_model), "--output", "tun2"], capture_output=True, text=True, cwd=tmp_path)
+    assert proc.returncode != 0 and "--soc-version" in proc.stderr and "Traceback" not in proc.stderr
 
 
 def test_reid_dry_run_on_ascend_is_what_a_board_would_run(tmp_path):
@@ -280,12 +294,33 @@ def test_reid_dry_run_on_ascend_is_what_a_board_would_run(tmp_path):
             if line.startswith("$ ") and name not in ("data", "train"):
                 for option, path in argv_paths(shlex.split(line[2:])):
                     assert bad_char(path) is None or "<" in path, (name, option, path)
-    atc = shlex.split(shown["convert@fp16"][0][2:])
+    # the exported ONNX has a dynamic batch: the dry run says it becomes a static OM, and with which shape
+    assert shown["convert@fp16"][0] == ("= the ONNX's dynamic input(s) image become a static OM: "
+                                        "--input_shape=image:1,1,32,32 (the export's input_shapes); for several "
+                                        "batch sizes give dynamic_batch_size (e.g. \"1,4,8\")")
+    atc = shlex.split(shown["convert@fp16"][1][2:])
     assert f"--model={ws}/build/export/model.onnx" in atc and "--input_shape=image:1,1,32,32" in atc
     assert shown["infer_golden"] == [f"= host onnxruntime (infer, in-process; a plain ONNX is not an OM, so no "
                                      f"ais_bench): {ws}/build/export/model.onnx"]
     assert shown["compare@fp16"][0].startswith("= host onnxruntime (dump of the golden side")
     dump_lines = [line.split()[2:5] for line in shown["compare@fp16"][1:3]]
     assert dump_lines[0] == ["-m", "ais_bench", "--model"]
-    assert os.path.basename(dump_lines[1][0]) == "msaccucmp.py" and dump_lines[1][1:] == ["convert", "-d"]
+    assert shown["compare@fp16"][2].startswith("= read the device's dump files in-process")
     assert "@" not in "".join(line for lines in shown.values() for line in lines if line.startswith("$ "))
+
+
+def test_a_tune_stage_without_job_type_takes_the_socs_default(cann_env, tiny_model, make_ctx, tmp_path):
+    """The pipeline's params (schema defaults applied) leave job_type out: on A2 that is job 2, not the
+    refused job 1 (AOE_MODE, envref_07_0106); on Atlas inference products 1 and 2."""
+    import ascendpipe
+
+    (tmp_path / "p.yaml").write_text(f"backend: ascend\nstages:\n  tune:\n    kind: tune\n    model: {tiny_model}\n"
+                                     "    params: {soc_version: Ascend910B1}\n")
+    (tmp_path / ".ascendpipe").mkdir(exist_ok=True)
+    params = dict(ascendpipe.load(str(tmp_path / "p.yaml")).stages["tune"].params)
+    assert "job_type" not in params
+    ctx = make_ctx("tune", "tune", params, inputs={"model": tiny_model})
+    assert [a[-1] for a in stages.commands("tune", ctx) if a[0].endswith("aoe")] == ["--job_type=2"]
+    params["soc_version"] = SOC
+    ctx = make_ctx("tune310", "tune", params, inputs={"model": tiny_model})
+    assert [a[-1] for a in stages.commands("tune", ctx) if a[0].endswith("aoe")] == ["--job_type=1", "--job_type=2"]

@@ -111,9 +111,13 @@ def check_conversion_options(tool: str, o: dict[str, str]) -> None:
         fail(tool, f"bad --precision_mode_v2 {o['precision_mode_v2']}")
     if "input_shape" in o:
         check_shape_grammar(tool, o["input_shape"])
-    formats = {"NCHW", "NHWC"} if "insert_op_conf" in o else {"NCHW", "NCDHW", "ND"}
+    # an ONNX model takes NCHW / NCDHW / ND only (graphengine ge/offline/main.cc:620-660, E10001); with
+    # --insert_op_conf only NCHW or NHWC (atlasatcparam_16_0015): for ONNX that leaves NCHW. The AIPP-connected
+    # input becomes NHWC inside the OM without --input_format saying so.
+    formats = {"NCHW"} if "insert_op_conf" in o else {"NCHW", "NCDHW", "ND"}
     if o.get("input_format", "NCHW") not in formats:
-        fail(tool, f"--input_format {o['input_format']} not in {sorted(formats)}")
+        fail(tool, f"E10001: --input_format {o['input_format']} is not valid for an ONNX model"
+                   f"{' with --insert_op_conf' if 'insert_op_conf' in o else ''}: take {sorted(formats)}")
     for name in ("keep_dtype", "fusion_switch_file", "insert_op_conf", "modify_mixlist"):
         if name in o and not Path(o[name]).is_file():
             fail(tool, f"--{name} file {o[name]} does not exist")
@@ -237,12 +241,24 @@ def om_input_dims(model) -> dict[str, list]:
                      for d in i.type.tensor_type.shape.dim] for i in model.graph.input if i.name not in inits}
 
 
+def om_input_numpy_dtype(value_info) -> str:
+    return {1: "float32", 2: "uint8", 3: "int8", 10: "float16", 6: "int32", 7: "int64"}.get(
+        value_info.type.tensor_type.elem_type, "float32")
+
+
+def om_input_dtypes(model) -> dict[str, str]:
+    """The fake OM's input dtypes as GE's JSON names them (an AIPP input: DT_UINT8)."""
+    names = {1: "DT_FLOAT", 2: "DT_UINT8", 3: "DT_INT8", 10: "DT_FLOAT16", 6: "DT_INT32", 7: "DT_INT64"}
+    return {i.name: names.get(i.type.tensor_type.elem_type, "DT_FLOAT") for i in model.graph.input}
+
+
 def om_shapes(model) -> dict:
     meta = {p.key: p.value for p in model.metadata_props}
     return json.loads(meta.get(META_SHAPES) or '{"input_shape": {}, "option": null, "gears": []}')
 
 
-def write_fake_om(onnx_path: str, om_path: Path, cmdline: str, soc: str, shapes: dict | None = None) -> None:
+def write_fake_om(onnx_path: str, om_path: Path, cmdline: str, soc: str, shapes: dict | None = None,
+                  aipp_conf: str | None = None) -> None:
     """The double's OM: the ONNX itself, its inputs fixed as --input_shape fixes them (a -1 or range dim stays
     open), with the atc command line and the shapes/gears kept in metadata."""
     import onnx
@@ -261,6 +277,10 @@ def write_fake_om(onnx_path: str, om_path: Path, cmdline: str, soc: str, shapes:
             else:
                 dim.Clear()
                 dim.dim_param = "gear"
+    if aipp_conf:  # the AIPP input takes uint8 NHWC; the prelude normalises it (_aipp_double)
+        import _aipp_double
+
+        _aipp_double.apply(model, _aipp_double.read_blocks(aipp_conf), lambda message: fail("atc", message))
     for key, value in ((META_CMDLINE, cmdline), (META_SOC, soc), (META_BANK, os.environ.get("TUNE_BANK_PATH", "")),
                        (META_SHAPES, json.dumps(shapes))):
         entry = model.metadata_props.add()
@@ -286,7 +306,7 @@ IR_TYPES = {"Conv": "Conv2D", "Gemm": "MatMulV2", "MatMul": "MatMulV2", "BatchNo
 
 def om_ops(model) -> list[dict]:
     """The OM's op view: Conv + its only consumer Relu fused (named after the Conv), others 1:1."""
-    nodes = list(model.graph.node)
+    nodes = [n for n in model.graph.node if not n.name.startswith("aipp_double/")]  # AIPP is the Data's, not an op
     consumers: dict[str, list] = {}
     for n in nodes:
         for t in n.input:
@@ -301,10 +321,12 @@ def om_ops(model) -> list[dict]:
             relu = users[0]
             fused_away.add(relu.name)
             ops.append({"name": n.name, "type": "Conv2D", "originals": [n.name, relu.name],
-                        "outputs": list(relu.output), "origin": relu.name, "pass": "ConvReluFusionPass"})
+                        "outputs": list(relu.output), "origin": relu.name, "pass": "ConvReluFusionPass",
+                        "inputs": list(n.input)})
         else:
             ops.append({"name": n.name, "type": IR_TYPES.get(n.op_type, n.op_type), "originals": [n.name],
-                        "outputs": list(n.output), "origin": n.name, "pass": None})
+                        "outputs": list(n.output), "origin": n.name, "pass": None,
+                        "inputs": list(n.input)})
     return ops
 
 
@@ -319,7 +341,8 @@ def om_json(model, name: str) -> dict:
     for name, dims in om_input_dims(model).items():
         ops.append({"name": name, "type": "Data",
                     "attr": [{"key": "_datadump_original_op_names", "value": {"list": {"s": [name]}}}],
-                    "output_desc": [{"shape": {"dim": [d if d is not None else -1 for d in dims]}}]})
+                    "output_desc": [{"dtype": om_input_dtypes(model).get(name, "DT_FLOAT"),
+                                     "shape": {"dim": [d if d is not None else -1 for d in dims]}}]})
     for op in om_ops(model):
         attr = [{"key": "_datadump_original_op_names", "value": {"list": {"s": op["originals"]}}}]
         if op["pass"]:

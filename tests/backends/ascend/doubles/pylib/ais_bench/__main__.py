@@ -20,6 +20,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import _cann_double as d  # noqa: E402
+import _dump_double as dd  # noqa: E402
 
 TOOL = "ais_bench"
 
@@ -91,12 +92,15 @@ def check_feed(args, model, feeds: dict) -> None:
         if values not in shapes["gears"]:
             d.fail(TOOL, f"--dymDims {args.dymDims} is not a gear of the OM {shapes['gears']}")
         want = given
+    itemsize = {i.name: np.dtype(d.om_input_numpy_dtype(i)).itemsize for i in model.graph.input}
     for name, array in feeds.items():
         target = want.get(name)
         if target is None or None in target:
             continue  # a range OM: --dymShape (not checked by the double)
-        size = int(np.prod(target)) * array.dtype.itemsize
-        if list(array.shape) != list(target):
+        # the byte size of the OM's input (its own dtype: uint8 for an AIPP input) against the file's bytes
+        # (ais_bench infer/interface.py / utils: "tensorsize ... filesize ... not match")
+        size = int(np.prod(target)) * itemsize.get(name, 4)
+        if size != array.nbytes or list(array.shape) != list(target):
             d.fail(TOOL, f"input '{name}': tensorsize: {size} filesize: {array.nbytes} not match "
                          f"(the OM takes {target}, the file holds {list(array.shape)})")
 
@@ -133,17 +137,45 @@ def read_acl(path: str, om_stem: str) -> dict:
     return cfg
 
 
+def forced_formats() -> dict[str, str]:
+    """``CANN_DOUBLE_DUMP_FORMAT=op=FORMAT[,op=FORMAT]``: store those ops' outputs in another layout (a test
+    of a layout the reader cannot convert)."""
+    text = os.environ.get("CANN_DOUBLE_DUMP_FORMAT", "")
+    return dict(part.split("=", 1) for part in text.split(",") if "=" in part)
+
+
+# CANN_DOUBLE_DUMP_FP16=op[,op]: those ops' outputs dumped as fp16 (the device's numerics for them; the double
+# otherwise runs the OM in fp32)
 def dump_run(cfg, model, outputs: dict, feeds: dict, om_stem: str, run_dir: Path, index: int) -> None:
+    """One binary dump file per op (DumpData header + tensor bytes, _dump_double), each tensor in the
+    layout the device keeps it in (feature maps NC1HWC0, Conv weights FRACTAL_Z, matmul results FRACTAL_NZ)."""
+    from onnx import numpy_helper
+
     leaf = run_dir / "0" / om_stem / "1" / str(index)
     leaf.mkdir(parents=True, exist_ok=True)
     layers = set(cfg["dump_list"][0].get("layer") or []) if cfg["dump_list"] else set()
     produced = {**feeds, **outputs}
+    weights = {w.name: w for w in model.graph.initializer}
+    forced = forced_formats()
+    half = set(filter(None, os.environ.get("CANN_DOUBLE_DUMP_FP16", "").split(",")))
     for task, op in enumerate(d.om_ops(model)):
         if layers and op["name"] not in layers:
             continue
-        arrays = {}
+        outs, ins = [], []
         if cfg["dump_mode"] in ("output", "all"):
-            arrays.update({f"output_{i}": produced[t] for i, t in enumerate(op["outputs"]) if t in produced})
+            for t in op["outputs"]:
+                if t in produced:
+                    array = produced[t]
+                    if op["name"] in half and array.dtype == np.float32:  # this op ran in fp16 on the "device"
+                        array = array.astype(np.float16)
+                    outs.append(dd.tensor_fields(array, forced.get(op["name"]) or dd.device_format(array, op["type"])))
+        if cfg["dump_mode"] in ("input", "all"):
+            for t in op["inputs"]:
+                if t in weights:
+                    array = numpy_helper.to_array(weights[t])
+                    ins.append(dd.tensor_fields(array, "FRACTAL_Z" if op["type"] == "Conv2D" and array.ndim == 4 else "ND"))
+                elif t in produced:
+                    ins.append(dd.tensor_fields(produced[t], dd.device_format(produced[t], op["type"])))
         safe = lambda s: s.replace(".", "_").replace("/", "_").replace("\\", "_").replace(" ", "_")
         name = f"{safe(op['type'])}.{safe(op['name'])}.{task + 1}.0.{d.timestamp_us() + task}"
         if len(name) >= 255:  # too long for a file name: a digits-only hash plus a 'hash,name' row in mapping.csv
@@ -152,8 +184,7 @@ def dump_run(cfg, model, outputs: dict, feeds: dict, om_stem: str, run_dir: Path
             with open(leaf / "mapping.csv", "a", encoding="utf-8") as fh:
                 fh.write(f"{hashed},{name}\n")
             name = hashed
-        with open(leaf / name, "wb") as fh:
-            np.savez(fh, **arrays)
+        (leaf / name).write_bytes(dd.encode(op["name"], outs, ins, dump_time=d.timestamp_us()))
 
 
 def session_for(model, *, dump: bool, profile_prefix: str | None):

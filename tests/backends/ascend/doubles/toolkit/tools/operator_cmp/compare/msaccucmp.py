@@ -1,5 +1,9 @@
 #!/usr/bin/env python3
-"""TEST DOUBLE of CANN's msaccucmp.py (not the real tool): only `convert`, for the dump double's files."""
+"""TEST DOUBLE of CANN's msaccucmp.py (not the real tool): only `convert`, for the dump double's files.
+
+Without ``-f`` each tensor keeps the dump's own (device) shape, as the real tool saves it (mindstudio-probe
+26.2.0 ``msprobe/msaccucmp/dump_parse/dump_data_parser.py:170-215``); the double does no ``-f`` conversion."""
+import struct
 import sys
 import uuid
 from pathlib import Path
@@ -8,6 +12,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[4] / "pylib"))
 import _cann_double as d  # noqa: E402
+import _dump_double as dd  # noqa: E402
 
 TOOL = "msaccucmp.py"
 
@@ -42,18 +47,27 @@ def main(argv):
     for src in sources:
         if src.name == "mapping.csv":
             continue
-        with np.load(src) as data:
-            for key in data.files:
-                io, _, index = key.partition("_")
-                array = data[key]
-                shape = "x".join(str(s) for s in array.shape)
-                name = f"{src.name}.{io}.{index}.{shape}.npy"
-                if len(name) >= 255:  # msaccucmp's handle_too_long_file_name (cmp_utils/file_utils.py:176-188)
-                    hashed = uuid.uuid3(uuid.NAMESPACE_DNS, name).hex + ".npy"
-                    with open(out / "mapping.csv", "a", encoding="utf-8") as fh:
-                        fh.write(f"{hashed},{name}\n")
-                    name = hashed
-                np.save(out / name, array)
+        raw = src.read_bytes()
+        (length,) = struct.unpack_from("<Q", raw)  # big_dump_data.py:135-149: the header length first
+        msg = dd._dump_class()()
+        msg.ParseFromString(raw[8:8 + length])
+        pos, numpy_of = 8 + length, {v: k for k, v in dd.DATA_TYPE.items()}
+        tensors = [("input", i, t) for i, t in enumerate(msg.input)] + [("output", i, t) for i, t in enumerate(msg.output)]
+        for io, index, t in tensors:
+            data = t.data or raw[pos:pos + t.size]
+            pos += 0 if t.data else t.size
+            name_of = numpy_of[t.data_type]
+            array = np.frombuffer(data, dtype="<u2" if name_of == "bfloat16" else name_of).reshape(list(t.shape.dim))
+            if "-o" in opts and (io != "output" or int(opts["-o"]) != index) or "-i" in opts and (io != "input" or int(opts["-i"]) != index):
+                continue
+            shape = "x".join(str(s) for s in array.shape)
+            name = f"{src.name}.{io}.{index}.{shape}.npy"
+            if len(name) >= 255:  # msaccucmp's handle_too_long_file_name (cmp_utils/file_utils.py:176-188)
+                hashed = uuid.uuid3(uuid.NAMESPACE_DNS, name).hex + ".npy"
+                with open(out / "mapping.csv", "a", encoding="utf-8") as fh:
+                    fh.write(f"{hashed},{name}\n")
+                name = hashed
+            np.save(out / name, array)
     print(f"[INFO] The command was completed and took {len(sources)} files.")
     return 0
 

@@ -108,6 +108,10 @@ def headline(pipeline, outcomes: dict, order: list[str], limit: int = 8, infos: 
         text = "  ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in items[:limit])
         if first:
             text = f"first failure {first}  {text}"
+        elif (stage.kind == "compare" and o.metrics.get("contained_ops")
+              and str(((infos or {}).get(name) or {}).get("verdict") or "").startswith("every output passes")):
+            # ops beyond thresholds whose error no output shows: said before the count, never as a failure
+            text = f"outputs pass ({o.metrics['contained_ops']} contained)  {text}"
         (keyed if key in o.metrics else lines).append(f"  {name:<28} {text}")
     head = f"metrics (key: {', '.join(dict.fromkeys(keys))}):\n" if keys else "metrics:\n"
     return (head + "\n".join(keyed + lines) + "\n") if keyed or lines else ""

@@ -88,6 +88,8 @@ class CompareKind(StageKind):
         s = result["summary"]
         metrics = {k: s[k] for k in ("first_failure_index", "failed_ops", "min_cosine", "output_cosine", "overflow_ops")}
         metrics["dump_bytes"] = dumps["bytes_kept"]
+        if s.get("contained_ops"):  # failed_ops still counts them (msit's sense); these do not reach an output
+            metrics["contained_ops"] = s["contained_ops"]
         if s.get("golden_nonfinite"):  # pairs without metrics (their golden holds NaN/inf): never a pass
             metrics["golden_nonfinite"] = s["golden_nonfinite"]
         metrics.update(registry.get(ctx.backend).compare_extras(ctx, result))
@@ -95,7 +97,7 @@ class CompareKind(StageKind):
         if first:  # the op, its kind and its ATC pass: what the build summary and `show` name
             first_info = {k: first.get(k) for k in ("op_name", "op_type", "reason", "kind")}
             first_info["pass_name"] = result["rows"][first["index"]].get("pass_name") if "index" in first else None
-        info = {"first_failure": first_info if first else None,
+        info = {"first_failure": first_info if first else None, "verdict": result.get("verdict"),
                 "input": note, "thresholds": limits, "golden_dumped_here": events.get("golden_dumped", [])}
         return StageResult(metrics=metrics, remedy_files=remedies, info=info)
 

@@ -29,3 +29,16 @@ def test_without_an_eval_the_summary_is_as_before():
     p = pipeline(compare=("compare", {}))
     text = headline(p, {"compare": NS(metrics={"output_cosine": 1.0})}, ["compare"])
     assert text == "metrics:\n  compare                      output_cosine=1\n"
+
+
+def test_a_compare_whose_outputs_pass_says_so_before_its_contained_count():
+    p = pipeline(compare=("compare", {}), failing=("compare", {}))
+    metrics = {"failed_ops": 7, "contained_ops": 7, "output_cosine": 0.999996}
+    outcomes = {"compare": NS(metrics=dict(metrics)), "failing": NS(metrics=dict(metrics))}
+    infos = {"compare": {"first_failure": None,
+                         "verdict": "every output passes; 7 ops beyond thresholds contained (listed apart)"},
+             "failing": {"first_failure": None,
+                         "verdict": "outputs fail, but no compared op before them fails the thresholds"}}
+    lines = headline(p, outcomes, ["compare", "failing"], infos=infos).splitlines()
+    assert lines[1].split()[1:4] == ["outputs", "pass", "(7"]
+    assert "outputs pass" not in lines[2]  # a failing output is never called a pass

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from ascendpipe.backends.onnxruntime.profile import (attribute_to_model, model_node_index, profile_model,
+from ascendpipe.backends.onnxruntime.profile import (attribute_to_model, model_graph, profile_model,
                                                       resolve_settings)
 from ascendpipe.backends.onnxruntime.tune_bank import sha256_file
 from ascendpipe.backends.onnxruntime.tune_worker import Worker, WorkerError
@@ -145,12 +145,14 @@ def _trial(bench: Bench, min_gain_pct: float, say: Callable[[str], None]):
 
 
 def _per_op_durations(model_path: Path, batches, settings: dict, iterations: int) -> dict[str, dict]:
+    """Per model op (the kernels attributed to it, summed per iteration): its op type and us per iteration."""
     raw = profile_model(model_path, batches, warmup=2, iterations=iterations, settings=settings)
-    data, _ = attribute_to_model(raw, *model_node_index(model_path))  # same names at every setting
+    data, _ = attribute_to_model(raw, model_graph(model_path))  # the model's names at every setting
     grouped: dict[str, list] = {}
     for op in data.ops:
-        grouped.setdefault(op.op_name, [op.op_type, []])[1].append(op.duration_us)
-    return {name: {"op_type": t, "durations_us": d} for name, (t, d) in grouped.items()}
+        entry = grouped.setdefault(op.op_name, [op.op_type, {}])
+        entry[1][op.iteration] = entry[1].get(op.iteration, 0.0) + op.duration_us
+    return {name: {"op_type": t, "durations_us": list(per.values())} for name, (t, per) in grouped.items()}
 
 
 def _op_types(model_path: Path) -> set[str]:

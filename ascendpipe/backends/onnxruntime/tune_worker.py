@@ -80,6 +80,7 @@ class Worker:
             return
         if CAN_PAUSE:
             os.kill(self.proc.pid, signal.SIGSTOP)
+            os.waitpid(self.proc.pid, os.WUNTRACED)  # returns once it is stopped: none of its threads runs on
             self.paused = True
         else:
             time.sleep(QUIET_GAP_S)

@@ -46,7 +46,8 @@ def top_ops_table(totals: Sequence[dict], *, limit: int = 10) -> str:
     if host:
         out += [f"host-side (not on the device): {sums['host_us']:.1f} us, {sums['host_pct']:.1f}% of kernel time; "
                 f"device ops: {sums['compute_us']:.1f} us", *map(line, host)]
-    out += [f"outlier: {t['op_type']}: {outlier_note(t)}" for t in rows[:limit] if outlier_note(t)]
+    out += [f"outlier: {t['op_type']}{' (host-side)' if t['host'] else ''}: {outlier_note(t)}"
+            for t in rows if outlier_note(t) and (t["host"] or t in rows[:limit])]
     return "\n".join(out)
 
 

@@ -147,7 +147,22 @@ def _serve(inp, out) -> None:
             reply("error", text.splitlines()[0][:300] if text else type(exc).__name__)
 
 
+def _die_with_parent() -> None:
+    """Linux: SIGKILL when the parent dies (a stopped child would otherwise wait forever for a SIGCONT
+    no one sends; SIGKILL ends a stopped process too)."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            pass
+        if os.getppid() == 1:  # the parent died before the call above
+            os._exit(1)
+
+
 if __name__ == "__main__":
+    _die_with_parent()
     channel = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # nothing printed (by Python or a library) may corrupt the replies
     sys.stdout = sys.stderr

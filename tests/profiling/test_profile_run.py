@@ -182,3 +182,15 @@ def test_a_transformers_kernels_are_the_models_ops(tmp_path):
     # every node of the model that computes something is some kernel's source
     sources = {s for r in rows for s in r["Source Ops"].split(";") if s}
     assert set(nodes) - {"output"} <= sources
+
+
+def test_the_title_names_the_source_model_the_convert_stage_and_the_variant(tmp_path, model):
+    from ascendpipe.backends.onnxruntime.profile_tune_stages import model_title
+
+    converted = tmp_path / "build" / "convert@aipp"
+    converted.mkdir(parents=True)
+    (converted / "model.onnx").write_bytes(model.read_bytes())
+    (converted / "convert.json").write_text(json.dumps({"atc_argv": ["atc", "--model=build/export/model.onnx", "--framework=5"]}))
+    assert model_title(converted / "model.onnx", "profile", "convert@aipp") == \
+        "Profile of export/model.onnx converted by convert@aipp (variant aipp, stage profile)"
+    assert model_title(model) == "Profile of conv_chain.onnx"

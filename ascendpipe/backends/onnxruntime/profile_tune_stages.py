@@ -33,8 +33,8 @@ def _rows_of(batch) -> int:
 
 
 def model_title(model_path: Path, stage: str | None = None, model_stage: str | None = None) -> str:
-    """'resnet18.onnx converted by convert@fp16 (variant fp16), stage profile@fp16': the model a page
-    is about, not the file name every converted model shares."""
+    """'Profile of export/model.onnx converted by convert@fp16 (variant fp16, stage profile@fp16)': the
+    model a page is about, not the file name every converted model shares."""
     import json
 
     model_path = Path(model_path)
@@ -47,8 +47,9 @@ def model_title(model_path: Path, stage: str | None = None, model_stage: str | N
         except (ValueError, AttributeError):
             source = None
         made_by = model_stage or model_path.parent.name
-        name = f"{Path(source).name} converted by {made_by}" if source else f"{name} of {made_by}"
-    variant = (stage or "").partition("@")[2]
+        shown = "/".join(Path(source).parts[-2:]) if source else ""  # 'export/model.onnx': whose model.onnx
+        name = f"{shown} converted by {made_by}" if source else f"{name} of {made_by}"
+    variant = (stage or "").partition("@")[2] or (model_stage or "").partition("@")[2]
     where = [f"variant {variant}"] if variant else []
     where += [f"stage {stage}"] if stage else []
     return f"Profile of {name}" + (f" ({', '.join(where)})" if where else "")

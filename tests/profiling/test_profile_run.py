@@ -194,3 +194,22 @@ def test_the_title_names_the_source_model_the_convert_stage_and_the_variant(tmp_
     assert model_title(converted / "model.onnx", "profile", "convert@aipp") == \
         "Profile of export/model.onnx converted by convert@aipp (variant aipp, stage profile)"
     assert model_title(model) == "Profile of conv_chain.onnx"
+
+
+def test_a_converted_models_kernels_name_the_original_onnx_ops(tmp_path):
+    """convert fuses Conv+BN (fused_map.json: conv -> bn, conv) and adds rounding casts; onnxruntime
+    then rewrites the conv to NCHWc: the kernel's sources are the original ONNX's conv and bn."""
+    from ascendpipe.backends.onnxruntime.convert import convert_model
+    from ascendpipe.backends.onnxruntime.profile import attribute_to_model, attributed_pct, model_graph
+    from ascendpipe.precision.settings import resolve
+    from tests.modelzoo import conv_bn_relu_inputs, conv_bn_relu_model
+
+    converted = convert_model(conv_bn_relu_model(tmp_path / "cbr.onnx"), tmp_path / "c",
+                              resolve({"precision_mode": "force_fp16"})).model_path
+    raw = profile_model(converted, [conv_bn_relu_inputs()], warmup=1, iterations=2)
+    data, emulation_us = attribute_to_model(raw, model_graph(converted))
+    assert emulation_us > 0 and attributed_pct(data) == 100.0
+    conv = [op for op in data.ops if op.kernel_type == "Conv"]
+    assert conv and all((op.op_name, op.op_type, set(op.sources)) == ("conv", "Conv", {"conv", "bn"}) for op in conv)
+    assert not [op for op in data.ops if op.op_name.startswith("ascendpipe_emu/") or
+                any(s.startswith("ascendpipe_emu/") for s in op.sources)]

@@ -13,7 +13,7 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence
 
 from ascendpipe.backends.onnxruntime.profile import (attribute_to_model, model_graph, profile_model,
                                                       resolve_settings)
@@ -41,6 +41,14 @@ def host_load() -> float | None:
         return round(os.getloadavg()[0], 2)
     except (AttributeError, OSError):
         return None
+
+
+def usable_cpus() -> int:
+    """Cores this process may run on (its affinity mask where the OS has one, not the host's count)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:
+        return os.cpu_count() or 1
 
 
 class Bench:
@@ -207,7 +215,7 @@ def tune_model(model_path: Path, batches: Sequence[dict], *, job_types: Sequence
 
     started = time.perf_counter()
     start = resolve_settings(baseline)
-    host = {"cpu_count": os.cpu_count() or 1, "load_start": host_load()}
+    host = {"cpu_count": usable_cpus(), "load_start": host_load()}
     bench = Bench(model_path, batches, iterations=iterations, repeats=repeats, thresholds=resolve(thresholds))
     try:
         try:

@@ -1,7 +1,7 @@
 """Benchmark: does tune keep what is really faster? tune's claimed gain beside an independent one.
 
 Run: python bench/tune_truth.py [--models resnet,transformer] [--starts parallel,disable_all,defaults]
-                                [--blocks 3] [--runs 8] [--repeats 7]
+                                [--blocks 5] [--runs 6] [--repeats 7]
 
 Models (random weights): a ResNet-18 at 224x224 (bench/emulate.py's) and a 4-layer transformer encoder,
 d=256, seq 128 (tests/profiling/models.py: MatMul+Add, Softmax attention, LayerNormalization, Erf GELU,
@@ -115,8 +115,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default="resnet,transformer")
     parser.add_argument("--starts", default="parallel,disable_all,defaults")
-    parser.add_argument("--blocks", type=int, default=3)
-    parser.add_argument("--runs", type=int, default=8)
+    parser.add_argument("--blocks", type=int, default=5)
+    parser.add_argument("--runs", type=int, default=6)
     parser.add_argument("--repeats", type=int, default=7)
     args = parser.parse_args()
     results = []

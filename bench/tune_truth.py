@@ -103,9 +103,14 @@ def one_case(model: Path, feeds: dict, feeds_file: Path, start_name: str, args) 
           f"{claimed['improvement_pct']:+.1f}% (95% CI {claimed['noise_low_pct']:.1f}..{claimed['noise_high_pct']:.1f}%, "
           f"{'kept' if claimed['significant'] else 'not kept: within the noise'}); independent: "
           f"{ms[key(start)]:.1f} -> {ms[kept]:.1f} ms = {speedup[kept]:.2f}x ({100 * (1 - 1 / speedup[kept]):+.1f}%)")
+    claims = {key(t["settings"]): t for t in outcome.log.trials if "error" not in t}
     for k in sorted(ms, key=ms.get):
+        t = claims.get(k)
+        claim = (f"tune's trial {t['speedup']['improvement_pct']:+.1f}% [{t['speedup']['noise_low_pct']:.1f}.."
+                 f"{t['speedup']['noise_high_pct']:.1f}] vs its best then, {t['speedup']['pairs']} pairs"
+                 if t else "")
         print(f"      {ms[k]:8.1f} ms  {speedup[k]:5.2f}x  {label(settings[k], start)}"
-              f"{'  <- kept' if k == kept else ''}  blocks {[round(v, 1) for v in times[k]]}")
+              f"{'  <- kept' if k == kept else ''}  blocks {[round(v, 1) for v in times[k]]}  {claim}")
     print(f"    {'PASS' if ok else 'FAIL'}: fastest alternative {speedup[best_alt]:.2f}x [{label(settings[best_alt], start)}]")
     return {"start": start_name, "kept": outcome.best, "claimed": claimed, "independent_x": speedup[kept],
             "best_alternative_x": speedup[best_alt], "ok": ok, "tune_s": tune_s}

@@ -66,9 +66,9 @@ def _check(args: argparse.Namespace) -> None:
     if args.backend != "ascend":
         guard.model_file(args.model)
         if args.tune_bank:
-            from ascendpipe.backends.onnxruntime.session import tune_bank_session
+            from ascendpipe.backends.onnxruntime.tune_bank import read_bank
 
-            tune_bank_session(args.tune_bank)
+            read_bank(args.tune_bank)  # a bank the next infer would refuse, refused before anything is written
 
 
 def main(args: argparse.Namespace) -> int:

@@ -26,8 +26,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--job-type", "--job_type", dest="job_type", type=_job_type, default=None,
                         help="1: graph level, 2: per op (fusion switches), 1,2: both in AOE's order (default: 1; "
                              "ascend: the SoC's)")
-    parser.add_argument("--repeats", type=int, default=7, help="timed rounds per setting (medians of these)")
-    parser.add_argument("--iterations", type=int, help="runs per timed round (default: rounds of about 25 ms)")
+    parser.add_argument("--repeats", type=int, default=7, help="paired rounds per comparison (more, up to 3x, while the 95%% interval is undecided)")
+    parser.add_argument("--iterations", type=int, help="runs per timed round (default: rounds of about 40 ms of the faster setting)")
     parser.add_argument("--max-candidates", "--max_candidates", dest="max_candidates", type=int, default=24)
     parser.add_argument("--batch-size", "--batch_size", dest="batch_size", type=int)
     parser.add_argument("--json", action="store_true", help="print the result as JSON")

@@ -8,14 +8,35 @@ BANK_FORMAT = "ascendpipe-tune-bank/1"
 SESSION_KEYS = ("graph_optimization_level", "intra_op_num_threads", "execution_mode", "disabled_optimizers")
 
 
-def bank_document(*, model_sha256: str, session: dict, measurements: dict) -> dict:
-    return {"format": BANK_FORMAT, "model_sha256": model_sha256,
-            "session": {k: session[k] for k in SESSION_KEYS}, "measurements": measurements}
+def bank_document(*, model_sha256: str, session: dict, measurements: dict, model: str = "",
+                  source_sha256: str | None = None) -> dict:
+    """``model``: the tuned file's name; ``source_sha256``: when the tuned model is a converted one,
+    the ONNX it was converted from (a convert of that ONNX may take the bank too)."""
+    doc = {"format": BANK_FORMAT, "model": model, "model_sha256": model_sha256,
+           "session": {k: session[k] for k in SESSION_KEYS}, "measurements": measurements}
+    if source_sha256:
+        doc["source_sha256"] = source_sha256
+    return doc
+
+
+def bank_model_mismatch(bank: dict, model_sha256: str, model_label: str) -> str | None:
+    """Why the bank does not belong to the model being converted (None when it does, or when the bank
+    names no model: a hand-written bank holds settings only). The bank belongs to the model it was
+    tuned on, and to the ONNX that model was converted from."""
+    tuned = bank.get("model_sha256")
+    if not tuned or model_sha256 in (tuned, bank.get("source_sha256")):
+        return None
+    name = bank.get("model") or "another model"
+    return (f"the bank was tuned on '{name}' (sha256 {str(tuned)[:12]}...), not on the model converted here "
+            f"'{model_label}' (sha256 {model_sha256[:12]}...): tune this model, or delete model_sha256 from "
+            "the bank to apply its settings anyway")
 
 
 def _pct(before: float, after: float) -> str:
-    # AOE's definition: (before - after) / after, i.e. speed-up minus one (its own example:
-    # 134 us -> 99 us is "35.35%"), not the share of time saved
+    # AOE's definition: (before - after) / after, i.e. speed-up minus one, not the share of time
+    # saved: its result-file example (hiascend 900 doc aoeep_16_044, "aoe_result_opat" format)
+    # reads performance_before_tune 134 us, after 99 us, performance_improvement "35.35%" =
+    # (134 - 99) / 99; (134 - 99) / 134 would be 26.12%
     return f"{100.0 * (before - after) / after:.2f}%" if after > 0 else "0.00%"
 
 

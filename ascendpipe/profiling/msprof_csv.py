@@ -10,13 +10,16 @@ import csv
 import io
 from typing import Iterable, Sequence
 
-from ascendpipe.profiling.oprows import OpRow, ProfileData, TensorDesc
+from ascendpipe.profiling.oprows import HOST_TASK_TYPE, OpRow, ProfileData, TensorDesc
 
 OP_SUMMARY_COLUMNS = (
     "Device_id", "Model Name", "Model ID", "Task ID", "Stream ID", "Infer ID", "Op Name", "OP Type",
     "OP State", "Task Type", "Task Start Time(us)", "Task Duration(us)", "Task Wait Time(us)",
     "Block Num", "Mix Block Num", "HF32 Eligible", "Input Shapes", "Input Data Types",
     "Input Formats", "Output Shapes", "Output Data Types", "Output Formats", "Context ID",
+    # the emulation's own, after msprof's: Op Name/OP Type are the model's node and op type; these say
+    # which onnxruntime kernel ran and which model nodes it computes ('a;b' for a fused kernel)
+    "Kernel Name", "Kernel Type", "Source Ops",
 )
 OP_STATISTIC_COLUMNS = (
     "Device_id", "Model Name", "OP Type", "Core Type", "Count", "Total Time(us)", "Avg Time(us)",
@@ -55,6 +58,8 @@ def op_summary_rows(data: ProfileData, *, device_id: int = 0, model_id: int = 1)
             "Input Data Types": _dtypes(op.inputs), "Input Formats": _formats(op.inputs),
             "Output Shapes": _shapes(op.outputs), "Output Data Types": _dtypes(op.outputs),
             "Output Formats": _formats(op.outputs), "Context ID": NA,
+            "Kernel Name": op.kernel_name or op.op_name, "Kernel Type": op.kernel_type or op.op_type,
+            "Source Ops": ";".join(op.sources),
         })
     return rows
 
@@ -77,9 +82,13 @@ def op_type_totals(ops: Iterable[OpRow]) -> list[dict]:
     run, and ``outlier_us`` the share of the total in runs above OUTLIER_FACTOR x the median (one slow
     run, a page fault or a thread wake-up, can outweigh all the others)."""
     groups: dict[tuple[str, str], list[float]] = {}
+    per_iteration: dict[tuple[str, str], dict[int, float]] = {}
     iterations: set[int] = set()
     for op in ops:
-        groups.setdefault((op.op_type, op.task_type), []).append(op.duration_us)
+        key = (op.op_type, op.task_type)
+        groups.setdefault(key, []).append(op.duration_us)
+        sums = per_iteration.setdefault(key, {})
+        sums[op.iteration] = sums.get(op.iteration, 0.0) + op.duration_us
         iterations.add(op.iteration)
     grand = sum(sum(v) for v in groups.values())
     out = []
@@ -87,13 +96,41 @@ def op_type_totals(ops: Iterable[OpRow]) -> list[dict]:
         total = sum(durations)
         median = _median(durations)
         slow = [d for d in durations if median > 0 and d > OUTLIER_FACTOR * median]
+        # the type's time in each profiled run (0 in a run where it did not run)
+        runs = [per_iteration[(op_type, core)].get(i, 0.0) for i in sorted(iterations)]
         out.append({"op_type": op_type, "core_type": core, "count": len(durations), "total_us": total,
                     "avg_us": total / len(durations), "min_us": min(durations),
                     "max_us": max(durations), "ratio_pct": 100.0 * total / grand if grand else 0.0,
                     "median_us": median, "per_iteration_us": total / max(len(iterations), 1),
-                    "outliers": len(slow), "outlier_us": sum(slow)})
+                    "median_per_run_us": _median(runs), "outliers": len(slow), "outlier_us": sum(slow)})
     out.sort(key=lambda r: (-r["total_us"], r["op_type"]))
     return out
+
+
+def ranked(totals: Sequence[dict]) -> list[dict]:
+    """Op types ranked for reading: device ops first (host-side ops, HOST_CPU, after them), each by its
+    median time per run, so one slow run (an outlier total) does not move a type up; with
+    ``share_pct``, the share of that median within its group (device or host)."""
+    def median_of(t: dict) -> float:
+        return t.get("median_per_run_us", t.get("per_iteration_us", t["total_us"]))
+
+    groups: dict[bool, float] = {}
+    for t in totals:
+        host = t["core_type"] == HOST_TASK_TYPE
+        groups[host] = groups.get(host, 0.0) + median_of(t)
+    rows = [{**t, "host": t["core_type"] == HOST_TASK_TYPE,
+             "share_pct": 100.0 * median_of(t) / groups[t["core_type"] == HOST_TASK_TYPE]
+             if groups[t["core_type"] == HOST_TASK_TYPE] else 0.0} for t in totals]
+    return sorted(rows, key=lambda r: (r["host"], -median_of(r), r["op_type"]))
+
+
+def subtotals(totals: Sequence[dict]) -> dict[str, float]:
+    """Total us over the profiled runs: device ops ("compute") and host-side ops ("host"), and the
+    host's share of all kernel time."""
+    host = sum(t["total_us"] for t in totals if t["core_type"] == HOST_TASK_TYPE)
+    compute = sum(t["total_us"] for t in totals) - host
+    return {"compute_us": compute, "host_us": host,
+            "host_pct": 100.0 * host / (host + compute) if host + compute else 0.0}
 
 
 def op_statistic_rows(data: ProfileData, *, device_id: int = 0) -> list[dict]:

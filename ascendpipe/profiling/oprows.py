@@ -31,12 +31,15 @@ class OpRow:
     inputs: tuple[TensorDesc, ...] = ()
     outputs: tuple[TensorDesc, ...] = ()
     provider: str = ""
+    kernel_name: str = ""  # onnxruntime's node (when op_name/op_type are the model's)
+    kernel_type: str = ""
+    sources: tuple[str, ...] = ()  # the model nodes the kernel computes (several: a fused kernel)
 
     @property
     def task_type(self) -> str:
-        if self.op_type in HOST_OP_TYPES:
+        if self.op_type in HOST_OP_TYPES or self.kernel_type in HOST_OP_TYPES:
             return HOST_TASK_TYPE
-        return "AI_CORE" if self.op_type in CUBE_OP_TYPES else "AI_VECTOR_CORE"
+        return "AI_CORE" if self.op_type in CUBE_OP_TYPES or self.kernel_type in CUBE_OP_TYPES else "AI_VECTOR_CORE"
 
 
 @dataclass(frozen=True)
@@ -51,6 +54,8 @@ class ProfileData:
     model_name: str
     iterations: list[Iteration] = field(default_factory=list)
     ops: list[OpRow] = field(default_factory=list)
+    kernel_nodes: list = field(default_factory=list)  # the optimised graph onnxruntime ran (attribution.Node)
+    kernel_constants: set = field(default_factory=set)  # its initializers and inputs
 
     def ops_of(self, iteration: int) -> list[OpRow]:
         return [op for op in self.ops if op.iteration == iteration]

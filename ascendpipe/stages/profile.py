@@ -7,7 +7,7 @@ from ascendpipe.stages.base import StageKind
 
 class ProfileKind(StageKind):
     name = "profile"
-    version = "2"
+    version = "3"
     summary = "latency/throughput and per-op time (timeline.json, op_summary.csv, op_statistic.csv, profile.html)"
     input_fields = ("model", "inputs")
     required_inputs = ("model",)

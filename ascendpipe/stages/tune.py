@@ -20,7 +20,7 @@ _SESSION = {
 
 class TuneKind(StageKind):
     name = "tune"
-    version = "3"
+    version = "4"
     summary = "measured search of session settings; writes a knowledge bank (tune_bank.json) and aoe_result_opat.json"
     input_fields = ("model", "inputs")
     required_inputs = ("model",)
@@ -33,7 +33,7 @@ class TuneKind(StageKind):
             "job_type": {"oneOf": [{"enum": [1, 2]},
                                    {"type": "array", "items": {"enum": [1, 2]}, "minItems": 1, "uniqueItems": True}]},
             "repeats": {"type": "integer", "minimum": 3, "default": 7},
-            "iterations": {"type": "integer", "minimum": 1},  # runs per timed round; default: ~25 ms rounds
+            "iterations": {"type": "integer", "minimum": 1},  # runs per timed round; default: ~40 ms rounds of the faster setting
             "max_candidates": {"type": "integer", "minimum": 1, "default": 24},
             "min_gain_pct": {"type": "number", "minimum": 0, "default": 2.0},
             "thresholds": {"type": "object", "additionalProperties": {"type": "number"}},

@@ -59,7 +59,8 @@ def test_csvs_use_msprof_headers_and_their_numbers_add_up():
     data = parse_ort_profile(EVENTS, warmup=1, model_name="m")
     summary = msprof_csv.render_csv(msprof_csv.OP_SUMMARY_COLUMNS, msprof_csv.op_summary_rows(data))
     statistic = msprof_csv.render_csv(msprof_csv.OP_STATISTIC_COLUMNS, msprof_csv.op_statistic_rows(data))
-    assert summary.splitlines()[0] == MSPROF_OP_SUMMARY
+    # msprof's columns in msprof's order, then the emulation's three (kernel and source ops)
+    assert summary.splitlines()[0] == MSPROF_OP_SUMMARY + ",Kernel Name,Kernel Type,Source Ops"
     assert statistic.splitlines()[0] == MSPROF_OP_STATISTIC
     rows = _table(summary)
     assert rows[0]["Input Shapes"] == "2,3;2" and rows[0]["Input Data Types"] == "FLOAT;INT64"
@@ -77,16 +78,34 @@ def test_statistic_of_no_ops_is_empty():
 
 
 def test_kernels_are_named_after_model_nodes_and_emulation_casts_left_out():
-    from ascendpipe.backends.onnxruntime.profile import attribute_to_model
+    from ascendpipe.backends.onnxruntime.profile import ModelGraph, attribute_to_model
+    from ascendpipe.profiling.attribution import Node
 
     events = [_run(0, 100), _kernel("ascendpipe_emu/in_fp16/x", "Cast", 1, 5),
               _kernel("ascendpipe_emu/raw/r1_nchwc", "Conv", 10, 40), _kernel("ReorderOutput_token_4", "ReorderOutput", 55, 5),
               _kernel("ascendpipe_emu/out_fp16/r1", "Cast", 61, 3), _kernel("fc", "Gemm", 70, 20)]
     data = parse_ort_profile(events, model_name="m")
-    producers = {"c1": ("conv1", "FusedConv", ("x", "w")), "ascendpipe_emu/raw/r1": ("relu1", "Relu", ("c1",)),
-                 "y": ("fc", "Gemm", ("r1",))}
-    kept, overhead = attribute_to_model(data, {"conv1", "relu1", "fc", "ascendpipe_emu/in_fp16/x"}, producers)
-    # the Conv kernel producing relu1's output is conv1 with the relu fused in
+    graph = ModelGraph([Node("ascendpipe_emu/in_fp16/x", "Cast", ("x",), ("xh",)), Node("conv1", "FusedConv", ("xh", "w"), ("c1",)),
+                        Node("relu1", "Relu", ("c1",), ("ascendpipe_emu/raw/r1",)),
+                        Node("ascendpipe_emu/out_fp16/r1", "Cast", ("ascendpipe_emu/raw/r1",), ("r1",)),
+                        Node("fc", "Gemm", ("r1", "fw"), ("y",))], {"w", "fw"})
+    # without the optimised graph: by the renamed kernel's output tensor, walking up to the kernel's type
+    kept, overhead = attribute_to_model(data, graph)
     assert [(o.op_name, o.index) for o in kept.ops] == [("conv1", 0), ("ReorderOutput_token_4", 1), ("fc", 2)]
+    assert [o.sources for o in kept.ops] == [("conv1",), (), ("fc",)]  # the reorder: nothing to read it from
     assert overhead == 8.0
     assert kept.iterations == data.iterations
+    # with it: the NCHWc conv computes conv1 and relu1, its reorder serves them (host time, not the device's)
+    data.kernel_nodes = [Node("ascendpipe_emu/in_fp16/x", "Cast", ("x",), ("xh",)),
+                         Node("ReorderInput", "ReorderInput", ("xh",), ("xh_nchwc",)),
+                         Node("ascendpipe_emu/raw/r1_nchwc", "Conv", ("xh_nchwc", "w_nchwc"), ("r1_nchwc",)),
+                         Node("ReorderOutput_token_4", "ReorderOutput", ("r1_nchwc",), ("ascendpipe_emu/raw/r1",)),
+                         Node("ascendpipe_emu/out_fp16/r1", "Cast", ("ascendpipe_emu/raw/r1",), ("r1",)),
+                         Node("fc", "Gemm", ("r1", "fw"), ("y",))]
+    data.kernel_constants = {"w_nchwc", "fw", "x"}
+    kept, overhead = attribute_to_model(data, graph)
+    rows = [(o.op_name, o.op_type, o.kernel_name, o.kernel_type, o.sources, o.task_type) for o in kept.ops]
+    assert rows == [("conv1", "FusedConv", "ascendpipe_emu/raw/r1_nchwc", "Conv", ("conv1", "relu1"), "AI_CORE"),
+                    ("conv1", "FusedConv", "ReorderOutput_token_4", "ReorderOutput", ("conv1", "relu1"), "HOST_CPU"),
+                    ("fc", "Gemm", "fc", "Gemm", ("fc",), "AI_CORE")]
+    assert overhead == 8.0

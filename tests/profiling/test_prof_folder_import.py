@@ -74,9 +74,11 @@ def test_op_statistic_alone_reports_its_rows(profiled):
 
 def test_onnxruntime_layout_kernels_are_host_ops(profiled):
     rows = list(csv.DictReader((profiled / "op_summary.csv").open()))
-    host = {r["OP Type"] for r in rows if r["Task Type"] == "HOST_CPU"}
-    assert host <= {"ReorderInput", "ReorderOutput"}
-    assert all(r["Task Type"] == "HOST_CPU" for r in rows if r["OP Type"].startswith("Reorder"))
+    host = {r["Kernel Type"] for r in rows if r["Task Type"] == "HOST_CPU"}
+    assert host and host <= {"ReorderInput", "ReorderOutput"}
+    assert all(r["Task Type"] == "HOST_CPU" for r in rows if r["Kernel Type"].startswith("Reorder"))
+    # a reorder serves the model op it feeds or ends: its OP Type is that op's, its time the host's
+    assert all(not r["OP Type"].startswith("Reorder") and r["Source Ops"] for r in rows if r["Task Type"] == "HOST_CPU")
     assert OpRow(0, 0, "r", "ReorderInput", 0.0, 1.0, 0.0).task_type == "HOST_CPU"
     assert OpRow(0, 0, "c", "Conv", 0.0, 1.0, 0.0).task_type == "AI_CORE"
     assert OpRow(0, 0, "a", "Add", 0.0, 1.0, 0.0).task_type == "AI_VECTOR_CORE"
@@ -101,10 +103,17 @@ def test_a_total_made_by_one_outlier_is_explained():
     note = report.outlier_note(conv)
     assert note == "1 run above 10x the median (79.0 us), max 11000.0 us: 88% of the total"
     table = report.top_ops_table(totals)
-    assert "Median(us)" in table and f"outlier: Conv: {note}" in table and "outlier: Add" not in table
+    assert "Median/run(us)" in table and f"outlier: Conv: {note}" in table and "outlier: Add" not in table
+    # ranked by median per run: a Mul of 100 us every run comes before the Conv whose total one 11 ms run made
+    ops += [OpRow(i, 2, "mul", "Mul", 0.0, 100.0, 0.0) for i in range(20)]
+    totals = msprof_csv.op_type_totals(ProfileData("m", [], ops).ops)
+    assert totals[0]["op_type"] == "Conv"  # by total (op_statistic.csv's order, msprof's)
+    lines = report.top_ops_table(totals).splitlines()
+    assert [line.split()[0] for line in lines[2:5]] == ["Mul", "Conv", "Add"]
+    assert lines[2].split()[3] == "100.0" and lines[3].split()[3] == "79.0"
     latency = {"mean": 0.079, "median": 0.078, "p99": 0.09, "min": 0.07, "max": 0.1, "count": 20, "throughput": 1.0}
     html = report.render_profile_html(title="t", totals=totals, latency=latency, batch_size=1, iterations=20)
-    assert "the 20 profiled iterations" in html and note in html and "Per iteration(us)" in html
+    assert "over the 20 profiled runs" in html and note in html and "Per iteration(us)" in html
 
 
 @pytest.mark.parametrize("block, samples, p99, count", [

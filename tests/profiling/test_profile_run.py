@@ -82,23 +82,41 @@ def test_profile_stage_writes_every_file_and_consistent_metrics(tmp_path, model)
     assert m["latency_ms_median"] * 20 < wall_ms  # 2x10 timed runs cannot take longer than the stage
     assert m["throughput"] == pytest.approx(1000 * 2 / m["latency_ms_mean"])
     summary = list(csv.DictReader((out / "op_summary.csv").open()))
-    assert len(summary) == 10 * len({r["Op Name"] for r in summary})
+    assert len(summary) == 10 * len({r["Kernel Name"] for r in summary})
     stat = list(csv.DictReader((out / "op_statistic.csv").open()))
     assert sum(float(r["Ratio(%)"]) for r in stat) == pytest.approx(100.0, abs=0.01)
     by_type = {}
     for r in summary:
-        by_type[r["OP Type"]] = by_type.get(r["OP Type"], 0.0) + float(r["Task Duration(us)"])
+        key = (r["OP Type"], r["Task Type"])
+        by_type[key] = by_type.get(key, 0.0) + float(r["Task Duration(us)"])
     for r in stat:
-        assert float(r["Total Time(us)"]) == pytest.approx(by_type[r["OP Type"]], abs=0.01)
-    # onnxruntime's NCHWc rewrite renames the convs; the rows carry the model's node names again
-    assert {r["Op Name"] for r in summary if not r["Op Name"].startswith("Reorder")} <= set(NODES)
-    assert {"conv1", "conv2"} <= {r["Op Name"] for r in summary}
+        assert float(r["Total Time(us)"]) == pytest.approx(by_type[(r["OP Type"], r["Core Type"])], abs=0.01)
+    # onnxruntime's NCHWc rewrite renames the convs and fuses the relus; every row carries the model's
+    # node, op type and the nodes the kernel computes, the kernel's own name beside them
+    assert {r["Op Name"] for r in summary} <= set(NODES) and {"conv1", "conv2"} <= {r["Op Name"] for r in summary}
+    conv1 = {(r["Kernel Name"], r["Kernel Type"], r["OP Type"], r["Source Ops"]) for r in summary if r["Op Name"] == "conv1"}
+    assert conv1 == {("r1_nchwc", "Conv", "Conv", "conv1;relu1")}
+    assert all(r["Source Ops"] for r in summary) and m["attributed_pct"] == 100.0
     assert m["emulation_overhead_pct"] == 0.0
-    top = max(by_type, key=by_type.get)
+    # the top type: the largest median time per run among the device's ops (host reorders apart)
+    per_run = {}
+    for r in summary:
+        if r["Task Type"] != "HOST_CPU":
+            key = (r["OP Type"], r["Infer ID"])
+            per_run[key] = per_run.get(key, 0.0) + float(r["Task Duration(us)"])
+    medians = {t: float(np.median([v for (tt, _), v in per_run.items() if tt == t])) for t, _ in per_run}
+    top = max(medians, key=medians.get)
     assert result.info["top_op_type"] == top
-    assert m["top_op_type_ratio_pct"] == pytest.approx(100 * by_type[top] / sum(by_type.values()), abs=0.01)
+    assert m["top_op_type_ratio_pct"] == pytest.approx(100 * medians[top] / sum(medians.values()), abs=0.01)
+    host = sum(float(r["Task Duration(us)"]) for r in summary if r["Task Type"] == "HOST_CPU")
+    assert m["host_ops_pct"] == pytest.approx(100 * host / sum(by_type.values()), abs=0.01)
     html = (out / "profile.html").read_text()
-    assert html.count("<rect") == len(stat) and "<script" not in html
+    assert "<script" not in html and "Profile of conv_chain.onnx (stage profile)" in html
+    chart = html.split("Time by op type")[1].split("Op types</h2>")[0]
+    assert chart.count("<rect") == len(stat)
+    for part in ("Colours:", "HOST_CPU", "Session settings", "graph_optimization_level", "Timeline (run",
+                 "Ops of the model (5)", "r1_nchwc", "conv1, relu1", "attributed to the model's nodes: 100.0%"):
+        assert part in html, part
     assert top in ctx.log.getvalue() and "NPU_compute_time" in ctx.log.getvalue()
     assert json.loads((out / "metrics.json").read_text())["latency_ms_p99"] == m["latency_ms_p99"]
 
@@ -127,3 +145,71 @@ def test_open_session_uses_given_settings(model):
     sess = open_session(model, {"intra_op_num_threads": 1})
     y = sess.run(None, _feeds())[0]
     assert y.shape == (2, 10)
+
+
+def test_a_transformers_kernels_are_the_models_ops(tmp_path):
+    """onnxruntime fuses MatMul+Add into Gemms with reshapes around them, Add+LayerNormalization into
+    SkipLayerNormalization, the Erf GELU into Gelu: every kernel is named after, typed as and traced to
+    the model's nodes."""
+    import onnx
+
+    from tests.profiling.models import transformer_encoder, transformer_inputs
+
+    model = transformer_encoder(tmp_path / "encoder.onnx")
+    np.save(tmp_path / "x.npy", transformer_inputs()["x"])
+    ctx = _ctx(tmp_path, model, tmp_path / "x.npy", {"warmup": 1, "iterations": 3})
+    result = ProfileKind().run(ctx)
+    assert result.metrics["attributed_pct"] >= 99.0
+    rows = list(csv.DictReader((ctx.out_dir / "op_summary.csv").open()))
+    nodes = {n.name: n.op_type for n in onnx.load(str(model)).graph.node}
+    total = sum(float(r["Task Duration(us)"]) for r in rows)
+    traced = sum(float(r["Task Duration(us)"]) for r in rows if r["Source Ops"])
+    assert traced >= 0.99 * total
+    assert all(r["Op Name"] in nodes and r["OP Type"] == nodes[r["Op Name"]] for r in rows)
+    kernel_types = {r["Kernel Type"] for r in rows}
+    assert {"SkipLayerNormalization", "Gelu"} <= kernel_types  # onnxruntime did fuse
+    assert not {"SkipLayerNormalization", "Gelu", "FusedMatMul"} & {r["OP Type"] for r in rows}
+    by_kernel = {r["Kernel Name"]: r for r in rows}
+    gemm = by_kernel["/layers.0/linear1/MatMul/MatMulAddFusion"]
+    assert (gemm["Op Name"], gemm["OP Type"]) == ("/layers.0/linear1/MatMul", "MatMul")
+    assert gemm["Source Ops"] == "/layers.0/linear1/MatMul;/layers.0/linear1/Add"
+    reshapes = [r for r in rows if r["Kernel Name"].startswith("gemm_input_reshape")]
+    assert reshapes and all(r["Source Ops"] and r["Op Name"] in nodes for r in reshapes)
+    skip = next(r for r in rows if r["Kernel Type"] == "SkipLayerNormalization")
+    assert skip["Source Ops"] == "/layers.0/Add;/layers.0/norm1/LayerNormalization"
+    gelu = next(r for r in rows if r["Kernel Type"] == "Gelu")
+    assert gelu["Source Ops"].split(";") == [f"/layers.0/{n}" for n in ("Div", "Erf", "Add_1", "Mul", "Mul_1")]
+    # every node of the model that computes something is some kernel's source
+    sources = {s for r in rows for s in r["Source Ops"].split(";") if s}
+    assert set(nodes) - {"output"} <= sources
+
+
+def test_the_title_names_the_source_model_the_convert_stage_and_the_variant(tmp_path, model):
+    from ascendpipe.backends.onnxruntime.profile_tune_stages import model_title
+
+    converted = tmp_path / "build" / "convert@aipp"
+    converted.mkdir(parents=True)
+    (converted / "model.onnx").write_bytes(model.read_bytes())
+    (converted / "convert.json").write_text(json.dumps({"atc_argv": ["atc", "--model=build/export/model.onnx", "--framework=5"]}))
+    assert model_title(converted / "model.onnx", "profile", "convert@aipp") == \
+        "Profile of export/model.onnx converted by convert@aipp (variant aipp, stage profile)"
+    assert model_title(model) == "Profile of conv_chain.onnx"
+
+
+def test_a_converted_models_kernels_name_the_original_onnx_ops(tmp_path):
+    """convert fuses Conv+BN (fused_map.json: conv -> bn, conv) and adds rounding casts; onnxruntime
+    then rewrites the conv to NCHWc: the kernel's sources are the original ONNX's conv and bn."""
+    from ascendpipe.backends.onnxruntime.convert import convert_model
+    from ascendpipe.backends.onnxruntime.profile import attribute_to_model, attributed_pct, model_graph
+    from ascendpipe.precision.settings import resolve
+    from tests.modelzoo import conv_bn_relu_inputs, conv_bn_relu_model
+
+    converted = convert_model(conv_bn_relu_model(tmp_path / "cbr.onnx"), tmp_path / "c",
+                              resolve({"precision_mode": "force_fp16"})).model_path
+    raw = profile_model(converted, [conv_bn_relu_inputs()], warmup=1, iterations=2)
+    data, emulation_us = attribute_to_model(raw, model_graph(converted))
+    assert emulation_us > 0 and attributed_pct(data) == 100.0
+    conv = [op for op in data.ops if op.kernel_type == "Conv"]
+    assert conv and all((op.op_name, op.op_type, set(op.sources)) == ("conv", "Conv", {"conv", "bn"}) for op in conv)
+    assert not [op for op in data.ops if op.op_name.startswith("ascendpipe_emu/") or
+                any(s.startswith("ascendpipe_emu/") for s in op.sources)]

@@ -1,11 +1,12 @@
 import argparse
 import io
 import json
+import os
 
 import numpy as np
 import pytest
 
-from ascendpipe.backends.onnxruntime.tune import BANK_FILE, OPAT_FILE, Bench, sha256_file
+from ascendpipe.backends.onnxruntime.tune import BANK_FILE, MAX_PAIRS_FACTOR, OPAT_FILE, Bench, sha256_file
 from ascendpipe.cli import tune as tune_cli
 from ascendpipe.profiling import aoe_result, search
 from ascendpipe.stages.base import StageContext
@@ -94,11 +95,35 @@ def test_accuracy_guard_flags_outputs_that_moved(slow_model):
     bench = Bench(slow_model, [{"x": _x()}], iterations=1, repeats=3,
                   thresholds={"cosine": 0.99, "relative_euclidean": 0.05})
     settings = {"graph_optimization_level": "ORT_ENABLE_ALL"}
-    bench.reference = bench.outputs(settings)
-    assert bench.accuracy_violations(settings) == []
-    bench.reference = [[-r for r in outs] for outs in bench.reference]  # cosine -1 against the truth
-    problems = bench.accuracy_violations(settings)
+    try:
+        bench.reference = bench.outputs(settings)
+        assert bench.accuracy_violations(settings) == []
+        bench.reference = [[-r for r in outs] for outs in bench.reference]  # cosine -1 against the truth
+        problems = bench.accuracy_violations(settings)
+    finally:
+        bench.close()
     assert any("CosineSimilarity" in p for p in problems) and any("RelativeEuclidean" in p for p in problems)
+
+
+def _state(pid: int) -> str:
+    return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0]
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="reads process states from /proc")
+def test_each_setting_is_timed_in_its_own_process_stopped_while_the_other_runs(slow_model):
+    # the previous setting's spinning thread pool must not share the cores with the next one's round
+    bench = Bench(slow_model, [{"x": _x()}], iterations=3, repeats=2, thresholds={})
+    a, b = {"intra_op_num_threads": 1}, {"intra_op_num_threads": 2}
+    try:
+        times_a, times_b = bench.measure_pair(a, b)
+        wa, wb = bench.worker(a), bench.worker(b)
+        assert wa.proc.pid != wb.proc.pid != os.getpid()
+        assert _state(wa.proc.pid) == _state(wb.proc.pid) == "T"  # both stopped between rounds
+        assert len(times_a) == len(times_b) == 2 and min(times_a + times_b) > 0
+        assert wa.outputs()[0][0].shape == (4, 192) and _state(wa.proc.pid) == "T"
+    finally:
+        bench.close()
+    assert wa.proc.poll() is not None and wb.proc.poll() is not None  # none left behind
 
 
 def _ctx(tmp_path, model, inputs, params):
@@ -144,10 +169,15 @@ def test_tune_finds_the_faster_setting_and_keeps_accuracy(tmp_path, slow_model):
     assert cosine >= 0.99
     trials = bank["measurements"]["trials"]
     measured = [t for t in trials if "error" not in t]
-    # 5 rounds each; a candidate that looked faster was confirmed with 5 more
-    assert all(len(t["baseline_ms"]) == len(t["candidate_ms"]) in (5, 10) for t in measured)
-    assert all(len(t["candidate_ms"]) == 10 for t in measured if t["accepted"])
+    # 5 paired rounds each, 2 more at a time while the interval straddles the minimum gain
+    assert all(len(t["baseline_ms"]) == len(t["candidate_ms"]) == t["speedup"]["pairs"] for t in measured)
+    assert all(5 <= t["speedup"]["pairs"] <= 5 * MAX_PAIRS_FACTOR and (t["speedup"]["pairs"] - 5) % 2 == 0
+               for t in measured)
+    # a kept step's whole 95% interval is a gain of at least min_gain_pct; a rejected one's is not
+    assert all(t["speedup"]["noise_low_pct"] >= 2.0 for t in measured if t["accepted"])
+    assert all(t["speedup"]["noise_low_pct"] < 2.0 for t in measured if not t["faster"])
     assert bank["measurements"]["improvement"]["reverted"] is False
+    assert bank["model"] == slow_model.name and bank["measurements"]["host"]["cpu_count"] >= 1
     # the aoe_result_opat shape: {"report_<id>": [{"basic": ...}, {"OPAT": {...}}]}
     opat = json.loads((ctx.out_dir / OPAT_FILE).read_text())
     (key, blocks), = opat.items()
@@ -203,12 +233,13 @@ def test_a_step_the_final_measurement_does_not_confirm_is_reverted(slow_model, m
     calls = {}
     same = [10.0, 10.1, 9.9, 10.0, 10.0]
 
-    def fake_measure(self, a, b):  # one thread looks 2x faster twice (trial and its confirmation), then not
+    def fake_measure(self, a, b, pairs=None):  # one thread looks 2x faster in its trial, then not
         key = (tune_mod._key(a), tune_mod._key(b))
         calls[key] = calls.get(key, 0) + 1
-        if b["intra_op_num_threads"] == 1 and a["intra_op_num_threads"] != 1 and calls[key] <= 2:
-            return list(same), [5.0, 5.1, 4.9, 5.0, 5.0]
-        return list(same), list(same)
+        n = pairs or 5
+        if b["intra_op_num_threads"] == 1 and a["intra_op_num_threads"] != 1 and calls[key] <= 1:
+            return same[:n], [5.0, 5.1, 4.9, 5.0, 5.0][:n]
+        return same[:n], same[:n]
 
     monkeypatch.setattr(tune_mod.Bench, "measure_pair", fake_measure)
     outcome = tune_mod.tune_model(slow_model, [{"x": _x()}], job_types=[1], repeats=5, iterations=1,

@@ -12,7 +12,6 @@ appear exactly where fp16 would.
 from __future__ import annotations
 
 import json
-import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ from ascendpipe.errors import Location, UserError
 from ascendpipe.fsutil import atomic_path, workspace_relative, write_json_atomic, write_text_atomic
 from ascendpipe.onnxgraph import name_nodes as _name_nodes
 from ascendpipe.onnxgraph import subgraphs as _subgraphs
+from ascendpipe.backends.onnxruntime.tune_bank import bank_runtime, sha256_file
 from ascendpipe.precision import lists as oplists
 from ascendpipe.precision import remedy
 from ascendpipe.precision.policy import Decision, Lists, NodeInfo, decide, plan
@@ -362,17 +362,6 @@ def _write_json(path: Path, data: Any) -> None:
     write_json_atomic(path, data, sort_keys=True)
 
 
-def _tune_runtime(settings: ConvertSettings, out_dir: Path) -> dict | None:
-    if not settings.tune_bank:
-        return None
-    from ascendpipe.backends.onnxruntime.session import tune_bank_session
-
-    session = tune_bank_session(settings.tune_bank)
-    # the contract (docs/contracts.md): {"session": {...}}, what session.read_runtime reads
-    _write_json(out_dir / "runtime.json", {"session": session, "tune_bank": str(settings.tune_bank)})
-    return session
-
-
 def _node_infos(graph, floats: set[str], originals: dict[str, list[str]], orig_types: dict[str, str]) -> list[NodeInfo]:
     init_names = {i.name for i in graph.initializer}
     return [
@@ -439,6 +428,8 @@ def convert_model(model_path: Path, out_dir: Path, settings: ConvertSettings, *,
     except Exception as exc:
         raise UserError(f"cannot read ONNX model: {exc}", Location(file=str(model_path))) from None
     _check_input_shape(settings, original)
+    source_sha = sha256_file(model_path)  # a tune bank names the model it belongs to (docs/profile-tune.md)
+    runtime = bank_runtime(settings.tune_bank, out_dir, model_path, source_sha)  # another model's: refused
     _fix_input_shapes(model.graph, settings.input_shape)
     _name_nodes(original.graph)
     _name_nodes(model.graph)
@@ -470,7 +461,7 @@ def convert_model(model_path: Path, out_dir: Path, settings: ConvertSettings, *,
     internal += [t for group in fusion_plan.ub_groups for t in group.internal]
     internal += _apply_aipp(graph, settings)
     fusion_info = fusion_plan.record(settings.fusion_switch, settings.soc_version)
-    meta = {"format": 1, "internal_tensors": internal, "tensor_producer": producer}
+    meta = {"format": 1, "internal_tensors": internal, "tensor_producer": producer, "source_sha256": source_sha}
     entry = model.metadata_props.add()
     entry.key, entry.value = "ascendpipe.emulation", json.dumps(meta)
 
@@ -507,7 +498,6 @@ def convert_model(model_path: Path, out_dir: Path, settings: ConvertSettings, *,
     for name, text in settings.remedy_files().items():
         remedy_paths[name] = write_text_atomic(out_dir / REMEDY_NAMES[name], text)
     argv = settings.atc_argv(str(model_path), "model")
-    runtime = _tune_runtime(settings, out_dir)
     record = {**settings.record(), "atc_argv": argv, "fusion": fusion_info, "runtime": runtime,
               "custom_domain_ops": custom}
     if workspace is not None:

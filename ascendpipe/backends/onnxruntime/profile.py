@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
+from ascendpipe.profiling.attribution import Node, attribute_kernels, expand
 from ascendpipe.profiling.oprows import Iteration, OpRow, ProfileData, TensorDesc
 
 KERNEL_SUFFIX = "_kernel_time"
@@ -83,8 +84,8 @@ def _base_type(op_type: str) -> str:
 
 
 def _model_node_for(tensor: str, op_type: str, producers: dict[str, tuple]) -> str | None:
-    """The node producing ``tensor``; when onnxruntime fused a chain (Conv+Relu), walk up the first
-    inputs to the node whose type matches the kernel's (the conv, not the relu)."""
+    """Without the optimised graph: the node producing ``tensor``; when onnxruntime fused a chain
+    (Conv+Relu), walk up the first inputs to the node whose type matches the kernel's."""
     first = producers.get(tensor)
     node, steps = first, 0
     while node is not None and steps < 4:
@@ -95,38 +96,84 @@ def _model_node_for(tensor: str, op_type: str, producers: dict[str, tuple]) -> s
     return first[0] if first else None
 
 
-def attribute_to_model(data: ProfileData, node_names: set[str],
-                       producers: dict[str, tuple]) -> tuple[ProfileData, float]:
+@dataclasses.dataclass
+class ModelGraph:
+    """The model as profile names its ops: nodes in graph order, weights, and (a converted model) its
+    fused_map's fused op -> original ops."""
+    nodes: list[Node]
+    constants: set[str]
+    op_map: dict[str, list[str]] = dataclasses.field(default_factory=dict)
+
+    @property
+    def types(self) -> dict[str, str]:
+        return {n.name: n.op_type for n in self.nodes}
+
+
+def _is_emulation(name: str) -> bool:
+    return name.startswith(EMULATION_PREFIX)
+
+
+def attribute_to_model(data: ProfileData, graph: ModelGraph) -> tuple[ProfileData, float]:
     """Kernel rows named after the model's nodes, without the emulation's rounding casts.
 
-    onnxruntime renames nodes it rewrites after their output tensor (``<tensor>_nchwc``): such a
-    kernel gets the name of the model node producing that tensor (``producers``: tensor ->
-    (node name, op type, input tensors)). Casts the fp16 emulation inserted (``ascendpipe_emu/...``)
-    do not run on the device: they are left out, and their total time (us, over all kept iterations)
-    is returned as the overhead.
+    Each kernel (``attribution.attribute_kernels`` over the optimised graph onnxruntime ran) takes the
+    name of the model node it is named after, the model's op type, and the model nodes it computes
+    (``sources``, through a converted model's fused_map); the kernel's own name and type stay in
+    ``kernel_name``/``kernel_type``. Casts the fp16 emulation inserted (``ascendpipe_emu/...``) do not
+    run on the device: they are left out, and their total time (us, over all kept iterations) is
+    returned as the overhead. A kernel that maps to no model node keeps its own name and no sources.
     """
+    types = graph.types
+    sources = attribute_kernels(graph.nodes, graph.constants, data.kernel_nodes, data.kernel_constants) \
+        if data.kernel_nodes else {}
+    producers = {out: (n.name, n.op_type, n.inputs) for n in graph.nodes for out in n.outputs}
     kept, overhead, position = [], 0.0, {}
     for op in data.ops:
-        if op.op_name.startswith(EMULATION_PREFIX) and op.op_type == "Cast":
-            overhead += op.duration_us
+        found = sources.get(op.op_name)
+        nodes = tuple(n for n in expand(found, graph.op_map) if not _is_emulation(n)) if found else ()
+        if (_is_emulation(op.op_name) and op.op_type == "Cast") or (found and not nodes):
+            overhead += op.duration_us  # a rounding cast (or a kernel of nothing but casts)
             continue
-        name = op.op_name
-        if name not in node_names:
-            name = _model_node_for(_ORT_RENAME.sub("", name), op.op_type, producers) or name
+        if found:
+            name = found.anchor if not _is_emulation(found.anchor) else nodes[-1]
+            op_type = found.op_type if name == found.anchor else types.get(name, op.op_type)
+        elif op.op_name in types:
+            name, op_type, nodes = op.op_name, types[op.op_name], (op.op_name,)
+        else:  # no optimised graph to read: the old rule, by the renamed node's output tensor
+            name = _model_node_for(_ORT_RENAME.sub("", op.op_name), op.op_type, producers)
+            name, op_type, nodes = (name, types[name], (name,)) if name else (op.op_name, op.op_type, ())
         index = position.get(op.iteration, 0)
         position[op.iteration] = index + 1
-        kept.append(dataclasses.replace(op, op_name=name, index=index))
+        kept.append(dataclasses.replace(op, op_name=name, op_type=op_type, index=index, kernel_name=op.op_name,
+                                        kernel_type=op.op_type, sources=nodes))
     return ProfileData(data.model_name, list(data.iterations), kept), overhead
 
 
-def model_node_index(model_path: Path) -> tuple[set[str], dict[str, tuple]]:
-    """The model's node names and, per output tensor, (producing node, its op type, its inputs)."""
+def attributed_pct(data: ProfileData) -> float:
+    """Share of kernel time attributed to model nodes."""
+    total = sum(op.duration_us for op in data.ops)
+    return 100.0 * sum(op.duration_us for op in data.ops if op.sources) / total if total else 100.0
+
+
+def _graph_nodes(graph) -> list[Node]:
+    return [Node(n.name, n.op_type, tuple(n.input), tuple(n.output)) for n in graph.node]
+
+
+def model_graph(model_path: Path) -> ModelGraph:
+    """The model's nodes and weights; beside a converted model, its fused_map.json's fused ops."""
     import onnx
 
+    from ascendpipe.compare.mapping import fused_map_parts
+
     graph = onnx.load(str(model_path), load_external_data=False).graph
-    producers = {out: (node.name, node.op_type, tuple(node.input))
-                 for node in graph.node for out in node.output if node.name}
-    return {node.name for node in graph.node if node.name}, producers
+    op_map: dict[str, list[str]] = {}
+    fused_map = Path(model_path).parent / "fused_map.json"
+    if fused_map.is_file():
+        try:
+            op_map = fused_map_parts(json.loads(fused_map.read_text()))[1]
+        except (ValueError, AttributeError, TypeError):
+            op_map = {}  # a damaged map: the converted model's own names
+    return ModelGraph(_graph_nodes(graph), {i.name for i in graph.initializer}, op_map)
 
 
 # ----------------------------------------------------------------------------- running
@@ -137,12 +184,28 @@ def resolve_settings(settings: dict | None) -> dict[str, Any]:
     return merged
 
 
-def open_session(model_path: Path, settings: dict | None = None, *, profile_prefix: str | None = None):
+def open_session(model_path: Path, settings: dict | None = None, *, profile_prefix: str | None = None,
+                 optimized_path: str | None = None):
     """A CPU session with the given bank/runtime settings (see ``DEFAULT_SETTINGS``), made by the
-    shared ``make_session`` so profile and tune time the sessions infer would run."""
-    from ascendpipe.backends.onnxruntime.session import make_session
+    shared ``make_session`` so profile and tune time the sessions infer would run. ``optimized_path``:
+    where onnxruntime saves the optimised graph it runs (profile reads kernels' sources from it)."""
+    from ascendpipe.backends.onnxruntime.session import make_session, session_options
 
-    return make_session(Path(model_path), runtime=resolve_settings(settings), profile_prefix=profile_prefix)
+    if optimized_path is None:
+        return make_session(Path(model_path), runtime=resolve_settings(settings), profile_prefix=profile_prefix)
+    import onnxruntime as ort
+
+    from ascendpipe.errors import Location, UserError
+
+    opts, disabled = session_options(resolve_settings(settings), fusions=True, profile_prefix=profile_prefix)
+    opts.optimized_model_filepath = optimized_path
+    opts.log_severity_level = 3  # its warning that an NCHWc graph is machine-specific: known, a temp file
+    extra = {"disabled_optimizers": disabled} if disabled else {}
+    try:
+        return ort.InferenceSession(str(model_path), sess_options=opts, providers=["CPUExecutionProvider"], **extra)
+    except Exception as exc:  # noqa: BLE001 - onnxruntime's own exception types
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise UserError(f"onnxruntime cannot load the model: {first}", Location(file=str(model_path))) from None
 
 
 def time_runs(session, batches: Sequence[dict], *, warmup: int, iterations: int) -> list[float]:
@@ -162,10 +225,18 @@ def profile_model(model_path: Path, batches: Sequence[dict], *, warmup: int, ite
                   settings: dict | None = None) -> ProfileData:
     """Run with the profiler on and return the parsed rows of the timed iterations (raw kernel
     names; see ``attribute_to_model``)."""
+    import onnx
+
     with tempfile.TemporaryDirectory(prefix="ascendpipe-prof-") as tmp:
-        session = open_session(model_path, settings, profile_prefix=os.path.join(tmp, "ort"))
+        optimized = os.path.join(tmp, "optimized.onnx")
+        session = open_session(model_path, settings, profile_prefix=os.path.join(tmp, "ort"), optimized_path=optimized)
         for i in range(warmup + iterations):
             session.run(None, batches[i % len(batches)])
         trace_file = session.end_profiling()
         events = json.loads(Path(trace_file).read_text())
-    return parse_ort_profile(events, warmup=warmup, model_name=Path(model_path).stem)
+        data = parse_ort_profile(events, warmup=warmup, model_name=Path(model_path).stem)
+        if os.path.isfile(optimized):  # the graph the kernels belong to (attribute_to_model)
+            graph = onnx.load(optimized, load_external_data=False).graph
+            data.kernel_nodes = _graph_nodes(graph)
+            data.kernel_constants = {i.name for i in graph.initializer} | {i.name for i in graph.input}
+    return data

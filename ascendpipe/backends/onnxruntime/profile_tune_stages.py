@@ -32,11 +32,36 @@ def _rows_of(batch) -> int:
     return int(first.shape[0]) if first.ndim else 1
 
 
+def model_title(model_path: Path, stage: str | None = None, model_stage: str | None = None) -> str:
+    """'Profile of export/model.onnx converted by convert@fp16 (variant fp16, stage profile@fp16)': the
+    model a page is about, not the file name every converted model shares."""
+    import json
+
+    model_path = Path(model_path)
+    name = model_path.name
+    record = model_path.parent / "convert.json"
+    if record.is_file():
+        try:
+            argv = json.loads(record.read_text()).get("atc_argv") or []
+            source = next((a.split("=", 1)[1] for a in argv if str(a).startswith("--model=")), None)
+        except (ValueError, AttributeError):
+            source = None
+        made_by = model_stage or model_path.parent.name
+        shown = "/".join(Path(source).parts[-2:]) if source else ""  # 'export/model.onnx': whose model.onnx
+        name = f"{shown} converted by {made_by}" if source else f"{name} of {made_by}"
+    variant = (stage or "").partition("@")[2] or (model_stage or "").partition("@")[2]
+    where = [f"variant {variant}"] if variant else []
+    where += [f"stage {stage}"] if stage else []
+    return f"Profile of {name}" + (f" ({', '.join(where)})" if where else "")
+
+
 def run_profile(model_path: Path, inputs_path: Path | None, out_dir: Path, *, warmup: int = 5,
-                iterations: int = 20, batch_size: int | None = None, say: Say = print) -> dict[str, Any]:
+                iterations: int = 20, batch_size: int | None = None, say: Say = print,
+                title: str | None = None) -> dict[str, Any]:
     """Time the model, profile it, write the profile files; returns {"metrics", "info", "table"}."""
-    from ascendpipe.backends.onnxruntime.profile import (attribute_to_model, model_node_index, open_session,
-                                                          profile_model, time_runs)
+    from ascendpipe.backends.onnxruntime.profile import (attribute_to_model, attributed_pct, model_graph,
+                                                          open_session, profile_model, resolve_settings,
+                                                          time_runs)
     from ascendpipe.backends.onnxruntime.session import read_runtime
 
     settings = read_runtime(model_path)  # a tuned model runs with its bank's settings
@@ -46,13 +71,19 @@ def run_profile(model_path: Path, inputs_path: Path | None, out_dir: Path, *, wa
     latency = stats.latency_stats(time_runs(open_session(model_path, settings), batches,
                                             warmup=warmup, iterations=iterations), batch_size=rows)
     raw = profile_model(model_path, batches, warmup=warmup, iterations=iterations, settings=settings)
-    data, emulation_us = attribute_to_model(raw, *model_node_index(model_path))
+    data, emulation_us = attribute_to_model(raw, model_graph(model_path))
     kernel_us = sum(op.duration_us for op in raw.ops)
     emulation_pct = 100.0 * emulation_us / kernel_us if kernel_us else 0.0
     if emulation_us:
         say(f"fp16 emulation casts: {emulation_pct:.1f}% of kernel time, left out of the op tables "
             "(the device does not run them; latency includes them)")
+    attributed = attributed_pct(data)
+    if attributed < 100.0:
+        missing = sorted({op.kernel_name for op in data.ops if not op.sources})
+        say(f"{100 - attributed:.1f}% of kernel time is in kernels no model node is found for: {', '.join(missing[:5])}")
     totals = msprof_csv.op_type_totals(data.ops)
+    device = [t for t in msprof_csv.ranked(totals) if not t["host"]]
+    sums = msprof_csv.subtotals(totals)
     out_dir = Path(out_dir)
     write_json_atomic(out_dir / "timeline.json", timeline.trace_document(data))
     summary_csv = msprof_csv.render_csv(msprof_csv.OP_SUMMARY_COLUMNS, msprof_csv.op_summary_rows(data))
@@ -62,8 +93,9 @@ def run_profile(model_path: Path, inputs_path: Path | None, out_dir: Path, *, wa
     # the same CSVs in msprof's export layout, for `ascendpipe import` and msprof-analyze
     prof_folder.write_prof_folder(out_dir, summary_csv, statistic_csv)
     write_text_atomic(out_dir / "profile.html", report.render_profile_html(
-        title=f"Profile of {model_path.name}", totals=totals, latency=latency, batch_size=rows,
-        iterations=iterations))
+        title=title or model_title(model_path), totals=totals, latency=latency, batch_size=rows,
+        iterations=iterations, session=resolve_settings(settings), emulation_pct=emulation_pct,
+        attributed_pct=attributed, data=data))
     table = report.top_ops_table(totals)
     write_text_atomic(out_dir / "top_ops.txt", table + "\n")
     # ais_bench's summary keys, in ms
@@ -79,9 +111,10 @@ def run_profile(model_path: Path, inputs_path: Path | None, out_dir: Path, *, wa
     say(table)
     metrics = {"latency_ms_mean": latency["mean"], "latency_ms_median": latency["median"],
                "latency_ms_p99": latency["p99"], "throughput": latency["throughput"],
-               "top_op_type_ratio_pct": totals[0]["ratio_pct"] if totals else 0.0,
-               "emulation_overhead_pct": emulation_pct}
-    info = {"top_op_type": totals[0]["op_type"] if totals else None, "batch_size": rows,
+               "top_op_type_ratio_pct": device[0]["share_pct"] if device else 0.0,
+               "emulation_overhead_pct": emulation_pct, "host_ops_pct": sums["host_pct"],
+               "attributed_pct": attributed}
+    info = {"top_op_type": device[0]["op_type"] if device else None, "batch_size": rows,
             "warmup": warmup, "iterations": iterations, "session": settings or {}}
     return {"metrics": metrics, "info": info, "table": table}
 
@@ -129,8 +162,10 @@ def profile(ctx):
     try:
         model, inputs = _inputs_of(ctx)
         p = ctx.params
+        up = ctx.upstream.get("model")
         result = run_profile(model, inputs, ctx.out_dir, warmup=p.get("warmup", 5),
-                             iterations=p.get("iterations", 20), batch_size=p.get("batch_size"), say=ctx.say)
+                             iterations=p.get("iterations", 20), batch_size=p.get("batch_size"), say=ctx.say,
+                             title=model_title(model, ctx.name, up.stage if up is not None else None))
     except UserError as err:
         raise err.with_location(stage=ctx.name) from None
     return StageResult(metrics=result["metrics"], info=result["info"])

@@ -58,24 +58,6 @@ def read_runtime(model_path: Path) -> dict[str, Any] | None:
     return session
 
 
-def tune_bank_session(tune_bank: str) -> dict:
-    """The ``session`` of a tune bank, checked as the next infer would check it (a located UserError)."""
-    where = Location(file=tune_bank, field="tune_bank")
-    try:
-        bank = json.loads(Path(tune_bank).read_text())
-    except OSError as exc:
-        raise UserError(f"cannot read tune bank: {exc.strerror}", where) from None
-    except json.JSONDecodeError as exc:
-        raise UserError(f"tune bank is not JSON: {exc.msg} (line {exc.lineno})", where) from None
-    if not isinstance(bank, dict):
-        raise UserError("tune bank must be a JSON object at the top level", where)
-    session = bank.get("session", {})
-    if not isinstance(session, dict):
-        raise UserError("tune bank 'session' must be an object", where)
-    session_options(session, fusions=True, where=where)  # what the next infer would refuse, refused now
-    return session
-
-
 def _lookup(table: dict[str, str], value: Any, field: str, where: Location) -> str:
     key = str(value).lower()
     if key not in table:

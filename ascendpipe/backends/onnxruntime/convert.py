@@ -12,6 +12,7 @@ appear exactly where fp16 would.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +33,11 @@ SUBGRAPH_OPS = {"If", "Loop", "Scan"}
 FP16_MAX = 65504.0
 NON_FLOAT_OPS = {"Shape", "Size", "NonZero", "ArgMax", "ArgMin", "Equal", "Greater", "GreaterOrEqual", "Less",
                  "LessOrEqual", "Not", "And", "Or", "Xor", "IsNaN", "IsInf", "NonMaxSuppression"}
+# Ops whose outputs are sequence, optional or map values, never tensors: no Cast pair goes on them
+# (a Cast takes tensors only; the emulated model would not load). Their float elements are rounded
+# where a tensor op makes or reads them (SequenceAt, ConcatFromSequence read them back as tensors).
+NON_TENSOR_OPS = {"SequenceConstruct", "SequenceEmpty", "SequenceInsert", "SequenceErase", "SplitToSequence",
+                  "SequenceMap", "Optional", "ZipMap", "CastMap", "DictVectorizer"}
 
 
 @dataclass
@@ -67,6 +73,8 @@ def _typed_values(graph, typed: dict[str, bool]) -> None:
     for vi in (*graph.input, *graph.value_info, *graph.output):
         if vi.type.tensor_type.elem_type:
             typed[vi.name] = vi.type.tensor_type.elem_type == TensorProto.FLOAT
+        elif vi.type.WhichOneof("value") in ("sequence_type", "optional_type", "map_type", "sparse_tensor_type"):
+            typed[vi.name] = False  # not a tensor: a Cast cannot take it (its float elements: see NON_TENSOR_OPS)
     for node in graph.node:
         for _, sub in _subgraphs(node):
             _typed_values(sub, typed)
@@ -84,18 +92,26 @@ def _floats_in(graph, typed: dict[str, bool], outer: dict[str, bool]) -> set[str
         known[init.name] = init.data_type == TensorProto.FLOAT
     found: set[str] = set()
     for node in graph.node:
-        guess = node.op_type not in NON_FLOAT_OPS and any(known.get(t) for t in node.input)
+        guess = node.op_type not in NON_FLOAT_OPS | NON_TENSOR_OPS and any(known.get(t) for t in node.input)
         if node.op_type == "Cast":
             guess = any(a.name == "to" and a.i == TensorProto.FLOAT for a in node.attribute)
         bodies = list(_subgraphs(node))
         for _, sub in bodies:  # outputs come from the body
             found |= _floats_in(sub, typed, known)
-        if bodies:
-            guess = any(known.get(o.name) or o.name in found or o.type.tensor_type.elem_type == TensorProto.FLOAT
-                        for _, sub in bodies for o in sub.output)
+        skip = 1 if node.op_type == "Loop" else 0  # a Loop body's first output is its condition
+
+        def body_float(index: int) -> bool:
+            """The node's output ``index`` is a float tensor in some body (If: outputs one to one;
+            Loop: after the condition; Scan: any)."""
+            outs = [sub.output[index + skip] for _, sub in bodies if node.op_type != "Scan" and
+                    len(sub.output) > index + skip] or [o for _, sub in bodies for o in sub.output]
+            return any(known.get(o.name) or o.name in found or o.type.tensor_type.elem_type == TensorProto.FLOAT
+                       for o in outs)
+
         for index, tensor in enumerate(node.output):
             if tensor not in known:
-                known[tensor] = guess and not (node.op_type == "TopK" and index == 1)
+                made = body_float(index) if bodies else guess
+                known[tensor] = made and not (node.op_type == "TopK" and index == 1)
     return found | {name for name, is_float in known.items() if is_float}
 
 
@@ -471,9 +487,11 @@ def convert_model(model_path: Path, out_dir: Path, settings: ConvertSettings, *,
     for group in fusion_plan.ub_groups:  # the fused op's outputs carry its name, as in the device's dump
         for t in group.outputs:
             producer[t] = {"op_name": group.name, "op_type": node_type[group.name]}
-    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 17)
+    opset = default_opset(model)
     rounding = Rounding(saturate=settings.effective_overflow_mode == "saturation", opset=opset)
     internal = _apply_rounding(graph, decisions, floats, rounding, force)
+    if internal and not any(o.domain in ("", "ai.onnx") for o in model.opset_import):
+        model.opset_import.append(onnx.helper.make_opsetid("", opset))  # the Casts' domain (an all-ai.onnx.ml model)
     internal += [t for group in fusion_plan.ub_groups for t in group.internal]
     internal += _apply_aipp(graph, settings)
     fusion_info = fusion_plan.record(settings.fusion_switch, settings.soc_version)
@@ -483,7 +501,7 @@ def convert_model(model_path: Path, out_dir: Path, settings: ConvertSettings, *,
 
     with atomic_path(out_dir / MODEL_FILE) as tmp:
         onnx.save(model, tmp)
-        check_loads(tmp)  # never leave a model that does not load: the error names the op
+        check_loads(tmp, producer)  # never leave a model that does not load: the error names the op
 
     custom = custom_domain_ops([*((n.name, n.op_type, n.domain) for n in graph.node),
                                 *((n.name, n.op_type, n.domain) for n, _ in body_nodes)])
@@ -565,7 +583,22 @@ def custom_domain_warning(custom: list[dict[str, str]]) -> str:
             "domain): export them as standard ONNX ops")
 
 
-def check_loads(path: str) -> None:
+def default_opset(model) -> int:
+    """The model's default-domain opset; for a model without one (every op ``ai.onnx.ml``), the
+    ai.onnx version released with its ``ai.onnx.ml`` one (onnx's version table), so the Casts the
+    emulation adds have a domain the model imports."""
+    from onnx import helper
+
+    found = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
+    if found is not None:
+        return found
+    ml = next((o.version for o in model.opset_import if o.domain == "ai.onnx.ml"), None)
+    rows = [row for row in helper.VERSION_TABLE if row[1] <= max(model.ir_version, 3)]
+    matching = [row[2] for row in rows if ml is not None and row[3] == ml]
+    return max(matching) if matching else max((row[2] for row in rows), default=13)
+
+
+def check_loads(path: str, producer: dict | None = None) -> None:
     """The written model passes onnx's checker and loads in onnxruntime, else a UserError naming the op."""
     import onnx
     import onnxruntime as ort
@@ -577,15 +610,22 @@ def check_loads(path: str) -> None:
         options.log_severity_level = 3
         ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
     except Exception as exc:
-        text = " ".join(str(exc).split())
-        raise UserError(f"the emulated model does not load: {text[:400]}", Location(op=_failing_op(text))) from None
+        text = " ".join(str(exc).split()).replace(str(path), "the emulated model")
+        text = re.sub(r"Load model from \S+ failed:\s*", "", text)
+        op = _failing_op(text)
+        made = re.match(rf"{EMU}/(?:in|out)_(?:fp16|fp32|sat)/(.*)$", op or "")
+        if made:  # a rounding Cast of ours: name the model's op whose tensor it rounds
+            tensor = made.group(1).rsplit("/", 1)[-1]
+            source = (producer or {}).get(tensor, {}).get("op_name")
+            text = f"the fp16 rounding of tensor '{tensor}'" + (f" (made by op '{source}')" if source else "") + f": {text}"
+            op = source or op
+        raise UserError(f"the emulated model does not load: {text[:300]}", Location(op=op)) from None
 
 
 def _failing_op(text: str) -> str | None:
     """The node an onnx checker or onnxruntime message names."""
-    import re
-
-    for pattern in (r'In Node, \("([^"]*)"', r"Name: ([^\s]+) OpType", r"node (?:name )?'?([^\s':]+)'? of type"):
+    for pattern in (r'In Node, \("([^"]*)"', r"Name: ([^\s]+) OpType", r"node (?:name )?'?([^\s':]+)'? of type",
+                    r"in node \(([^)]*)\)", r"Node \(([^)]*)\) Op"):
         found = re.search(pattern, text)
         if found:
             return found.group(1)

@@ -197,6 +197,11 @@ def check_array(spec: InputSpec, array: np.ndarray, where: Location | None = Non
         if not _dtype_ok(spec, array) and array.ndim == len(spec.shape):
             hint = (f"convert the data with .astype('{spec.dtype}')" if spec.dtype != STRING else
                     "give the strings as a numpy unicode array (np.array(['a', 'b']))")
+        elif array.ndim == len(spec.shape):
+            off = [a for a, (want, have) in enumerate(zip(spec.shape, array.shape)) if isinstance(want, int) and want != have]
+            if len(off) == 1 and off[0] != spec.axis:  # the samples sit on another axis than the one assumed
+                hint = (f"if axis {off[0]} holds the samples, declare it: --batch-axes {spec.name}={off[0]} "
+                        f"(batch_axes: {{{spec.name}: {off[0]}}} in a stage)")
         raise UserError(
             f"input '{spec.name}': expected {spec.describe()}, given {describe_array(given)}",
             where,
@@ -381,13 +386,14 @@ def _counts(chunk: dict[str, np.ndarray], specs: Sequence[InputSpec]) -> dict[st
 
 
 def load_inputs(path: str | Path, input_specs: Sequence[InputSpec], batch_size: int | None = None, *,
-                batch_axes: dict | None = None) -> list[Batch]:
+                batch_axes: dict | None = None, cap: bool = False) -> list[Batch]:
     """Batches (input name -> array) read from ``path`` and checked against ``input_specs``;
     ``batch_axes``: input name -> its batch axis (None: unbatched), where not axis 0 (see the module docstring).
 
     A file whose arrays fit the model's declared shapes runs as it is (one batch), unless
     ``batch_size`` asks for batches; samples are re-batched along the batch axes only then, or when
-    a file holds another number of samples than the model's fixed batch dim."""
+    a file holds another number of samples than the model's fixed batch dim. ``cap``: ``batch_size``
+    is a most (a dump's ``max_batch``), so feeds whose inputs hold no common batch run as given."""
     path = Path(path)
     where = Location(file=str(path))
     if batch_size is not None and batch_size < 1:
@@ -395,9 +401,10 @@ def load_inputs(path: str | Path, input_specs: Sequence[InputSpec], batch_size: 
     check_specs(input_specs, where)
     input_specs = with_batch_axes(input_specs, batch_axes)
     chunks = _read_source(path, input_specs)
+    fixed_empty = {s.name for s in input_specs if s.axis is not None and s.shape[s.axis] == 0}
     for chunk in chunks:
         counts = _counts(chunk, input_specs)
-        empty = [n for n, c in counts.items() if c == 0]
+        empty = [n for n, c in counts.items() if c == 0 and n not in fixed_empty]  # the model's own [0, 5] runs
         if counts and len(empty) == len(counts):  # an empty run's outputs would score as 0/0 downstream
             shown = ", ".join(f"'{n}'" for n in empty)
             raise UserError(f"the inputs hold no samples ({shown} empty along the batch axis)", where,
@@ -406,13 +413,22 @@ def load_inputs(path: str | Path, input_specs: Sequence[InputSpec], batch_size: 
     as_given = all(fits(s, chunk[s.name]) for chunk in chunks for s in input_specs)
     static = {s.static_batch for s in input_specs if s.axis is not None}
     static_batch = next(iter(static)) if len(static) == 1 else None
-    if as_given and (batch_size is None or static_batch is None and static - {None}
-                     or any(len(set(_counts(c, input_specs).values())) > 1 for c in chunks)):
+    unbatchable = static_batch is None and static - {None} or any(
+        len(set(_counts(c, input_specs).values())) > 1 for c in chunks)
+    if as_given and (batch_size is None or cap and unbatchable):
         # the feeds are what the model takes: run each file once, as it is (its inputs' first axes
         # need not agree: they are the model's dims, not a batch)
         return [Batch(chunk, axes=axes) for chunk in chunks]
     if static_batch is None and static - {None}:
-        wrong = next(s for s in input_specs if not all(fits(s, c[s.name]) for c in chunks))
+        wrong = next((s for s in input_specs if not all(fits(s, c[s.name]) for c in chunks)), None)
+        if wrong is None:  # every array fits, but a batch size was asked of inputs whose batch dims are fixed
+            fixed = next(s for s in input_specs if s.static_batch is not None)
+            free = next((a for a, d in enumerate(fixed.shape) if not isinstance(d, int)), None)
+            declare = f"{fixed.name}={free}" if free is not None else "NAME=AXIS"
+            raise UserError(f"batch size {batch_size} asks for batches, but input '{fixed.name}' fixes its batch axis "
+                            f"{fixed.axis} at {fixed.static_batch}", where,
+                            hint=f"declare the axis that holds its samples (--batch-axes {declare}), or drop the batch "
+                                 "size to run the file as given (its arrays fit the model)")
         given = next(c[wrong.name] for c in chunks if not fits(wrong, c[wrong.name]))
         raise UserError(f"input '{wrong.name}': the model fixes it at {list(wrong.shape)}, given "
                         f"{describe_array(given)}; the model's inputs fix different batch dims, so the samples "

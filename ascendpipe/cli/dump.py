@@ -54,9 +54,9 @@ def main(args: argparse.Namespace) -> int:
     specs = with_batch_axes(input_specs(make_session(model, fusions=False)), batch_axes(args))  # a state's may be 1
     static = any(s.static_batch is not None for s in specs)
     if args.input:
-        batches = load_inputs(args.input, specs, batch_size=None if static else args.max_batch)
+        batches = load_inputs(args.input, specs, batch_size=None if static else args.max_batch, cap=True)
     else:
-        batches = [random_inputs(specs, seed=args.seed, batch_size=args.max_batch)]
+        batches = [random_inputs(specs, seed=args.seed, batch_size=args.max_batch, batch_axes=batch_axes(args))]
     budget = int(args.memory_budget_mb * (1 << 20)) if args.memory_budget_mb else AUTO
     index_path = dump_model(model, first_samples(batches, args.max_batch, static), Path(args.output),
                             fusions=fusions, memory_budget_bytes=budget)

@@ -56,7 +56,7 @@ def run_stage(ctx):
         specs = with_batch_axes(input_specs(make_session(model, fusions=False)), params.get("batch_axes"))
         static = any(s.static_batch is not None for s in specs)
         batches, source = stage_batches(ctx, specs, batch_size=None if static else max_batch,
-                                        seed=params.get("seed", 0))
+                                        seed=params.get("seed", 0), cap=True)
         feeds = first_samples(batches, max_batch, static)
         budget = params.get("memory_budget_mb")
         ctx.say(f"dump {model} with fusions {'as converted' if fusions else 'off'}, inputs {source}")

@@ -361,16 +361,16 @@ def _output_batch_axes(session, batch) -> dict[str, int]:
     """Each output's batch axis: where its declared shape has the batch dim's name (a state output
     [2, B, H] keeps its batch on axis 1), else 0."""
     axes = getattr(batch, "axes", None) or {}
-    symbol = None
+    symbols = []  # the batch dim's names: each batched input's (x [B, 4] and a state [2, S, 4]: B and S)
     for spec in session.get_inputs():
         axis = axes.get(spec.name, 0)
-        if axis is not None and len(spec.shape) > axis and isinstance(spec.shape[axis], str):
-            symbol = spec.shape[axis]
-            break
+        if axis is not None and len(spec.shape or []) > axis and isinstance(spec.shape[axis], str):
+            symbols.append(spec.shape[axis])
     found = {}
     for out in session.get_outputs():
         shape = list(out.shape or [])
-        if symbol is not None and symbol in shape:
+        symbol = next((s for s in symbols if s in shape), None)
+        if symbol is not None:
             found[out.name] = shape.index(symbol)
     return found
 
@@ -415,8 +415,8 @@ def resolve_inputs_path(path: Path) -> Path:
     return path  # load_inputs says what is missing
 
 
-def stage_batches(ctx, specs, *, batch_size: int | None, seed: int) -> tuple[list, str]:
-    """The stage's batches and a description of where they came from."""
+def stage_batches(ctx, specs, *, batch_size: int | None, seed: int, cap: bool = False) -> tuple[list, str]:
+    """The stage's batches and a description of where they came from (``cap``: see ``load_inputs``)."""
     from ascendpipe.inputs import load_inputs, random_inputs
 
     axes = ctx.params.get("batch_axes")
@@ -424,7 +424,7 @@ def stage_batches(ctx, specs, *, batch_size: int | None, seed: int) -> tuple[lis
         from ascendpipe.precision.dynamic_shapes import check_feeds  # a feed the OM would refuse
 
         path = resolve_inputs_path(ctx.inputs["inputs"])
-        batches = load_inputs(path, specs, batch_size=batch_size, batch_axes=axes)
+        batches = load_inputs(path, specs, batch_size=batch_size, batch_axes=axes, cap=cap)
         check_feeds(ctx, batches)
         return batches, str(path)
     ctx.say(f"no inputs given: using random inputs (seed {seed})")

@@ -213,7 +213,7 @@ def check_array(spec: InputSpec, array: np.ndarray, where: Location | None = Non
 def npy_error(exc: BaseException) -> str:
     """numpy's reason a file did not load, said for the user: a file without numpy's header is
     refused as "pickled (object) data" (numpy tries pickle last), which misleads for a damaged file."""
-    if isinstance(exc, ValueError) and "pickled" in str(exc):
+    if isinstance(exc, ValueError) and ("pickled" in str(exc) or "magic string is not correct" in str(exc)):
         return "not a numpy .npy/.npz file (it does not start with numpy's header: damaged, or another format)"
     return str(exc)
 
@@ -427,8 +427,9 @@ def load_inputs(path: str | Path, input_specs: Sequence[InputSpec], batch_size: 
             declare = f"{fixed.name}={free}" if free is not None else "NAME=AXIS"
             raise UserError(f"batch size {batch_size} asks for batches, but input '{fixed.name}' fixes its batch axis "
                             f"{fixed.axis} at {fixed.static_batch}", where,
-                            hint=f"declare the axis that holds its samples (--batch-axes {declare}), or drop the batch "
-                                 "size to run the file as given (its arrays fit the model)")
+                            hint=f"declare the axis that holds its samples (--batch-axes {declare}; batch_axes: "
+                                 f"{{{declare.replace('=', ': ')}}} in a stage), or drop the batch size to run the file "
+                                 "as given (its arrays fit the model)")
         given = next(c[wrong.name] for c in chunks if not fits(wrong, c[wrong.name]))
         raise UserError(f"input '{wrong.name}': the model fixes it at {list(wrong.shape)}, given "
                         f"{describe_array(given)}; the model's inputs fix different batch dims, so the samples "

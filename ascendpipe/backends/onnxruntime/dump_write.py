@@ -79,18 +79,6 @@ def _entry(planned: Planned | None, name: str, array: np.ndarray, file: str, val
     return entry
 
 
-def _write_tensor(item: Planned, value, out_dir: Path, position: int) -> dict | None:
-    if not isinstance(value, np.ndarray):
-        return None  # a sequence or map output: not a tensor
-    stored = compact(value, item)
-    file = f"{TENSORS_DIR}/{position:05d}.npy"
-    _save_npy(out_dir / file, stored)
-    # the stats from the float32 values: a float16 copy holds the same numbers (compact keeps it only
-    # then), and numpy's float16 min/max are scalar loops (the 430-node detector's target dump: 0.55 s
-    # of its writers' 1.1 s)
-    return _entry(item, item.name, stored, file, values=value)
-
-
 def _save_npy(path: Path, array: np.ndarray) -> None:
     """One tensor file, written in place: the dump's index is removed before and written last
     (atomically), so no index ever names a half-written file; a temp file and rename per tensor

@@ -554,7 +554,3 @@ def _check_feeds(specs, feeds: dict, where: Location) -> None:
                         f"{', '.join(sorted(wanted))}", where)
     for spec in specs:
         check_array(spec, feeds[spec.name], where)
-
-
-# the stage and the feed's samples live in dump_stage (imported last: it reads this module's names)
-from ascendpipe.backends.onnxruntime.dump_stage import first_samples, is_converted, run_stage  # noqa: E402,F401

@@ -139,3 +139,20 @@ def test_a_converted_model_that_does_not_load_names_the_op_not_a_temp_file(tmp_p
         check_loads(str(path), {"seq": {"op_name": "split", "op_type": "SplitToSequence"}})
     text = str(err.value)
     assert "split" in text and str(path) not in text and ".tmp" not in text and "\n" not in text
+
+
+def test_compare_of_an_npy_whose_header_claims_terabytes_is_one_located_line(tmp_path, capsys):
+    import numpy.lib.format as fmt
+
+    f = TensorProto.FLOAT
+    model = save(tmp_path, [helper.make_node("Relu", ["x"], ["y"])], [helper.make_tensor_value_info("x", f, ["N", 3])],
+                 [helper.make_tensor_value_info("y", f, ["N", 3])])
+    assert main(["convert", "--model", str(model), "--output", str(tmp_path / "conv")]) == 0
+    bad = tmp_path / "x.npy"
+    with open(bad, "wb") as fh:
+        fmt.write_array_header_1_0(fh, {"descr": "<f4", "fortran_order": False, "shape": (1 << 40, 3, 64, 64)})
+        fh.write(b"\0" * 16)
+    capsys.readouterr()
+    assert main(["compare", "--golden", str(model), "--target", str(tmp_path / "conv"), "--input", str(bad)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and str(bad) in err and "damaged or truncated" in err and "PiB" in err

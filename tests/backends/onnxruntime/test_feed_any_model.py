@@ -156,3 +156,15 @@ def test_compare_of_an_npy_whose_header_claims_terabytes_is_one_located_line(tmp
     assert main(["compare", "--golden", str(model), "--target", str(tmp_path / "conv"), "--input", str(bad)]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and str(bad) in err and "damaged or truncated" in err and "PiB" in err
+
+
+def test_batch_axes_option_is_name_equals_axis(capsys):
+    from ascendpipe.cli.common import batch_axis_item
+
+    assert batch_axis_item("state=1") == ("state", 1) and batch_axis_item("sr=none") == ("sr", None)
+    assert batch_axis_item("a=b=2") == ("a=b", 2)
+    for command in ("infer", "dump", "compare", "profile", "fix"):
+        with pytest.raises(SystemExit) as exit_:
+            main([command, "--batch-axes", "state", "--model", "m", "--golden", "m", "--target", "t", "--output", "o"])
+        assert exit_.value.code == 2
+        assert "expected NAME=AXIS" in capsys.readouterr().err

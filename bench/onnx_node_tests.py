@@ -76,10 +76,20 @@ def load_cases(pattern: str | None = None):
 
 
 def feeds_of(case) -> dict:
-    """Input name -> value, as the test's first data set gives them (graph inputs in order)."""
+    """Input name -> value, as the test's first data set gives them (graph inputs in order): a numpy
+    scalar as a 0-d array, a TensorProto (types the data set keeps as protos) as its array."""
+    from onnx import TensorProto, numpy_helper
+
+    def value(v):
+        if isinstance(v, np.generic):
+            return np.asarray(v)
+        if isinstance(v, TensorProto):
+            return numpy_helper.to_array(v)
+        return v
+
     inits = {i.name for i in case.model.graph.initializer}
     names = [i.name for i in case.model.graph.input if i.name not in inits]
-    return dict(zip(names, case.data_sets[0][0]))
+    return {name: value(v) for name, v in zip(names, case.data_sets[0][0])}
 
 
 def npz_feeds(feeds: dict) -> dict:

@@ -156,7 +156,7 @@ def spec_dtype(spec: InputSpec, where: Location | None = None) -> np.dtype | Non
     if why:
         raise UserError(f"input '{spec.name}' is {spec.dtype}, {why}: the device takes tensor inputs only (an "
                         "ATC model's inputs are tensors), so it cannot be fed", where,
-                        hint="export the model with tensor inputs (the sequence built inside the graph)")
+                        hint="export the model with tensor inputs; build the sequence inside the graph")
     raise UserError(f"input '{spec.name}' is {spec.dtype}, an element type numpy has no dtype for, so no "
                     ".npy/.npz can feed it", where, hint="export the model with a float, integer, bool or string input")
 

@@ -11,8 +11,15 @@ Accepted sources:
   A directory whose ``.npy`` stems are exactly the model's input names (an upstream ``infer``
   stage's ``outputs/``) is read as one ``.npz``.
 
-Each input has a batch axis: 0 unless declared (``batch_axes: {state: 1}``), or found from the
-model: an input whose axis 0 is fixed but which carries the batch dim's name elsewhere (a state
+Feeds that fit the model's declared input shapes (every fixed dim equal, any value for a symbolic
+one; any rank, 0-d too; any dtype the model declares: bool, integers, strings as numpy unicode or
+bytes arrays) run as they are: each file is one run, whatever its inputs' first axes hold (a
+broadcasting Add's ``x [3,4,5]`` beside ``y [5]``, an attention's ``Q [2,...]`` beside its mask
+``[4,...]``). Samples are re-batched only when asked (``batch_size``) or when a file holds more (or
+fewer) samples than the model's fixed batch dim.
+
+Each input has a batch axis: 0 unless declared (``batch_axes: {state: 1}``, ``--batch-axes
+state=1``), or found from the model: an input whose axis 0 is fixed but which carries the batch dim's name elsewhere (a state
 ``[2, B, 128]`` beside ``x [B, 40]``) is batched on that axis. A 0-d input (a sample rate) has no
 batch axis: it is one value for every batch (``batch_axes: {NAME: null}`` says the same of any
 input). A *sample* is one slice along every batched input's batch axis: for a stateful model, one
@@ -125,23 +132,76 @@ class Batch(dict):
 
 
 def describe_array(array: np.ndarray) -> str:
-    return f"{array.dtype} [{','.join(str(d) for d in array.shape)}]"
+    if not isinstance(array, np.ndarray):
+        return f"a {type(array).__name__}"
+    kind = "str" if array.dtype.kind in "US" else str(array.dtype)
+    return f"{kind} [{','.join(str(d) for d in array.shape)}]"
+
+
+STRING = "str"  # InputSpec.dtype of a string tensor
+
+
+def spec_dtype(spec: InputSpec, where: Location | None = None) -> np.dtype | None:
+    """The numpy dtype an input takes (None: strings, which numpy holds as unicode, bytes or object
+    arrays). A sequence, optional or map input, or an element type numpy has no dtype for, is refused
+    in one line naming the input and why."""
+    if spec.dtype == STRING:
+        return None
+    try:
+        return np.dtype(spec.dtype)
+    except TypeError:
+        pass
+    kind = spec.dtype.split("(", 1)[0]
+    why = {"seq": "a sequence of tensors", "optional": "an optional value", "map": "a map"}.get(kind)
+    if why:
+        raise UserError(f"input '{spec.name}' is {spec.dtype}, {why}: the device takes tensor inputs only (an "
+                        "ATC model's inputs are tensors), so it cannot be fed", where,
+                        hint="export the model with tensor inputs; build the sequence inside the graph")
+    raise UserError(f"input '{spec.name}' is {spec.dtype}, an element type numpy has no dtype for, so no "
+                    ".npy/.npz can feed it", where, hint="export the model with a float, integer, bool or string input")
+
+
+def check_specs(specs: Sequence[InputSpec], where: Location | None = None) -> None:
+    """Every input is a tensor numpy can hold (see ``spec_dtype``)."""
+    for spec in specs:
+        spec_dtype(spec, where)
+
+
+def _dtype_ok(spec: InputSpec, array: np.ndarray) -> bool:
+    dtype = spec_dtype(spec)
+    if dtype is None:  # strings: numpy unicode, bytes, or an object array of str
+        return array.dtype.kind in "US" or (array.dtype == object and all(isinstance(v, (str, bytes)) for v in array.flat))
+    return array.dtype == dtype
+
+
+def fits(spec: InputSpec, array: np.ndarray) -> bool:
+    """The array has the model's declared shape: its rank, every fixed dim (the batch dim too)."""
+    return array.ndim == len(spec.shape) and all(
+        not isinstance(want, int) or want == have for want, have in zip(spec.shape, array.shape))
 
 
 def check_array(spec: InputSpec, array: np.ndarray, where: Location | None = None) -> np.ndarray:
     """The array as a batch of samples (the batch axis added when missing); a mismatch is a UserError."""
+    if not isinstance(array, np.ndarray):
+        raise UserError(f"input '{spec.name}': expected {spec.describe()}, given {describe_array(array)}", where)
     given = array
     if spec.axis is not None and array.ndim == len(spec.shape) - 1:
         array = np.expand_dims(array, spec.axis)  # one sample without its batch axis
-    ok = array.dtype == np.dtype(spec.dtype) and array.ndim == len(spec.shape)
+    ok = _dtype_ok(spec, array) and array.ndim == len(spec.shape)
     if ok:
         for axis, (want, have) in enumerate(zip(spec.shape, array.shape)):
             if axis != spec.axis and isinstance(want, int) and want != have:
                 ok = False
     if not ok:
         hint = None
-        if array.dtype != np.dtype(spec.dtype) and array.ndim == len(spec.shape):
-            hint = f"convert the data with .astype('{spec.dtype}')"
+        if not _dtype_ok(spec, array) and array.ndim == len(spec.shape):
+            hint = (f"convert the data with .astype('{spec.dtype}')" if spec.dtype != STRING else
+                    "give the strings as a numpy unicode array (np.array(['a', 'b']))")
+        elif array.ndim == len(spec.shape):
+            off = [a for a, (want, have) in enumerate(zip(spec.shape, array.shape)) if isinstance(want, int) and want != have]
+            if len(off) == 1 and off[0] != spec.axis:  # the samples sit on another axis than the one assumed
+                hint = (f"if axis {off[0]} holds the samples, declare it: --batch-axes {spec.name}={off[0]} "
+                        f"(batch_axes: {{{spec.name}: {off[0]}}} in a stage)")
         raise UserError(
             f"input '{spec.name}': expected {spec.describe()}, given {describe_array(given)}",
             where,
@@ -153,15 +213,67 @@ def check_array(spec: InputSpec, array: np.ndarray, where: Location | None = Non
 def npy_error(exc: BaseException) -> str:
     """numpy's reason a file did not load, said for the user: a file without numpy's header is
     refused as "pickled (object) data" (numpy tries pickle last), which misleads for a damaged file."""
-    if isinstance(exc, ValueError) and "pickled" in str(exc):
+    if isinstance(exc, ValueError) and ("pickled" in str(exc) or "magic string is not correct" in str(exc)):
         return "not a numpy .npy/.npz file (it does not start with numpy's header: damaged, or another format)"
     return str(exc)
+
+
+def _header_bytes(fh, size: int, what: str, where: Location) -> None:
+    """Refuse an .npy whose header claims more data than ``size`` bytes hold (read before numpy
+    allocates the array: a 16-byte file claiming 2^40 samples would ask for terabytes)."""
+    fmt = np.lib.format
+    try:
+        version = fmt.read_magic(fh)
+        reader = fmt.read_array_header_1_0 if version == (1, 0) else fmt.read_array_header_2_0
+        shape, _, dtype = reader(fh)
+    except (ValueError, OSError, EOFError, SyntaxError, TypeError) as exc:
+        raise UserError(f"cannot read input file{what}: {npy_error(exc)}", where) from None
+    if dtype.hasobject:
+        return  # numpy refuses it next (no pickles)
+    count = 1
+    for dim in shape:
+        count *= int(dim)
+    claimed, held = count * dtype.itemsize, size - fh.tell()
+    if claimed > held:
+        raise UserError(f"input file{what} is damaged or truncated: its header says {dtype} "
+                        f"[{','.join(str(d) for d in shape)}] ({_size(claimed)}), but it holds {_size(max(held, 0))} "
+                        "of data", where, hint="write the array again (np.save)")
+
+
+def _size(count: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"):
+        if count < 1024 or unit == "EiB":
+            return f"{count} {unit}" if unit == "B" else f"{count:.1f} {unit}"
+        count /= 1024
+    return str(count)
+
+
+def check_npy_sizes(path: Path) -> None:
+    """Every array of an .npy/.npz holds the bytes its header claims (UserError naming the file and
+    member otherwise), checked before anything is allocated."""
+    import zipfile
+
+    where = Location(file=str(path))
+    try:
+        if path.suffix == ".npy":
+            with open(path, "rb") as fh:
+                _header_bytes(fh, path.stat().st_size, "", where)
+        elif path.suffix == ".npz" and zipfile.is_zipfile(path):
+            with zipfile.ZipFile(path) as archive:
+                for info in archive.infolist():
+                    if info.filename.endswith(".npy"):
+                        with archive.open(info) as fh:
+                            _header_bytes(fh, info.file_size, f" member '{info.filename[:-4]}'", where)
+    except (OSError, zipfile.BadZipFile, EOFError) as exc:
+        raise UserError(f"cannot read input file: {npy_error(exc)}", where) from None
 
 
 def _read_file(path: Path, specs: Sequence[InputSpec]) -> dict[str, np.ndarray]:
     """One file's arrays keyed by input name."""
     where = Location(file=str(path))
     try:
+        if path.suffix in (".npy", ".npz"):
+            check_npy_sizes(path)
         if path.suffix == ".npz":
             with np.load(path, allow_pickle=False) as data:
                 arrays = {key: data[key] for key in data.files}
@@ -219,6 +331,8 @@ def _read_source(path: Path, specs: Sequence[InputSpec]) -> list[dict[str, np.nd
     names = {s.name for s in specs}
     if len(specs) > 1 and set(stems) == names:  # a directory of <input name>.npy
         where = Location(file=str(path))
+        for s in specs:
+            check_npy_sizes(stems[s.name])
         return [{s.name: check_array(s, np.load(stems[s.name], allow_pickle=False), where) for s in specs}]
     return [_read_file(p, specs) for p in files]
 
@@ -243,8 +357,8 @@ def _sample_count(arrays: dict[str, np.ndarray], where: Location, specs: Sequenc
     if len(set(counts.values())) > 1:
         shown = ", ".join(f"{n}: {c} on axis {axes[n]}" for n, c in counts.items())
         raise UserError(f"inputs hold different numbers of samples ({shown})", where,
-                        hint="declare the batch axis of each input whose batch is not on axis 0, "
-                             "e.g. batch_axes: {state: 1}")
+                        hint="declare the batch axis of each input whose batch is not on axis 0: "
+                             "--batch-axes state=1 (batch_axes: {state: 1} in a stage)")
     return next(iter(counts.values()), 1)
 
 
@@ -267,24 +381,61 @@ def split_batches(arrays: dict[str, np.ndarray], batch: int, *, pad: bool,
     return batches
 
 
+def _counts(chunk: dict[str, np.ndarray], specs: Sequence[InputSpec]) -> dict[str, int]:
+    return {s.name: chunk[s.name].shape[s.axis] for s in specs if s.axis is not None}
+
+
 def load_inputs(path: str | Path, input_specs: Sequence[InputSpec], batch_size: int | None = None, *,
-                batch_axes: dict | None = None) -> list[Batch]:
+                batch_axes: dict | None = None, cap: bool = False) -> list[Batch]:
     """Batches (input name -> array) read from ``path`` and checked against ``input_specs``;
-    ``batch_axes``: input name -> its batch axis (None: unbatched), where not axis 0 (see the module docstring)."""
+    ``batch_axes``: input name -> its batch axis (None: unbatched), where not axis 0 (see the module docstring).
+
+    A file whose arrays fit the model's declared shapes runs as it is (one batch), unless
+    ``batch_size`` asks for batches; samples are re-batched along the batch axes only then, or when
+    a file holds another number of samples than the model's fixed batch dim. ``cap``: ``batch_size``
+    is a most (a dump's ``max_batch``), so feeds whose inputs hold no common batch run as given."""
     path = Path(path)
     where = Location(file=str(path))
     if batch_size is not None and batch_size < 1:
         raise UserError(f"batch size must be at least 1, given {batch_size}", where)
+    check_specs(input_specs, where)
     input_specs = with_batch_axes(input_specs, batch_axes)
     chunks = _read_source(path, input_specs)
+    fixed_empty = {s.name for s in input_specs if s.axis is not None and s.shape[s.axis] == 0}
     for chunk in chunks:
-        if _sample_count(chunk, where, input_specs) == 0:  # an empty run's outputs would score as 0/0 downstream
-            empty = ", ".join(f"'{s.name}'" for s in input_specs if s.axis is not None)
-            raise UserError(f"the inputs hold no samples ({empty} empty along the batch axis)", where,
+        counts = _counts(chunk, input_specs)
+        empty = [n for n, c in counts.items() if c == 0 and n not in fixed_empty]  # the model's own [0, 5] runs
+        if counts and len(empty) == len(counts):  # an empty run's outputs would score as 0/0 downstream
+            shown = ", ".join(f"'{n}'" for n in empty)
+            raise UserError(f"the inputs hold no samples ({shown} empty along the batch axis)", where,
                             hint="give at least one sample")
-    static = {s.static_batch for s in input_specs if s.axis is not None}
-    static_batch = static.pop() if len(static) == 1 else None
     axes = {s.name: s.axis for s in input_specs}
+    as_given = all(fits(s, chunk[s.name]) for chunk in chunks for s in input_specs)
+    static = {s.static_batch for s in input_specs if s.axis is not None}
+    static_batch = next(iter(static)) if len(static) == 1 else None
+    unbatchable = static_batch is None and static - {None} or any(
+        len(set(_counts(c, input_specs).values())) > 1 for c in chunks)
+    if as_given and (batch_size is None or cap and unbatchable):
+        # the feeds are what the model takes: run each file once, as it is (its inputs' first axes
+        # need not agree: they are the model's dims, not a batch)
+        return [Batch(chunk, axes=axes) for chunk in chunks]
+    if static_batch is None and static - {None}:
+        wrong = next((s for s in input_specs if not all(fits(s, c[s.name]) for c in chunks)), None)
+        if wrong is None:  # every array fits, but a batch size was asked of inputs whose batch dims are fixed
+            fixed = next(s for s in input_specs if s.static_batch is not None)
+            free = next((a for a, d in enumerate(fixed.shape) if not isinstance(d, int)), None)
+            declare = f"{fixed.name}={free}" if free is not None else "NAME=AXIS"
+            raise UserError(f"batch size {batch_size} asks for batches, but input '{fixed.name}' fixes its batch axis "
+                            f"{fixed.axis} at {fixed.static_batch}", where,
+                            hint=f"declare the axis that holds its samples (--batch-axes {declare}; batch_axes: "
+                                 f"{{{declare.replace('=', ': ')}}} in a stage), or drop the batch size to run the file "
+                                 "as given (its arrays fit the model)")
+        given = next(c[wrong.name] for c in chunks if not fits(wrong, c[wrong.name]))
+        raise UserError(f"input '{wrong.name}': the model fixes it at {list(wrong.shape)}, given "
+                        f"{describe_array(given)}; the model's inputs fix different batch dims, so the samples "
+                        "cannot be re-batched", where,
+                        hint="give arrays of the model's shapes, or declare each input's batch axis "
+                             "(--batch-axes NAME=AXIS; batch_axes: {NAME: AXIS} in a stage)")
     if static_batch is not None:
         if batch_size is not None and batch_size != static_batch:
             raise UserError(
@@ -304,6 +455,7 @@ def random_inputs(input_specs: Sequence[InputSpec], seed: int = 0, batch_size: i
     other dim must be fixed (by the model, or by ``shapes``: input name -> dims, ATC's
     ``--input_shape``): a symbolic one is a UserError naming each, never a guessed 1."""
     rng = np.random.default_rng(seed)
+    check_specs(input_specs, Location(field="inputs"))
     specs = with_batch_axes(input_specs, batch_axes)
     shapes = dict(shapes or {})
     arrays, symbolic = {}, []
@@ -321,7 +473,7 @@ def random_inputs(input_specs: Sequence[InputSpec], seed: int = 0, batch_size: i
             else:
                 symbolic.append(f"'{spec.name}' axis {axis} ({dim if isinstance(dim, str) and dim else '?'})")
                 shape.append(1)
-        dtype = np.dtype(spec.dtype)
+        dtype = spec_dtype(spec) or np.dtype(object)
         if dtype.kind == "f":
             array = rng.standard_normal(shape).astype(dtype)
         elif dtype == np.uint8:
@@ -351,7 +503,7 @@ def save_npy_atomic(path: str | Path, array: np.ndarray) -> None:
     from ascendpipe.fsutil import atomic_path
 
     with atomic_path(path) as tmp, open(tmp, "wb") as fh:
-        np.save(fh, np.ascontiguousarray(array), allow_pickle=False)
+        np.save(fh, np.require(array, requirements="C"), allow_pickle=False)  # ascontiguousarray makes 0-d 1-d
 
 
 def write_json_atomic(path: str | Path, data) -> None:

@@ -58,6 +58,30 @@ def use_color(stream) -> bool:
     return bool(getattr(stream, "isatty", None) and stream.isatty()) and os.environ.get("NO_COLOR") is None
 
 
+def batch_axis_item(text: str) -> tuple[str, int | None]:
+    """An argparse type: NAME=AXIS (a whole number from 0, or none for an input without a batch axis)."""
+    import argparse
+
+    name, sep, axis = text.rpartition("=")
+    axis = axis.strip().lower()
+    if not sep or not name or not (axis.isdigit() or axis in ("none", "null")):
+        raise argparse.ArgumentTypeError(f"expected NAME=AXIS (AXIS 0, 1, ... or none), given {text!r}")
+    return name, None if axis in ("none", "null") else int(axis)
+
+
+def add_batch_axes_arg(parser) -> None:
+    """``--batch-axes NAME=AXIS`` (repeatable): the standalone twin of a stage's ``batch_axes``."""
+    parser.add_argument("--batch-axes", "--batch_axes", dest="batch_axes", action="append", type=batch_axis_item,
+                        metavar="NAME=AXIS", help="the batch axis of an input whose batch is not on axis 0 "
+                        "(a state [2,B,H]: state=1; none: one value for every batch); repeatable")
+
+
+def batch_axes(args) -> dict | None:
+    """The ``--batch-axes`` given, as a stage's ``batch_axes`` mapping (None when none)."""
+    items = getattr(args, "batch_axes", None)
+    return dict(items) if items else None
+
+
 def print_json(data) -> None:
     sys.stdout.write(json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
 

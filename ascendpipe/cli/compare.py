@@ -13,6 +13,8 @@ HELP = "compare a converted model or dump against the fp32 golden, op by op (msi
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from ascendpipe.cli.common import add_batch_axes_arg
+
     parser.add_argument("--golden", required=True, type=Path, help="fp32 .onnx model or golden dump dir")
     parser.add_argument("--target", required=True, type=Path, help="converted model dir, .onnx, or dump dir")
     parser.add_argument("--input", type=Path, default=None, help=".npy (one input), .npz keyed by input name, or a "
@@ -25,6 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the result JSON on stdout and nothing else")
     parser.add_argument("--strategy", default="first-overall", choices=["first-overall", "first-per-output", "all"])
     parser.add_argument("--seed", type=int, default=0, help="seed of the random input (default 0)")
+    add_batch_axes_arg(parser)
     parser.add_argument("--threshold", action="append", default=[], metavar="NAME=VALUE",
                         help="override a threshold: cosine, relative_euclidean, kl, rmse, mean_relative_error")
     parser.add_argument("--backend", choices=backends.names(), default=backends.DEFAULT,
@@ -50,6 +53,7 @@ def _parse_thresholds(items: list[str]) -> dict:
 
 
 def main(args: argparse.Namespace) -> int:
+    from ascendpipe.cli.common import batch_axes
     from ascendpipe.compare import thresholds as thr
     from ascendpipe.compare.sources import run_compare
     from ascendpipe.cli.common import use_color
@@ -69,7 +73,8 @@ def main(args: argparse.Namespace) -> int:
         work = args.output or Path(scratch)
         result, note = run_compare(args.golden, args.target, input_path=args.input, work_dir=work, limits=limits,
                                    strategy=args.strategy, seed=args.seed, convert_stage=args.convert_stage,
-                                   golden_inputs=args.golden_input, backend=args.backend, log=sys.stderr)
+                                   golden_inputs=args.golden_input, backend=args.backend, log=sys.stderr,
+                                   batch_axes=batch_axes(args))
         if args.output:
             write_results(result, args.output, note)
     if args.json:

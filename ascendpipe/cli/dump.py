@@ -10,7 +10,7 @@ HELP = "dump every op output of a model (tensors/*.npy + index.json) for the fir
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from ascendpipe.cli.common import positive_int, positive_number
+    from ascendpipe.cli.common import add_batch_axes_arg, positive_int, positive_number
 
     parser.add_argument("--model", required=True, help=".onnx file or a convert output directory")
     parser.add_argument("--input", help=".npy, .npz or a directory of them (default: random inputs)")
@@ -23,6 +23,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-batch", "--max_batch", dest="max_batch", type=positive_int, default=8,
                         help="samples dumped, the first of the inputs (default 8)")
     parser.add_argument("--seed", type=int, default=0)
+    add_batch_axes_arg(parser)
     parser.add_argument("--memory-budget-mb", "--memory_budget_mb", dest="memory_budget_mb", type=positive_number,
                         help="MB a dump segment holds, its tensors and weights: above it the model runs "
                              "in segments, each tensor computed once (default: one run for a dump of at "
@@ -44,8 +45,9 @@ def main(args: argparse.Namespace) -> int:
                      {"model": args.model, "inputs": args.input}, Path(args.output))
         print(f"{Path(args.output) / 'index.json'}: {result.metrics['tensors']} tensors")
         return 0
-    from ascendpipe.backends.onnxruntime.dump import (AUTO, dump_model, first_samples,
-                                                      is_converted)
+    from ascendpipe.backends.onnxruntime.dump import AUTO, dump_model
+    from ascendpipe.backends.onnxruntime.dump_stage import first_samples, is_converted
+    from ascendpipe.cli.common import batch_axes
     from ascendpipe.backends.onnxruntime.session import input_specs, make_session
     from ascendpipe.inputs import load_inputs, random_inputs, with_batch_axes
 
@@ -53,12 +55,12 @@ def main(args: argparse.Namespace) -> int:
     if not args.input:
         guard.random_input_size(model, args.max_batch)
     fusions = is_converted(model) if args.fusions is None else args.fusions
-    specs = with_batch_axes(input_specs(make_session(model, fusions=False)))  # a state's batch may be on axis 1
+    specs = with_batch_axes(input_specs(make_session(model, fusions=False)), batch_axes(args))  # a state's may be 1
     static = any(s.static_batch is not None for s in specs)
     if args.input:
-        batches = load_inputs(args.input, specs, batch_size=None if static else args.max_batch)
+        batches = load_inputs(args.input, specs, batch_size=None if static else args.max_batch, cap=True)
     else:
-        batches = [random_inputs(specs, seed=args.seed, batch_size=args.max_batch)]
+        batches = [random_inputs(specs, seed=args.seed, batch_size=args.max_batch, batch_axes=batch_axes(args))]
     budget = int(args.memory_budget_mb * (1 << 20)) if args.memory_budget_mb else AUTO
     index_path = dump_model(model, first_samples(batches, args.max_batch, static), Path(args.output),
                             fusions=fusions, memory_budget_bytes=budget)

@@ -17,6 +17,8 @@ HELP = "search the fewest keep_dtype ops / fusion switches that restore the metr
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from ascendpipe.cli.common import add_batch_axes_arg
+
     parser.add_argument("pipeline", nargs="?", help="pipeline YAML (pipeline mode); leave out and give --golden "
                         "for standalone mode")
     pipe = parser.add_argument_group("pipeline mode")
@@ -45,6 +47,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     alone.add_argument("--seed", type=int, default=0, help="seed of the random input (default 0)")
     alone.add_argument("--soc-version", "--soc_version", dest="soc_version",
                        help="SoC to convert for, e.g. Ascend910B1 (a kept cube op reads fp32 only on Atlas A2/A3)")
+    add_batch_axes_arg(alone)
     parser.add_argument("--max-attempts", "--max_attempts", dest="max_attempts", type=int, default=30,
                         help="most conversions to try (default 30)")
     parser.add_argument("--output", type=Path, help="write keep_dtype.cfg, fusion_switch.cfg and fix.json here "
@@ -53,7 +56,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from ascendpipe.cli.common import print_json
+    from ascendpipe.cli.common import batch_axes, print_json
     from ascendpipe.errors import Location, UserError
     from ascendpipe.fix.run import fix_pipeline, fix_quantize, fix_standalone
 
@@ -80,7 +83,7 @@ def main(args: argparse.Namespace) -> int:
             guard.random_input_size(golden, None, flag="--golden")
         result = fix_standalone(args.golden, input_path=args.input, precision_mode=args.precision_mode,
                                 min_cosine=args.min_cosine, max_attempts=args.max_attempts, output=args.output,
-                                seed=args.seed, soc_version=args.soc_version)
+                                seed=args.seed, soc_version=args.soc_version, batch_axes=batch_axes(args))
     elif args.pipeline:
         from ascendpipe.cli import guard
 

@@ -10,6 +10,8 @@ HELP = "run a model over inputs (.npy, .npz or a directory), batched; write outp
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from ascendpipe.cli.common import add_batch_axes_arg
+
     parser.add_argument("--model", required=True, help=".onnx file or a convert output directory")
     parser.add_argument("--input", help=".npy, .npz or a directory of them (default: random inputs)")
     parser.add_argument("--output", required=True, help="directory for outputs/*.npy and summary.json")
@@ -17,6 +19,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--loops", "--loop", dest="loops", type=int, default=1)
     parser.add_argument("--warmup", "--warmup-count", "--warmup_count", dest="warmup", type=int, default=1)
     parser.add_argument("--seed", type=int, default=0, help="seed of the random inputs when --input is not given")
+    add_batch_axes_arg(parser)
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     parser.add_argument("--backend", choices=("onnxruntime", "ascend"), default="onnxruntime",
                         help="ascend: ais_bench on the OM of an ascend convert output directory")
@@ -25,6 +28,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     from ascendpipe.backends.onnxruntime.infer import console_summary, infer_model
     from ascendpipe.backends.onnxruntime.session import input_specs, make_session
+    from ascendpipe.cli.common import batch_axes
     from ascendpipe.inputs import load_inputs, random_inputs
     from ascendpipe.cli import guard
 
@@ -47,9 +51,10 @@ def main(args: argparse.Namespace) -> int:
     session = make_session(model)
     specs = input_specs(session)
     if args.input:
-        batches, source = load_inputs(args.input, specs, batch_size=args.batch_size), args.input
+        batches, source = load_inputs(args.input, specs, batch_size=args.batch_size, batch_axes=batch_axes(args)), args.input
     else:
-        batches, source = [random_inputs(specs, seed=args.seed, batch_size=args.batch_size)], f"random(seed={args.seed})"
+        batches, source = ([random_inputs(specs, seed=args.seed, batch_size=args.batch_size, batch_axes=batch_axes(args))],
+                           f"random(seed={args.seed})")
     summary = infer_model(model, batches, Path(args.output), warmup=args.warmup, loops=args.loops,
                           session=session, source=source)
     if args.json:

@@ -10,7 +10,7 @@ HELP = "profile a model: latency, throughput, timeline.json, op_summary/op_stati
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from ascendpipe.cli.common import positive_int
+    from ascendpipe.cli.common import add_batch_axes_arg, positive_int
 
     parser.add_argument("--model", required=True, help="an .onnx file or a convert output directory")
     parser.add_argument("--input", help=".npy/.npz file or a directory of them (default: random data)")
@@ -18,6 +18,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--warmup", "--warmup-count", "--warmup_count", dest="warmup", type=int, default=5)
     parser.add_argument("--iterations", "--loop", dest="iterations", type=int, default=20)
     parser.add_argument("--batch-size", "--batch_size", "--batchsize", dest="batch_size", type=positive_int)
+    add_batch_axes_arg(parser)
     parser.add_argument("--json", action="store_true", help="print the metrics as JSON instead of the table")
     parser.add_argument("--backend", choices=("onnxruntime", "ascend"), default="onnxruntime",
                         help="ascend: msprof around ais_bench on the OM of an ascend convert output directory")
@@ -25,6 +26,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from ascendpipe.backends.onnxruntime.profile_tune_stages import run_profile
+    from ascendpipe.cli.common import batch_axes
     from ascendpipe.errors import Location, UserError
 
     if args.warmup < 0 or args.iterations < 1:
@@ -45,7 +47,8 @@ def main(args: argparse.Namespace) -> int:
         guard.random_input_size(model, args.batch_size)
     quiet = (lambda _: None) if args.json else print
     result = run_profile(model, Path(args.input) if args.input else None, Path(args.output),
-                         warmup=args.warmup, iterations=args.iterations, batch_size=args.batch_size, say=quiet)
+                         warmup=args.warmup, iterations=args.iterations, batch_size=args.batch_size, say=quiet,
+                         batch_axes=batch_axes(args))
     if args.json:
         print(json.dumps({"metrics": result["metrics"], "info": result["info"]}, indent=2))
     return 0

@@ -148,9 +148,9 @@ def make_feed_batches(model: Path | None, input_path: Path | None, seed: int, *,
 
 
 def make_feeds(model: Path | None, input_path: Path | None, seed: int, *, field: str = "inputs",
-               specs: list | None = None) -> tuple[dict[str, np.ndarray], str]:
+               specs: list | None = None, batch_axes: dict | None = None) -> tuple[dict[str, np.ndarray], str]:
     """The first batch of ``make_feed_batches`` (for callers that run one batch), and its note."""
-    batches, note = make_feed_batches(model, input_path, seed, field=field, specs=specs)
+    batches, note = make_feed_batches(model, input_path, seed, field=field, specs=specs, batch_axes=batch_axes)
     if len(batches) > 1:
         note = f"input: {input_path} (first batch of {len(batches)})"
     return batches[0], note

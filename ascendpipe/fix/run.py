@@ -45,7 +45,8 @@ def _check_attempts(max_attempts: int) -> None:
 
 def fix_standalone(golden: str | Path, *, input_path: str | Path | None = None, precision_mode: str = "force_fp16",
                    min_cosine: float = 0.99, max_attempts: int = DEFAULT_MAX_ATTEMPTS, output: str | Path | None = None,
-                   seed: int = 0, params: dict | None = None, soc_version: str | None = None) -> FixReport:
+                   seed: int = 0, params: dict | None = None, soc_version: str | None = None,
+                   batch_axes: dict | None = None) -> FixReport:
     """Search on one model: emulated conversion + compare of the final outputs (onnxruntime backend).
     ``soc_version``: the SoC converted for (which decides, e.g., whether a kept cube op reads fp32)."""
     from ascendpipe.compare.sources import make_feeds, resolve_side
@@ -62,7 +63,7 @@ def fix_standalone(golden: str | Path, *, input_path: str | Path | None = None, 
     if soc_version:
         base["soc_version"] = soc_version
     resolve(base)  # a bad mode or remedy is a user error now, not after the golden dump
-    feeds, _note = make_feeds(side.model, Path(input_path) if input_path else None, seed)
+    feeds, _note = make_feeds(side.model, Path(input_path) if input_path else None, seed, batch_axes=batch_axes)
     with tempfile.TemporaryDirectory(prefix="ascendpipe-fix-") as scratch:
         evaluator = StandaloneEvaluator(side.model, feeds, params=base, min_cosine=min_cosine, work_dir=Path(scratch))
         outcome = search(evaluator, max_attempts=max_attempts)

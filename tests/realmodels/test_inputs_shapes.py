@@ -61,12 +61,14 @@ def test_a_state_batched_on_axis_1_is_found_from_the_batch_dims_name(tmp_path):
     np.testing.assert_allclose(y, x + state.sum(axis=0), rtol=1e-6)
 
 
-def test_a_state_whose_batch_dim_is_not_named_needs_its_axis_declared(tmp_path):
+def test_a_state_whose_batch_dim_is_not_named_needs_its_axis_declared_to_be_batched(tmp_path):
     specs = [InputSpec("x", ("batch", 8), "float32"), InputSpec("state", (2, "n", 8), "float32")]
     np.savez(tmp_path / "s.npz", x=np.zeros((3, 8), np.float32), state=np.zeros((2, 3, 8), np.float32))
-    with pytest.raises(UserError) as err:
-        load_inputs(tmp_path / "s.npz", specs)
-    assert "x: 3 on axis 0, state: 2 on axis 0" in err.value.message and "batch_axes: {state: 1}" in str(err.value)
+    (whole,) = load_inputs(tmp_path / "s.npz", specs)  # the arrays fit the model: run as given
+    assert whole["state"].shape == (2, 3, 8) and whole["x"].shape == (3, 8)
+    with pytest.raises(UserError) as err:  # batches asked: the state's samples axis must be said
+        load_inputs(tmp_path / "s.npz", specs, batch_size=2)
+    assert "'state' fixes its batch axis 0 at 2" in err.value.message and "batch_axes: {state: 1}" in str(err.value)
     (batch,) = load_inputs(tmp_path / "s.npz", specs, batch_axes={"state": 1})
     assert batch.rows == 3 and batch.head(2)["state"].shape == (2, 2, 8)
     with pytest.raises(UserError, match="'stat', which is not a model input"):

@@ -77,7 +77,7 @@ def dump(ctx):
     """An acl.json dump through ais_bench, read into index.json + tensors/ in the golden's layouts."""
     if host_onnx(ctx):
         return on_host(ctx, "dump")
-    from ascendpipe.backends.onnxruntime.dump import first_samples
+    from ascendpipe.backends.onnxruntime.dump_stage import first_samples
     from ascendpipe.backends.onnxruntime.infer import stage_batches
     from ascendpipe.contract import StageResult, write_metrics
 

@@ -12,6 +12,7 @@ appear exactly where fp16 would.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,14 +27,9 @@ from ascendpipe.precision import remedy
 from ascendpipe.precision.policy import Decision, Lists, NodeInfo, decide, plan
 from ascendpipe.precision.settings import REMEDY_NAMES, ConvertSettings
 
-EMU = "ascendpipe_emu"
+from ascendpipe.backends.onnxruntime.rounding import (EMU, Rounding, _apply_rounding, _float_tensors, default_opset,
+                                                       not_rounded)
 MODEL_FILE = "model.onnx"
-SUBGRAPH_OPS = {"If", "Loop", "Scan"}
-FP16_MAX = 65504.0
-NON_FLOAT_OPS = {"Shape", "Size", "NonZero", "ArgMax", "ArgMin", "Equal", "Greater", "GreaterOrEqual", "Less",
-                 "LessOrEqual", "Not", "And", "Or", "Xor", "IsNaN", "IsInf", "NonMaxSuppression"}
-
-
 @dataclass
 class ConvertResult:
     model_path: Path
@@ -44,59 +40,6 @@ class ConvertResult:
     fusion: dict[str, Any]
     plan: dict[str, Decision] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)  # lines for the stage log / terminal
-
-
-def _float_tensors(model) -> set[str]:
-    """Names of float32 tensors in the main graph and every body (inputs, initializers, inferred
-    values; unknown ones by op rule)."""
-    import onnx
-
-    try:
-        inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False).graph
-    except Exception:  # custom-domain ops can stop inference; the op rule below covers them
-        inferred = model.graph
-    typed: dict[str, bool] = {}
-    _typed_values(inferred, typed)
-    return _floats_in(model.graph, typed, {})
-
-
-def _typed_values(graph, typed: dict[str, bool]) -> None:
-    """Every value with a known element type in ``graph`` and its bodies: name -> is float32."""
-    from onnx import TensorProto
-
-    for vi in (*graph.input, *graph.value_info, *graph.output):
-        if vi.type.tensor_type.elem_type:
-            typed[vi.name] = vi.type.tensor_type.elem_type == TensorProto.FLOAT
-    for node in graph.node:
-        for _, sub in _subgraphs(node):
-            _typed_values(sub, typed)
-
-
-def _floats_in(graph, typed: dict[str, bool], outer: dict[str, bool]) -> set[str]:
-    """Float tensors of ``graph`` and its bodies; ``typed``: inferred element types; ``outer``: what
-    the enclosing graphs know (a body reads their tensors)."""
-    from onnx import TensorProto
-
-    known: dict[str, bool] = dict(outer)
-    local = _local_names(graph)
-    known.update({name: value for name, value in typed.items() if name in local})
-    for init in graph.initializer:
-        known[init.name] = init.data_type == TensorProto.FLOAT
-    found: set[str] = set()
-    for node in graph.node:
-        guess = node.op_type not in NON_FLOAT_OPS and any(known.get(t) for t in node.input)
-        if node.op_type == "Cast":
-            guess = any(a.name == "to" and a.i == TensorProto.FLOAT for a in node.attribute)
-        bodies = list(_subgraphs(node))
-        for _, sub in bodies:  # outputs come from the body
-            found |= _floats_in(sub, typed, known)
-        if bodies:
-            guess = any(known.get(o.name) or o.name in found or o.type.tensor_type.elem_type == TensorProto.FLOAT
-                        for _, sub in bodies for o in sub.output)
-        for index, tensor in enumerate(node.output):
-            if tensor not in known:
-                known[tensor] = guess and not (node.op_type == "TopK" and index == 1)
-    return found | {name for name, is_float in known.items() if is_float}
 
 
 def _lists(settings: ConvertSettings, names: set[str], types: set[str]) -> Lists:
@@ -138,158 +81,6 @@ def _not_in_model(missing: list[str], names: set[str]) -> str:
     shown = ", ".join(ordered[:12]) + (", ..." if len(ordered) > 12 else "")
     which = "op" if len(missing) == 1 else "ops"
     return f"keep_dtype names {which} {', '.join(parts)} not in the model; its ops: {shown}"
-
-
-@dataclass
-class Rounding:
-    """How a rounding point is written: ``saturate`` clips to +-65504 first (saturation mode)."""
-
-    saturate: bool = False
-    opset: int = 17
-    clipped: bool = False  # a saturating Clip was written somewhere: the main graph gets its bounds
-
-    def nodes(self, src: str, dst: str, tensor: str, tag: str):
-        """Nodes that write ``src`` rounded to fp16 as ``dst``; (nodes, new internal tensors).
-        ``tensor`` carries the body's scope in a subgraph, so every name is unique in the model."""
-        from onnx import TensorProto, helper
-
-        half = f"{EMU}/fp16/{tensor}"
-        nodes, internal = [], [half]
-        if self.saturate:
-            clipped = f"{EMU}/sat/{tensor}"
-            if self.opset >= 11:
-                nodes.append(helper.make_node("Clip", [src, f"{EMU}/sat_min", f"{EMU}/sat_max"], [clipped],
-                                              name=f"{EMU}/{tag}_sat/{tensor}"))
-                self.clipped = True
-            else:
-                nodes.append(helper.make_node("Clip", [src], [clipped], name=f"{EMU}/{tag}_sat/{tensor}",
-                                              min=-FP16_MAX, max=FP16_MAX))
-            src = clipped
-            internal.append(clipped)
-        nodes += [
-            helper.make_node("Cast", [src], [half], name=f"{EMU}/{tag}_fp16/{tensor}", to=TensorProto.FLOAT16),
-            helper.make_node("Cast", [half], [dst], name=f"{EMU}/{tag}_fp32/{tensor}", to=TensorProto.FLOAT),
-        ]
-        return nodes, internal
-
-    def values(self, array):
-        import numpy as np
-
-        from ascendpipe.precision.fp16 import round_fp16
-
-        if self.saturate:
-            array = np.clip(array, -FP16_MAX, FP16_MAX)
-        return round_fp16(array)
-
-
-@dataclass
-class Scope:
-    """Where a graph sits: ``prefix`` names its internal tensors uniquely ('' for the main graph);
-    ``fp16``: tensors of the enclosing graphs that already hold fp16 values; ``hoist``: asks the
-    enclosing graph for an fp16 copy of one of its tensors (rounded once, before the subgraph op)."""
-
-    prefix: str = ""
-    fp16: frozenset = frozenset()
-    hoist: Any = None
-
-
-def _local_names(graph) -> set[str]:
-    return ({i.name for i in graph.input} | {i.name for i in graph.initializer}
-            | {t for n in graph.node for t in n.output})
-
-
-def _outer_reads(graph, decisions: dict[str, Decision]) -> list[tuple[str, bool]]:
-    """(tensor, read as fp16) for every read of a name that ``graph`` (and its bodies) do not define."""
-    local = _local_names(graph)
-    reads = []
-    for node in graph.node:
-        reads += [(t, decisions[node.name].reads_fp16) for t in node.input if t and t not in local]
-        for _, sub in _subgraphs(node):
-            reads += [(t, fp16) for t, fp16 in _outer_reads(sub, decisions) if t not in local]
-    return reads
-
-
-def _apply_rounding(graph, decisions: dict[str, Decision], floats: set[str], rounding: Rounding,
-                    force: set[str] = frozenset(), scope: Scope | None = None) -> list[str]:
-    """Rewrite ``graph`` and its If/Loop/Scan bodies in place; return the internal tensor names added.
-
-    ``floats``: float tensors of every graph; ``force``: tensors rounded to fp16 where they are made
-    whatever their producer's dtype (a UB fusion's intermediates in an fp16 kernel)."""
-    from onnx import numpy_helper
-
-    scope = scope or Scope()
-    round_fp16 = rounding.values
-    inits = {i.name: i for i in graph.initializer}
-    local = _local_names(graph)
-    produced_fp16 = {t for n in graph.node if decisions[n.name].dtype == "float16" for t in n.output} | set(force)
-    readers: dict[str, list[bool]] = {}
-    for node in graph.node:
-        for t in node.input:
-            readers.setdefault(t, []).append(decisions[node.name].reads_fp16)
-        for _, sub in _subgraphs(node):  # a body's reads of this graph's weights count too
-            for t, fp16 in _outer_reads(sub, decisions):
-                readers.setdefault(t, []).append(fp16)
-    internal: list[str] = []
-    rounded_inputs: dict[str, str] = {}
-    new_nodes = []
-    pending: list = []  # rounding nodes a body asked for, written before the subgraph op
-
-    def fp16_copy(t: str) -> str:
-        """The name of ``t`` rounded to fp16, written once in this graph (or asked of the outer one)."""
-        if t in rounded_inputs:
-            return rounded_inputs[t]
-        if t not in local and scope.hoist is not None:  # an outer tensor: round it where it lives
-            rounded_inputs[t] = scope.hoist(t)
-            return rounded_inputs[t]
-        if t in inits:
-            copy = f"{EMU}/fp16_init/{scope.prefix}{t}"
-            graph.initializer.append(numpy_helper.from_array(round_fp16(numpy_helper.to_array(inits[t])), copy))
-            internal.append(copy)
-        else:
-            copy = f"{EMU}/round/{scope.prefix}{t}"
-            pair, half = rounding.nodes(t, copy, f"{scope.prefix}{t}", "in")
-            pending.extend(pair)
-            internal.extend([*half, copy])
-        rounded_inputs[t] = copy
-        return copy
-
-    for node in list(graph.node):
-        decision = decisions[node.name]
-        if decision.reads_fp16:
-            for i, t in enumerate(node.input):
-                if not t or t not in floats or t in produced_fp16 or t in scope.fp16:
-                    continue
-                if t in inits and all(readers[t]):  # only fp16 readers: round the weight itself
-                    inits[t].CopyFrom(numpy_helper.from_array(round_fp16(numpy_helper.to_array(inits[t])), t))
-                    continue
-                node.input[i] = fp16_copy(t)
-        for attr_name, sub in _subgraphs(node):
-            inner = Scope(f"{scope.prefix}{node.name}/{attr_name}/", frozenset(scope.fp16 | produced_fp16), fp16_copy)
-            internal += _apply_rounding(sub, decisions, floats, rounding, scope=inner)
-        new_nodes += pending
-        pending.clear()
-        new_nodes.append(node)
-        # an fp16 copy/select op read fp16 values: its outputs are fp16 values already
-        exact_fp16 = decision.dtype == "float16" and node.op_type in oplists.EXACT_OPS
-        for i, t in enumerate(node.output):
-            if not t or t not in floats or exact_fp16:
-                continue
-            if decision.dtype == "float16" or t in force:
-                raw = f"{EMU}/raw/{scope.prefix}{t}"
-                node.output[i] = raw
-                pair, half = rounding.nodes(raw, t, f"{scope.prefix}{t}", "out")
-                new_nodes += pair
-                internal += [raw, *half]
-    if not scope.prefix and rounding.clipped:  # the bounds live in the main graph; bodies see them
-        import numpy as np
-
-        names = {i.name for i in graph.initializer}
-        for name, value in ((f"{EMU}/sat_min", -FP16_MAX), (f"{EMU}/sat_max", FP16_MAX)):
-            if name not in names:
-                graph.initializer.append(numpy_helper.from_array(np.array(value, np.float32), name))
-    del graph.node[:]
-    graph.node.extend(new_nodes)
-    return internal
 
 
 def _apply_aipp(graph, settings: ConvertSettings) -> list[str]:
@@ -438,9 +229,13 @@ def convert_model(model_path: Path, out_dir: Path, settings: ConvertSettings, *,
     fusion_plan = fusion.apply(model, settings.fusion_switch, settings.soc_version, dynamic)
     mapping = fusion.fused_map(fusion_plan, list(original.graph.node), list(graph.node))
     orig_types = {n.name: n.op_type for n in original.graph.node}
-    floats = _float_tensors(model)
+    non_tensor: dict[str, str] = {}
+    floats = _float_tensors(model, non_tensor)
+    # an op making a sequence of floats computes in the policy's dtype (its float inputs rounded
+    # where it reads fp16), though its sequence output takes no Cast pair (floats holds tensors only)
+    float_like = floats | {name for name, kind in non_tensor.items() if "tensor(float)" in kind}
     init_names = {i.name for i in graph.initializer}
-    infos = _node_infos(graph, floats, fusion_plan.originals, orig_types)
+    infos = _node_infos(graph, float_like, fusion_plan.originals, orig_types)
     body_nodes = list(_body_nodes(graph))
     names = {i.name for i in infos} | set(orig_types) | {n.name for n, _ in body_nodes}
     types = {i.op_type for i in infos} | set(orig_types.values()) | {n.op_type for n, _ in body_nodes}
@@ -448,16 +243,18 @@ def convert_model(model_path: Path, out_dir: Path, settings: ConvertSettings, *,
     graph_inputs = tuple(i.name for i in graph.input if i.name in floats and i.name not in init_names)
     cube_fp32 = oplists.cube_reads_fp32(settings.soc_version)
     decisions = plan(infos, settings.policy, op_lists, graph_inputs, cube_fp32_input=cube_fp32)
-    body_infos = _plan_bodies(graph, decisions, floats, settings.policy, op_lists, cube_fp32)
+    body_infos = _plan_bodies(graph, decisions, float_like, settings.policy, op_lists, cube_fp32)
     force = _kernel_fp16(fusion_plan.ub_groups, infos, settings.policy, op_lists, graph_inputs) & floats
     producer = {t: {"op_name": n.name, "op_type": n.op_type} for n in graph.node for t in n.output if t}
     node_type = {n.name: n.op_type for n in graph.node}
     for group in fusion_plan.ub_groups:  # the fused op's outputs carry its name, as in the device's dump
         for t in group.outputs:
             producer[t] = {"op_name": group.name, "op_type": node_type[group.name]}
-    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 17)
+    opset = default_opset(model)
     rounding = Rounding(saturate=settings.effective_overflow_mode == "saturation", opset=opset)
     internal = _apply_rounding(graph, decisions, floats, rounding, force)
+    if internal and not any(o.domain in ("", "ai.onnx") for o in model.opset_import):
+        model.opset_import.append(onnx.helper.make_opsetid("", opset))  # the Casts' domain (an all-ai.onnx.ml model)
     internal += [t for group in fusion_plan.ub_groups for t in group.internal]
     internal += _apply_aipp(graph, settings)
     fusion_info = fusion_plan.record(settings.fusion_switch, settings.soc_version)
@@ -467,7 +264,7 @@ def convert_model(model_path: Path, out_dir: Path, settings: ConvertSettings, *,
 
     with atomic_path(out_dir / MODEL_FILE) as tmp:
         onnx.save(model, tmp)
-        check_loads(tmp)  # never leave a model that does not load: the error names the op
+        check_loads(tmp, producer)  # never leave a model that does not load: the error names the op
 
     custom = custom_domain_ops([*((n.name, n.op_type, n.domain) for n in graph.node),
                                 *((n.name, n.op_type, n.domain) for n, _ in body_nodes)])
@@ -487,6 +284,9 @@ def convert_model(model_path: Path, out_dir: Path, settings: ConvertSettings, *,
         "nodes": plan_nodes,
         "counts": counts,  # ops by dtype over every graph, Constant/Identity left out
         "custom_domain_ops": custom,
+        # sequence/optional/map values an fp16 op makes: no Cast pair can take them (see rounding.py)
+        "not_rounded": not_rounded(non_tensor, decisions,
+                                   {**{t: {"op_name": n.name} for n, _ in body_nodes for t in n.output}, **producer}),
         "overflow_mode": settings.effective_overflow_mode,
         # UB-fused kernels: where their intermediates are rounded (float16 also under keep_dtype)
         "ub_fusion": {g.name: {"pass": g.pass_name, "members": g.members,
@@ -548,7 +348,7 @@ def custom_domain_warning(custom: list[dict[str, str]]) -> str:
             "domain): export them as standard ONNX ops")
 
 
-def check_loads(path: str) -> None:
+def check_loads(path: str, producer: dict | None = None) -> None:
     """The written model passes onnx's checker and loads in onnxruntime, else a UserError naming the op."""
     import onnx
     import onnxruntime as ort
@@ -560,15 +360,22 @@ def check_loads(path: str) -> None:
         options.log_severity_level = 3
         ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
     except Exception as exc:
-        text = " ".join(str(exc).split())
-        raise UserError(f"the emulated model does not load: {text[:400]}", Location(op=_failing_op(text))) from None
+        text = " ".join(str(exc).split()).replace(str(path), "the emulated model")
+        text = re.sub(r"Load model from \S+ failed:\s*", "", text)
+        op = _failing_op(text)
+        made = re.match(rf"{EMU}/(?:in|out)_(?:fp16|fp32|sat)/(.*)$", op or "")
+        if made:  # a rounding Cast of ours: name the model's op whose tensor it rounds
+            tensor = made.group(1).rsplit("/", 1)[-1]
+            source = (producer or {}).get(tensor, {}).get("op_name")
+            text = f"the fp16 rounding of tensor '{tensor}'" + (f" (made by op '{source}')" if source else "") + f": {text}"
+            op = source or op
+        raise UserError(f"the emulated model does not load: {text[:300]}", Location(op=op)) from None
 
 
 def _failing_op(text: str) -> str | None:
     """The node an onnx checker or onnxruntime message names."""
-    import re
-
-    for pattern in (r'In Node, \("([^"]*)"', r"Name: ([^\s]+) OpType", r"node (?:name )?'?([^\s':]+)'? of type"):
+    for pattern in (r'In Node, \("([^"]*)"', r"Name: ([^\s]+) OpType", r"node (?:name )?'?([^\s':]+)'? of type",
+                    r"in node \(([^)]*)\)", r"Node \(([^)]*)\) Op"):
         found = re.search(pattern, text)
         if found:
             return found.group(1)

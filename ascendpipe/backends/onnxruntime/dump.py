@@ -27,16 +27,15 @@ are not dumped.
 
 from __future__ import annotations
 
-import errno
 import json
-import os
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
 
 import numpy as np
 
+from ascendpipe.backends.onnxruntime.dump_write import (Planned, _entry, _save_npy, _write_inputs,  # noqa: F401
+                                                        compact, tensor_stats)
 from ascendpipe.backends.onnxruntime.segments import plan_segments
 from ascendpipe.contract import DUMP_FORMAT, DUMP_INDEX, DUMP_TENSORS_DIR
 from ascendpipe.errors import Location, UserError
@@ -63,36 +62,7 @@ _FLOAT = 1  # onnx.TensorProto.FLOAT
 _FLOAT16 = 10  # onnx.TensorProto.FLOAT16
 
 
-@dataclass
-class Planned:
-    """A tensor to dump, known before running."""
-
-    name: str
-    op_name: str
-    op_type: str
-    topo_index: int
-    as_float16: bool = False  # leaves an emulation fp16 rounding: store as the device holds it
-    size: int | None = None  # estimated bytes, None if unknown
-    device_fp16: bool = False  # its op runs in fp16 on the device: stored as fp16 when that is exact
-
-
 # --- pure logic ---------------------------------------------------------------------------------
-
-def tensor_stats(array: np.ndarray) -> dict:
-    """min/max over finite values (None if there are none), and NaN / Inf counts."""
-    if array.size == 0 or array.dtype.kind not in "fiub":
-        return {"min": None, "max": None, "nan": 0, "inf": 0}
-    if array.dtype.kind != "f":
-        return {"min": array.min().item(), "max": array.max().item(), "nan": 0, "inf": 0}
-    lo, hi = array.min(), array.max()  # NaN propagates through min/max: finite both => no NaN/Inf
-    if np.isfinite(lo) and np.isfinite(hi):
-        return {"min": float(lo), "max": float(hi), "nan": 0, "inf": 0}
-    nan, inf = int(np.isnan(array).sum()), int(np.isinf(array).sum())
-    finite = array[np.isfinite(array)]
-    if finite.size == 0:
-        return {"min": None, "max": None, "nan": nan, "inf": inf}
-    return {"min": float(finite.min()), "max": float(finite.max()), "nan": nan, "inf": inf}
-
 
 def emulation_info(metadata: dict[str, str], where: Location) -> tuple[set[str], dict[str, dict]]:
     """(internal tensors, tensor -> {op_name, op_type}) from the model's metadata, if emulated."""
@@ -149,25 +119,6 @@ def fp16_ops(precision_plan: dict | None) -> set[str]:
     if not isinstance(nodes, dict):
         return set()
     return {name for name, node in nodes.items() if isinstance(node, dict) and node.get("dtype") == "float16"}
-
-
-def compact(value: np.ndarray, item: Planned) -> np.ndarray:
-    """The array as stored: float16 where the device holds float16 and the values are exactly that.
-
-    A tensor leaving an emulation rounding is fp16 by construction. An fp16 op whose output is not
-    rounded again (Relu, Flatten, MaxPool of fp16 values, a fused kernel's inner op) holds fp16
-    values too, but that is checked element by element (bit-exact round trip, NaN and inf
-    included) rather than assumed: the dump never loses a bit, so compare reads the same numbers.
-    """
-    if value.dtype != np.float32 or not (item.as_float16 or item.device_fp16):
-        return value
-    from ascendpipe.backends.onnxruntime import half as float16
-
-    half, back = float16.round_trip(value)
-    if item.as_float16:
-        return half  # exact: the emulation already rounded to fp16
-    # (the conversion keeps the sign of zero, so equal values are equal bits up to NaN payloads)
-    return half if float16.equal_bits(back, value) else value
 
 
 def graph_summary(graph) -> dict:
@@ -289,22 +240,6 @@ def marked_model_bytes(model_bytes: bytes, names: Sequence[str]) -> bytes:
 
     extra = onnx.ModelProto(graph=onnx.GraphProto(output=[onnx.ValueInfoProto(name=n) for n in names]))
     return model_bytes + extra.SerializeToString()
-
-
-def _entry(planned: Planned | None, name: str, array: np.ndarray, file: str, values: np.ndarray | None = None) -> dict:
-    """The index entry of ``array`` as stored; its stats are read from ``values`` when given (the
-    same numbers in another dtype)."""
-    entry = {
-        "name": name,
-        "op_name": planned.op_name if planned else name,
-        "op_type": planned.op_type if planned else "Input",
-        "topo_index": planned.topo_index if planned else -1,
-        "dtype": str(array.dtype),
-        "shape": list(array.shape),
-        "file": file,
-    }
-    entry.update(tensor_stats(array if values is None else values))
-    return entry
 
 
 def dump_model(model_path, feeds: dict[str, np.ndarray], out_dir, *, fusions: bool,
@@ -612,24 +547,6 @@ def _write_tensor(item: Planned, value, out_dir: Path, position: int) -> dict | 
     return _entry(item, item.name, stored, file, values=value)
 
 
-def _save_npy(path: Path, array: np.ndarray) -> None:
-    """One tensor file, written in place: the dump's index is removed before and written last
-    (atomically), so no index ever names a half-written file; a temp file and rename per tensor
-    cost more than the write of a small one."""
-    try:
-        with open(path, "wb") as handle:
-            np.save(handle, np.ascontiguousarray(array), allow_pickle=False)
-    except OSError as exc:
-        # numpy reports a short write with no errno or path ("Not enough free space to write N bytes",
-        # "N requested and M written"): where the file system has no room for the array, it is the
-        # full disk it looks like, said with the file's name
-        from ascendpipe.store.failures import free_bytes
-
-        if exc.errno is None and (free_bytes(str(path)) or 0) < array.nbytes:
-            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path)) from None
-        raise
-
-
 def _check_feeds(specs, feeds: dict, where: Location) -> None:
     wanted = {s.name for s in specs}
     if set(feeds) != wanted:
@@ -637,92 +554,3 @@ def _check_feeds(specs, feeds: dict, where: Location) -> None:
                         f"{', '.join(sorted(wanted))}", where)
     for spec in specs:
         check_array(spec, feeds[spec.name], where)
-
-
-def _write_inputs(specs, feeds, tensors_dir: Path, input_entries: dict) -> list[dict | None]:
-    entries = []
-    for position, spec in enumerate(specs):
-        array = np.asarray(feeds[spec.name])
-        file = f"{TENSORS_DIR}/{position:05d}.npy"
-        _save_npy(tensors_dir.parent / file, array)
-        input_entries[spec.name] = {"shape": list(array.shape), "dtype": str(array.dtype)}
-        entries.append(_entry(None, spec.name, array, file))
-    return entries
-
-
-# --- the stage (called by ascendpipe.backends.onnxruntime.stages.dump) ---------------------------
-
-def is_converted(model_file: Path) -> bool:
-    """A convert stage's model: its directory has convert.json, or the model carries emulation metadata."""
-    if (model_file.parent / "convert.json").exists():
-        return True
-    import onnx
-
-    try:
-        model = onnx.load(str(model_file), load_external_data=False)
-    except Exception:
-        return False  # dump_model reports the unreadable file
-    return any(p.key == EMULATION_KEY for p in model.metadata_props)
-
-
-def first_samples(batches: list, max_batch: int, static: bool) -> dict[str, np.ndarray]:
-    """The feed of a dump: the first batch of a static-batch model, else the first ``max_batch`` rows."""
-    first = dict(batches[0])
-    if static:
-        return first
-    if hasattr(batches[0], "head"):  # each input sliced on its own batch axis (a scalar whole)
-        return dict(batches[0].head(max_batch))
-    return {name: array[:max_batch] for name, array in first.items()}
-
-
-def run_stage(ctx):
-    """The dump stage: the dump of this model for these feeds comes from the shared dump cache when
-    another stage (a dump of the same model, a compare's golden) made it; else it is made and shared."""
-    from ascendpipe.backends.onnxruntime.infer import stage_batches
-    from ascendpipe.backends.onnxruntime.session import input_specs, make_session
-    from ascendpipe.contract import StageResult, find_model_file, write_metrics
-    from ascendpipe.inputs import with_batch_axes
-    from ascendpipe.store.dump_cache import DumpCache
-
-    params = ctx.params
-    try:
-        model = find_model_file(ctx.inputs["model"])
-        fusions = params.get("fusions", "auto")
-        upstream = ctx.upstream.get("model")
-        if fusions == "auto":
-            fusions = (upstream is not None and upstream.kind == "convert") or is_converted(model)
-        max_batch = params.get("max_batch", 8)
-        specs = with_batch_axes(input_specs(make_session(model, fusions=False)), params.get("batch_axes"))
-        static = any(s.static_batch is not None for s in specs)
-        batches, source = stage_batches(ctx, specs, batch_size=None if static else max_batch,
-                                        seed=params.get("seed", 0))
-        feeds = first_samples(batches, max_batch, static)
-        budget = params.get("memory_budget_mb")
-        ctx.say(f"dump {model} with fusions {'as converted' if fusions else 'off'}, inputs {source}")
-        stats: dict = {}
-
-        def make(folder):
-            dump_model(model, feeds, folder, fusions=bool(fusions), log=ctx.log, stats=stats,
-                       memory_budget_bytes=int(budget * (1 << 20)) if budget else AUTO)
-
-        cache = DumpCache.for_workspace(ctx.workspace)
-        shared, made = cache.get_or_make(cache_key(model, feeds, fusions=bool(fusions)), make)
-        shared.copy_to(ctx.out_dir)
-        if upstream is not None:  # the stage that made the model: a compare of this dump advises on it
-            write_json_atomic(ctx.out_dir / "source.json", {  # compare.sources.DUMP_SOURCE
-                "stage": upstream.stage, "kind": upstream.kind,
-                "model_dir": os.path.relpath(model.parent, ctx.final_out_dir)})
-        ctx.say(f"dump: {'made' if made else 'taken from the shared dump cache'} (key {shared.key[:12]}, "
-                f"{shared.bytes} bytes)" + (f", {stats['chunks']} segment(s), {stats['seconds']:.2f} s" if made else ""))
-    except UserError as err:
-        raise err.with_location(stage=ctx.name)
-    index = json.loads((ctx.out_dir / INDEX_FILE).read_text())
-    tensors = index["tensors"]
-    metrics = {"tensors": len(tensors), "tensors_with_nan": sum(1 for t in tensors if t["nan"]),
-               "tensors_with_inf": sum(1 for t in tensors if t["inf"])}
-    write_metrics(ctx.out_dir, metrics)
-    info = {"model": str(model), "inputs": source, "fusions": bool(fusions), "shared_dump": shared.key,
-            "made": made}
-    if made:
-        info["chunks"] = stats["chunks"]
-    return StageResult(metrics=metrics, info=info)

@@ -124,8 +124,83 @@ def _reserve(path: str) -> None:
         os.close(fd)
 
 
+def feed_array(array):
+    """A batch's array as onnxruntime takes it: C-contiguous, its rank kept (``np.ascontiguousarray``
+    makes a 0-d array 1-d); strings as numpy unicode."""
+    if isinstance(array, np.ndarray) and array.dtype.kind == "S":
+        return array.astype(str)
+    return np.require(array, requirements="C") if isinstance(array, np.ndarray) else array
+
+
+def _bindable(session, names: Sequence[str]) -> bool:
+    """onnxruntime's IO binding takes numeric tensors only (not strings, sequences or optionals)."""
+    def numeric(kind: str) -> bool:
+        return kind.startswith("tensor(") and kind != "tensor(string)"
+
+    outputs = {o.name: o.type for o in session.get_outputs()}
+    return all(numeric(i.type) for i in session.get_inputs()) and all(numeric(outputs[n]) for n in names)
+
+
+def make_writer(path: Path, name: str, first, batch_rows: int, total_rows: int, n_batches: int, axis: int = 0):
+    """The writer of one output: a memory-mapped .npy for a numeric tensor, else one in memory
+    (strings as a unicode .npy; a sequence as an .npz of its items; an empty optional as no file)."""
+    if isinstance(first, np.ndarray) and first.dtype != object:
+        return _OutputWriter(path, first, batch_rows, total_rows, n_batches, axis)
+    if n_batches > 1 and not isinstance(first, np.ndarray):
+        raise UserError(f"output '{name}' is a sequence or optional value, which cannot be joined across "
+                        f"{n_batches} batches", hint="run the inputs as one batch (no --batch-size)")
+    return _ValueWriter(path, first, batch_rows, n_batches, axis)
+
+
+class _ValueWriter:
+    """An output held in memory and written at the end: strings (object arrays from onnxruntime),
+    sequences (a list: ``<name>.npz`` with items "0", "1", ...) and optionals (None: no file)."""
+
+    def __init__(self, path: Path, first, batch_rows: int, n_batches: int, axis: int):
+        self.path, self.n_batches, self.parts = path, n_batches, []
+        self.kind = "tensor" if isinstance(first, np.ndarray) else "sequence" if isinstance(first, list) else "optional"
+        self.axis = axis if isinstance(first, np.ndarray) and first.ndim > axis and first.shape[axis] == batch_rows else None
+        if self.kind == "sequence":
+            self.path = path.with_suffix(".npz")
+
+    def add(self, name: str, value, valid: int) -> None:
+        if self.kind == "tensor":
+            value = np.asarray(value).astype(str)
+            if self.axis is not None:
+                value = np.moveaxis(np.moveaxis(value, self.axis, 0)[:valid], 0, self.axis)
+        self.parts.append(value)
+
+    def close(self) -> None:
+        from ascendpipe.fsutil import atomic_path
+
+        if self.kind == "optional" and self.parts[0] is None:
+            self.path = None
+            return
+        if self.kind == "sequence":
+            with atomic_path(self.path) as tmp, open(tmp, "wb") as fh:
+                np.savez(fh, **{str(i): np.asarray(v) for i, v in enumerate(self.parts[0])})
+            return
+        value = (self.parts[0] if self.n_batches == 1 else np.concatenate(self.parts, self.axis)
+                 if self.axis is not None else np.stack(self.parts))
+        self.shape, self.dtype = list(value.shape), "str"
+        from ascendpipe.inputs import save_npy_atomic
+
+        save_npy_atomic(self.path, value)
+
+    def entry(self) -> dict:
+        if self.path is None:
+            return {"file": None, "kind": "optional", "value": None}
+        if self.kind == "sequence":
+            items = self.parts[0]
+            return {"file": f"{OUTPUTS_DIR}/{self.path.name}", "kind": "sequence", "length": len(items),
+                    "dtype": str(items[0].dtype) if items else None}
+        return {"file": f"{OUTPUTS_DIR}/{self.path.name}", "shape": self.shape, "dtype": self.dtype}
+
+
 class _OutputWriter:
-    """One output's .npy, filled row by row through a memory map; renamed into place at the end."""
+    """One output's .npy, filled row by row through a memory map; renamed into place at the end.
+    One batch keeps the model's shape; batches join along the output's batch axis (an output without
+    one, a loss, gets a leading axis of one entry per batch)."""
 
     def __init__(self, path: Path, first: np.ndarray, batch_rows: int, total_rows: int, n_batches: int,
                  axis: int = 0):
@@ -134,8 +209,10 @@ class _OutputWriter:
             axis = 0  # the declared batch axis does not hold the batch: fall back to axis 0
         self.axis = axis  # a state output keeps its batch where the model has it ([2, B, H]: axis 1)
         self.batched = first.ndim > axis and first.shape[axis] == batch_rows
+        self.single = n_batches == 1 and not self.batched
         rest = first.shape[:axis] + first.shape[axis + 1:]
-        shape = (*first.shape[:axis], total_rows, *first.shape[axis + 1:]) if self.batched else (n_batches, *first.shape)
+        shape = ((*first.shape[:axis], total_rows, *first.shape[axis + 1:]) if self.batched
+                 else first.shape if self.single else (n_batches, *first.shape))
         self.item_shape = rest if self.batched else first.shape
         self._atomic = atomic_path(path)  # the one temp-file-and-rename (ascendpipe.fsutil)
         tmp = self._atomic.__enter__()
@@ -163,6 +240,8 @@ class _OutputWriter:
             index = (slice(None),) * axis + (slice(self.row, self.row + valid),)
             self.array[index] = rows
             self.row += valid
+        elif self.single:
+            self.array[...] = value
         else:
             self.array[self.row] = value
             self.row += 1
@@ -171,6 +250,9 @@ class _OutputWriter:
         self.array.flush()
         del self.array
         self._atomic.__exit__(None, None, None)
+
+    def entry(self) -> dict:
+        return {"file": f"{OUTPUTS_DIR}/{self.path.name}", "shape": self.shape, "dtype": self.dtype}
 
 
 # --- running ------------------------------------------------------------------------------------
@@ -222,25 +304,32 @@ def infer_model(model_path, batches: Sequence[dict], out_dir, *, warmup: int = 1
     compute, h2d, d2h = [], [], []
     writers: dict[str, _OutputWriter] = {}
     bar = Progress(len(batches), _progress_stream(progress))
+    bindable = _bindable(session, names)
     for index, batch in enumerate(batches):
         t0 = time.perf_counter()
-        binding = session.io_binding()
-        for name, array in batch.items():
-            binding.bind_cpu_input(name, np.ascontiguousarray(array))
-        for name in names:
-            binding.bind_output(name)
+        feed = {name: feed_array(array) for name, array in batch.items()}
+        if bindable:
+            binding = session.io_binding()
+            for name, array in feed.items():
+                binding.bind_cpu_input(name, array)
+            for name in names:
+                binding.bind_output(name)
         h2d.append((time.perf_counter() - t0) * 1000)
         for _ in range(loops):
             t0 = time.perf_counter()
-            session.run_with_iobinding(binding)
+            if bindable:
+                session.run_with_iobinding(binding)
+            else:  # strings, sequences, optionals: onnxruntime binds numeric tensors only
+                values = session.run(names, feed)
             compute.append((time.perf_counter() - t0) * 1000)
         t0 = time.perf_counter()
-        values = binding.copy_outputs_to_cpu()
+        if bindable:
+            values = binding.copy_outputs_to_cpu()
         d2h.append((time.perf_counter() - t0) * 1000)
         for name, value in zip(names, values):
             if name not in writers:
-                writers[name] = _OutputWriter(outputs_dir / files[name], value, rows_of[index],
-                                              total_valid, len(batches), out_axes.get(name, 0))
+                writers[name] = make_writer(outputs_dir / files[name], name, value, rows_of[index],
+                                            total_valid, len(batches), out_axes.get(name, 0))
             writers[name].add(name, value, valid_of[index])
         bar.update(index + 1)
     for writer in writers.values():
@@ -262,8 +351,7 @@ def infer_model(model_path, batches: Sequence[dict], out_dir, *, warmup: int = 1
         "batch_size": batch_size,
         "batches": len(batches),
         "samples": total_valid,
-        "outputs": {name: {"file": f"{OUTPUTS_DIR}/{w.path.name}", "shape": w.shape, "dtype": w.dtype}
-                    for name, w in writers.items()},
+        "outputs": {name: w.entry() for name, w in writers.items()},
     }
     write_json_atomic(out_dir / SUMMARY_FILE, summary if timings_in_file else deterministic_summary(summary, workspace))
     return summary
@@ -273,16 +361,16 @@ def _output_batch_axes(session, batch) -> dict[str, int]:
     """Each output's batch axis: where its declared shape has the batch dim's name (a state output
     [2, B, H] keeps its batch on axis 1), else 0."""
     axes = getattr(batch, "axes", None) or {}
-    symbol = None
+    symbols = []  # the batch dim's names: each batched input's (x [B, 4] and a state [2, S, 4]: B and S)
     for spec in session.get_inputs():
         axis = axes.get(spec.name, 0)
-        if axis is not None and len(spec.shape) > axis and isinstance(spec.shape[axis], str):
-            symbol = spec.shape[axis]
-            break
+        if axis is not None and len(spec.shape or []) > axis and isinstance(spec.shape[axis], str):
+            symbols.append(spec.shape[axis])
     found = {}
     for out in session.get_outputs():
         shape = list(out.shape or [])
-        if symbol is not None and symbol in shape:
+        symbol = next((s for s in symbols if s in shape), None)
+        if symbol is not None:
             found[out.name] = shape.index(symbol)
     return found
 
@@ -327,8 +415,8 @@ def resolve_inputs_path(path: Path) -> Path:
     return path  # load_inputs says what is missing
 
 
-def stage_batches(ctx, specs, *, batch_size: int | None, seed: int) -> tuple[list, str]:
-    """The stage's batches and a description of where they came from."""
+def stage_batches(ctx, specs, *, batch_size: int | None, seed: int, cap: bool = False) -> tuple[list, str]:
+    """The stage's batches and a description of where they came from (``cap``: see ``load_inputs``)."""
     from ascendpipe.inputs import load_inputs, random_inputs
 
     axes = ctx.params.get("batch_axes")
@@ -336,7 +424,7 @@ def stage_batches(ctx, specs, *, batch_size: int | None, seed: int) -> tuple[lis
         from ascendpipe.precision.dynamic_shapes import check_feeds  # a feed the OM would refuse
 
         path = resolve_inputs_path(ctx.inputs["inputs"])
-        batches = load_inputs(path, specs, batch_size=batch_size, batch_axes=axes)
+        batches = load_inputs(path, specs, batch_size=batch_size, batch_axes=axes, cap=cap)
         check_feeds(ctx, batches)
         return batches, str(path)
     ctx.say(f"no inputs given: using random inputs (seed {seed})")

@@ -11,7 +11,7 @@ from ascendpipe.fsutil import write_json_atomic, write_text_atomic
 Say = Callable[[str], None]
 
 
-def _batches(model_path: Path, inputs_path: Path | None, batch_size: int | None, say: Say):
+def _batches(model_path: Path, inputs_path: Path | None, batch_size: int | None, say: Say, batch_axes: dict | None = None):
     from ascendpipe.backends.onnxruntime.infer import resolve_inputs_path
     from ascendpipe.backends.onnxruntime.session import input_specs, make_session
     from ascendpipe.inputs import load_inputs, random_inputs
@@ -19,9 +19,9 @@ def _batches(model_path: Path, inputs_path: Path | None, batch_size: int | None,
     specs = input_specs(make_session(model_path))
     if inputs_path is None:
         say("no inputs given: using random inputs (seed 0)")
-        return [random_inputs(specs, seed=0, batch_size=batch_size)]
+        return [random_inputs(specs, seed=0, batch_size=batch_size, batch_axes=batch_axes)]
     # an upstream stage's output directory holds its arrays in a subfolder
-    return load_inputs(resolve_inputs_path(inputs_path), specs, batch_size)
+    return load_inputs(resolve_inputs_path(inputs_path), specs, batch_size, batch_axes=batch_axes)
 
 
 def _rows_of(batch) -> int:
@@ -57,7 +57,7 @@ def model_title(model_path: Path, stage: str | None = None, model_stage: str | N
 
 def run_profile(model_path: Path, inputs_path: Path | None, out_dir: Path, *, warmup: int = 5,
                 iterations: int = 20, batch_size: int | None = None, say: Say = print,
-                title: str | None = None) -> dict[str, Any]:
+                title: str | None = None, batch_axes: dict | None = None) -> dict[str, Any]:
     """Time the model, profile it, write the profile files; returns {"metrics", "info", "table"}."""
     from ascendpipe.backends.onnxruntime.profile import (attribute_to_model, attributed_pct, model_graph,
                                                           open_session, profile_model, resolve_settings,
@@ -65,7 +65,7 @@ def run_profile(model_path: Path, inputs_path: Path | None, out_dir: Path, *, wa
     from ascendpipe.backends.onnxruntime.session import read_runtime
 
     settings = read_runtime(model_path)  # a tuned model runs with its bank's settings
-    batches = _batches(model_path, inputs_path, batch_size, say)
+    batches = _batches(model_path, inputs_path, batch_size, say, batch_axes)
     rows = _rows_of(batches[0])
     # latency from a session without the profiler: its per-kernel bookkeeping would inflate it
     latency = stats.latency_stats(time_runs(open_session(model_path, settings), batches,

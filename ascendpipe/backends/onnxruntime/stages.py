@@ -46,7 +46,7 @@ def infer(ctx: StageContext) -> StageResult:
 
 def dump(ctx: StageContext) -> StageResult:
     """Every op output for the first samples of the inputs; index.json and tensors/*.npy."""
-    from ascendpipe.backends.onnxruntime.dump import run_stage
+    from ascendpipe.backends.onnxruntime.dump_stage import run_stage
 
     return run_stage(ctx)
 

@@ -1,0 +1,91 @@
+"""The dump stage and the standalone dump's feed: which samples a dump runs, and the stage that
+takes its dump from the shared dump cache or makes it (``dump.dump_model``)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+
+from ascendpipe.backends.onnxruntime import dump as _dump
+from ascendpipe.errors import UserError
+from ascendpipe.fsutil import write_json_atomic
+
+def is_converted(model_file: Path) -> bool:
+    """A convert stage's model: its directory has convert.json, or the model carries emulation metadata."""
+    if (model_file.parent / "convert.json").exists():
+        return True
+    import onnx
+
+    try:
+        model = onnx.load(str(model_file), load_external_data=False)
+    except Exception:
+        return False  # dump_model reports the unreadable file
+    return any(p.key == _dump.EMULATION_KEY for p in model.metadata_props)
+
+
+def first_samples(batches: list, max_batch: int, static: bool) -> dict[str, np.ndarray]:
+    """The feed of a dump: the first batch of a static-batch model, else the first ``max_batch`` rows."""
+    first = dict(batches[0])
+    axes = getattr(batches[0], "axes", {})
+    counts = {a.shape[axes[n]] for n, a in first.items() if axes.get(n) is not None and a.ndim > axes[n]}
+    if static or len(counts) > 1:  # fixed by the model, or inputs whose first axes are dims, not a batch
+        return first
+    if hasattr(batches[0], "head"):  # each input sliced on its own batch axis (a scalar whole)
+        return dict(batches[0].head(max_batch))
+    return {name: array[:max_batch] for name, array in first.items()}
+
+
+def run_stage(ctx):
+    """The dump stage: the dump of this model for these feeds comes from the shared dump cache when
+    another stage (a dump of the same model, a compare's golden) made it; else it is made and shared."""
+    from ascendpipe.backends.onnxruntime.infer import stage_batches
+    from ascendpipe.backends.onnxruntime.session import input_specs, make_session
+    from ascendpipe.contract import StageResult, find_model_file, write_metrics
+    from ascendpipe.inputs import with_batch_axes
+    from ascendpipe.store.dump_cache import DumpCache
+
+    params = ctx.params
+    try:
+        model = find_model_file(ctx.inputs["model"])
+        fusions = params.get("fusions", "auto")
+        upstream = ctx.upstream.get("model")
+        if fusions == "auto":
+            fusions = (upstream is not None and upstream.kind == "convert") or is_converted(model)
+        max_batch = params.get("max_batch", 8)
+        specs = with_batch_axes(input_specs(make_session(model, fusions=False)), params.get("batch_axes"))
+        static = any(s.static_batch is not None for s in specs)
+        batches, source = stage_batches(ctx, specs, batch_size=None if static else max_batch,
+                                        seed=params.get("seed", 0), cap=True)
+        feeds = first_samples(batches, max_batch, static)
+        budget = params.get("memory_budget_mb")
+        ctx.say(f"dump {model} with fusions {'as converted' if fusions else 'off'}, inputs {source}")
+        stats: dict = {}
+
+        def make(folder):
+            _dump.dump_model(model, feeds, folder, fusions=bool(fusions), log=ctx.log, stats=stats,
+                       memory_budget_bytes=int(budget * (1 << 20)) if budget else _dump.AUTO)
+
+        cache = DumpCache.for_workspace(ctx.workspace)
+        shared, made = cache.get_or_make(_dump.cache_key(model, feeds, fusions=bool(fusions)), make)
+        shared.copy_to(ctx.out_dir)
+        if upstream is not None:  # the stage that made the model: a compare of this dump advises on it
+            write_json_atomic(ctx.out_dir / "source.json", {  # compare.sources.DUMP_SOURCE
+                "stage": upstream.stage, "kind": upstream.kind,
+                "model_dir": os.path.relpath(model.parent, ctx.final_out_dir)})
+        ctx.say(f"dump: {'made' if made else 'taken from the shared dump cache'} (key {shared.key[:12]}, "
+                f"{shared.bytes} bytes)" + (f", {stats['chunks']} segment(s), {stats['seconds']:.2f} s" if made else ""))
+    except UserError as err:
+        raise err.with_location(stage=ctx.name)
+    index = json.loads((ctx.out_dir / _dump.INDEX_FILE).read_text())
+    tensors = index["tensors"]
+    metrics = {"tensors": len(tensors), "tensors_with_nan": sum(1 for t in tensors if t["nan"]),
+               "tensors_with_inf": sum(1 for t in tensors if t["inf"])}
+    write_metrics(ctx.out_dir, metrics)
+    info = {"model": str(model), "inputs": source, "fusions": bool(fusions), "shared_dump": shared.key,
+            "made": made}
+    if made:
+        info["chunks"] = stats["chunks"]
+    return StageResult(metrics=metrics, info=info)

@@ -1,0 +1,110 @@
+"""Writing a dump: each tensor's ``.npy`` (as the device holds it: float16 where that is exact) and
+its index entry. Split from ``dump`` (which plans and runs the model); pure numpy and file writes."""
+
+from __future__ import annotations
+
+import errno
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ascendpipe.contract import DUMP_TENSORS_DIR
+
+TENSORS_DIR = DUMP_TENSORS_DIR
+
+
+@dataclass
+class Planned:
+    """A tensor to dump, known before running."""
+
+    name: str
+    op_name: str
+    op_type: str
+    topo_index: int
+    as_float16: bool = False  # leaves an emulation fp16 rounding: store as the device holds it
+    size: int | None = None  # estimated bytes, None if unknown
+    device_fp16: bool = False  # its op runs in fp16 on the device: stored as fp16 when that is exact
+
+
+def tensor_stats(array: np.ndarray) -> dict:
+    """min/max over finite values (None if there are none), and NaN / Inf counts."""
+    if array.size == 0 or array.dtype.kind not in "fiub":
+        return {"min": None, "max": None, "nan": 0, "inf": 0}
+    if array.dtype.kind != "f":
+        return {"min": array.min().item(), "max": array.max().item(), "nan": 0, "inf": 0}
+    lo, hi = array.min(), array.max()  # NaN propagates through min/max: finite both => no NaN/Inf
+    if np.isfinite(lo) and np.isfinite(hi):
+        return {"min": float(lo), "max": float(hi), "nan": 0, "inf": 0}
+    nan, inf = int(np.isnan(array).sum()), int(np.isinf(array).sum())
+    finite = array[np.isfinite(array)]
+    if finite.size == 0:
+        return {"min": None, "max": None, "nan": nan, "inf": inf}
+    return {"min": float(finite.min()), "max": float(finite.max()), "nan": nan, "inf": inf}
+
+
+def compact(value: np.ndarray, item: Planned) -> np.ndarray:
+    """The array as stored: float16 where the device holds float16 and the values are exactly that.
+
+    A tensor leaving an emulation rounding is fp16 by construction. An fp16 op whose output is not
+    rounded again (Relu, Flatten, MaxPool of fp16 values, a fused kernel's inner op) holds fp16
+    values too, but that is checked element by element (bit-exact round trip, NaN and inf
+    included) rather than assumed: the dump never loses a bit, so compare reads the same numbers.
+    """
+    if value.dtype != np.float32 or not (item.as_float16 or item.device_fp16):
+        return value
+    from ascendpipe.backends.onnxruntime import half as float16
+
+    half, back = float16.round_trip(value)
+    if item.as_float16:
+        return half  # exact: the emulation already rounded to fp16
+    # (the conversion keeps the sign of zero, so equal values are equal bits up to NaN payloads)
+    return half if float16.equal_bits(back, value) else value
+
+
+def _entry(planned: Planned | None, name: str, array: np.ndarray, file: str, values: np.ndarray | None = None) -> dict:
+    """The index entry of ``array`` as stored; its stats are read from ``values`` when given (the
+    same numbers in another dtype)."""
+    entry = {
+        "name": name,
+        "op_name": planned.op_name if planned else name,
+        "op_type": planned.op_type if planned else "Input",
+        "topo_index": planned.topo_index if planned else -1,
+        "dtype": str(array.dtype),
+        "shape": list(array.shape),
+        "file": file,
+    }
+    entry.update(tensor_stats(array if values is None else values))
+    return entry
+
+
+def _save_npy(path: Path, array: np.ndarray) -> None:
+    """One tensor file, written in place: the dump's index is removed before and written last
+    (atomically), so no index ever names a half-written file; a temp file and rename per tensor
+    cost more than the write of a small one."""
+    try:
+        with open(path, "wb") as handle:
+            if array.dtype == object:  # onnxruntime's strings: numpy unicode (an .npy holds no objects)
+                array = array.astype(str)
+            np.save(handle, np.require(array, requirements="C"), allow_pickle=False)  # a 0-d tensor stays 0-d
+    except OSError as exc:
+        # numpy reports a short write with no errno or path ("Not enough free space to write N bytes",
+        # "N requested and M written"): where the file system has no room for the array, it is the
+        # full disk it looks like, said with the file's name
+        from ascendpipe.store.failures import free_bytes
+
+        if exc.errno is None and (free_bytes(str(path)) or 0) < array.nbytes:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path)) from None
+        raise
+
+
+def _write_inputs(specs, feeds, tensors_dir: Path, input_entries: dict) -> list[dict | None]:
+    entries = []
+    for position, spec in enumerate(specs):
+        array = np.asarray(feeds[spec.name])
+        file = f"{TENSORS_DIR}/{position:05d}.npy"
+        _save_npy(tensors_dir.parent / file, array)
+        input_entries[spec.name] = {"shape": list(array.shape), "dtype": str(array.dtype)}
+        entries.append(_entry(None, spec.name, array, file))
+    return entries

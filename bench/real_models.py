@@ -18,7 +18,8 @@ frame for the detectors; the preprocessing its package applies), the standalone 
     ascendpipe fix     --golden M --input in.npz --output fix --json      (when an output fails)
 
 ``--fix-min-cosine 0.99999`` also runs ``fix`` (``--min-cosine``) on models that pass the default
-target, to see what the search does on a real network with a tighter one.
+target, to see what the search does on a real network with a tighter one. ``--soc-version
+Ascend910B1`` converts and fixes for an Atlas A2 SoC (other fusion passes, fp32 cube inputs).
 
 and prints: ops, convert ok, the worst output cosine fp16 vs fp32 (from infer's outputs), compare's
 verdict and first failure (op, type, mechanism), the fix result (keep set, switches, evaluations)
@@ -276,9 +277,11 @@ def _cosine(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def run_model(key, package, version, member, what, make_input, max_attempts: int,
-              fix_min_cosine: float | None = None) -> dict:
+              fix_min_cosine: float | None = None, soc_version: str | None = None) -> dict:
     t0 = time.perf_counter()
-    res = {"model": key, "package": package, "version": version, "what": what, "findings": []}
+    res = {"model": key, "package": package, "version": version, "what": what, "soc_version": soc_version,
+           "findings": []}
+    soc = ["--soc-version", soc_version] if soc_version else []
     path, how = obtain(package, version, member)
     if path is None:
         res["skipped"] = how
@@ -288,7 +291,7 @@ def run_model(key, package, version, member, what, make_input, max_attempts: int
     m = onnx.load(str(path), load_external_data=False)
     res["ops"] = sum(1 for n in m.graph.node if n.op_type != "Constant")
     res["op_types"] = len({n.op_type for n in m.graph.node})
-    work = OUT_DIR / key
+    work = OUT_DIR / (key + (f"@{soc_version}" if soc_version else ""))
     if work.exists():
         shutil.rmtree(work)
     work.mkdir(parents=True)
@@ -298,7 +301,8 @@ def run_model(key, package, version, member, what, make_input, max_attempts: int
     res["input"] = {k: list(v.shape) for k, v in feeds.items()}
     model, conv = str(path), str(work / "conv")
 
-    rc, out, err, _ = _cli(["convert", "--model", model, "--output", conv, "--precision-mode", "force_fp16", "--json"])
+    rc, out, err, _ = _cli(["convert", "--model", model, "--output", conv, "--precision-mode", "force_fp16", *soc,
+                            "--json"])
     res["convert_ok"] = rc == 0
     if rc != 0:
         res["findings"].append(_finding("convert", rc, out, err))
@@ -367,7 +371,7 @@ def run_model(key, package, version, member, what, make_input, max_attempts: int
         target = fix_min_cosine   # a tighter target than the default, to see what fix does on a real model
     if target is not None:
         rc, out, err, dt = _cli(["fix", "--golden", model, "--input", str(inp), "--output", str(work / "fix"),
-                                 "--min-cosine", str(target), "--max-attempts", str(max_attempts), "--json"],
+                                 "--min-cosine", str(target), "--max-attempts", str(max_attempts), *soc, "--json"],
                                 timeout=1800)
         fx = _json(out)
         if fx is None:
@@ -386,6 +390,8 @@ def _line(r: dict) -> str:
         return f"{r['model']:<13} {r['package']} {r['version']}: skipped: {r['skipped']}"
     parts = [f"{r['model']:<13} {r['package']} {r['version']}: {r.get('ops')} ops",
              f"convert {'ok' if r.get('convert_ok') else 'FAILED'}"]
+    if r.get("soc_version"):
+        parts.insert(1, r["soc_version"])
     if r.get("output_cosine") is not None:
         parts.append(f"output cosine fp16/fp32 {r['output_cosine']:.6f}")
     c = r.get("compare")
@@ -415,6 +421,7 @@ def main(argv=None) -> int:
     ap.add_argument("--fix-min-cosine", type=float,
                     help="also run fix with this tighter output-cosine target where every output passes "
                          "the default 0.99 but its cosine is below it (e.g. 0.99999)")
+    ap.add_argument("--soc-version", help="convert and fix for this SoC (default: convert's default SoC)")
     ap.add_argument("--json", help="write every result here")
     a = ap.parse_args(argv)
     keep = set(a.only.split(",")) if a.only else None
@@ -422,7 +429,8 @@ def main(argv=None) -> int:
     for spec in MODELS:
         if keep and spec[0] not in keep:
             continue
-        r = run_model(*spec, max_attempts=a.max_attempts, fix_min_cosine=a.fix_min_cosine)
+        r = run_model(*spec, max_attempts=a.max_attempts, fix_min_cosine=a.fix_min_cosine,
+                      soc_version=a.soc_version)
         results.append(r)
         print(_line(r), flush=True)
     if a.json:

@@ -9,7 +9,7 @@ import json
 import math
 from pathlib import Path
 
-from ascendpipe.fix.search import Outcome
+from ascendpipe.fix.search import Outcome, metric_text
 from ascendpipe.fsutil import write_text_atomic
 from ascendpipe.precision import remedy as remedy_files
 from ascendpipe.precision.settings import REMEDY_NAMES
@@ -20,7 +20,7 @@ SUMMARY_FILE = "fix.json"
 def _num(value) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"
-    return f"{value:.6g}"
+    return metric_text(value)
 
 
 def _remedy_text(remedy, limit: int = 60) -> str:

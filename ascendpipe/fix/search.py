@@ -384,11 +384,22 @@ def _split(items: list, n: int) -> list[list]:
     return [c for c in chunks if c]
 
 
+def metric_text(value: float) -> str:
+    """A metric with enough digits to tell it from a target it missed: a cosine of 0.99998977 shown
+    as ``.6g`` reads 0.99999, the very target it fell short of. Near 1, three digits past the
+    leading nines; otherwise six significant digits."""
+    nines = 0
+    if 0.9 <= value < 1.0:
+        frac = f"{value:.17f}"[2:]
+        nines = len(frac) - len(frac.lstrip("9"))
+    return f"{value:.{max(6, nines + 3)}g}"
+
+
 def _unmet_message(trials: _Trials, why: str) -> str:
     best = max((a for a in trials.attempts if a.result.metric is not None), key=lambda a: a.result.metric, default=None)
     text = f"target not met: {why}"
     if best is not None:
-        text += f"; best attempt #{best.number} reached {best.result.metric:.6g}"
+        text += f"; best attempt #{best.number} reached {metric_text(best.result.metric)}"
     return text
 
 

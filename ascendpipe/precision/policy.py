@@ -112,6 +112,11 @@ def decide(node: NodeInfo, policy: str, lists: Lists, producer_dtype: dict[str, 
         if cube and not cube_fp32_input:  # the highest precision the cube unit has: fp16 in, fp32 out
             return Decision("float32", f"{keep}; cube op reads fp16 (no fp32 cube input on this SoC)", True)
         return Decision("float32", keep)
+    if node.op_type == "Constant" and policy == "fp16":
+        # a Constant is a weight to ATC (folded into a Const), as an initializer is: each fp16 reader
+        # rounds its own copy, and an op kept in fp32 (keep_dtype) reads it in fp32. Rounded at the
+        # source, a BN variance of 1e7 kept by keep_dtype still read inf (a Paddle export's weights).
+        return Decision("float32", "Constant: a weight; rounded where an fp16 op reads it")
     if policy == "fp16":
         return Decision("float16", "force_fp16: every float op in fp16", True)
     if policy == "cube_fp16":

@@ -127,3 +127,33 @@ def test_elementwise_chain_matches_numpy_rounding_exactly(tmp_path, convert):
     assert np.array_equal(values["sum_sq"], r16(values["sum_sq"]))
     assert np.array_equal(values["norm"], r16(np.sqrt(values["sum_sq"])))
     assert np.array_equal(run(convert(model).model_path, feeds)[0], r16(x / values["norm"]))
+
+
+def _bn_with_constant_node_variance(path, variance):
+    """x -> BatchNormalization whose variance comes from a Constant node (a Paddle export's weights),
+    not an initializer; scale, bias and mean are initializers."""
+    from onnx import TensorProto, helper
+
+    c = len(variance)
+    inits = [numpy_helper.from_array(np.ones(c, np.float32), "scale"),
+             numpy_helper.from_array(np.zeros(c, np.float32), "bias"),
+             numpy_helper.from_array(np.zeros(c, np.float32), "mean")]
+    const = helper.make_node("Constant", [], ["c_var"], name="c_var",
+                             value=numpy_helper.from_array(np.asarray(variance, np.float32), "v"))
+    bn = helper.make_node("BatchNormalization", ["x", "scale", "bias", "mean", "c_var"], ["y"], name="bn")
+    graph = helper.make_graph([const, bn], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, c, 4, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, c, 4, 4])], inits)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return path
+
+
+def test_a_kept_op_reads_its_constant_node_weight_in_fp32(tmp_path, convert):
+    """A Constant node is a weight, as an initializer is: an op kept in fp32 reads it in fp32; an fp16
+    op reads it rounded (here beyond 65504: inf variance, the output collapses to 0)."""
+    model = _bn_with_constant_node_variance(tmp_path / "m.onnx", [1e6, 4e6])
+    feeds = {"x": np.random.default_rng(0).normal(0, 1000, (1, 2, 4, 4)).astype(np.float32)}
+    golden = run(model, feeds)[0]
+    fp16 = run(convert(model, soc_version="Ascend910B1").model_path, feeds)[0]
+    assert np.all(fp16 == 0)  # x / sqrt(inf)
+    kept = run(convert(model, soc_version="Ascend910B1", keep_dtype=["bn"]).model_path, feeds)[0]
+    assert cosine(kept, golden) > 0.9999

@@ -20,7 +20,10 @@ def load(path: str, *, set=(), backend: str | None = None):
 
 
 def validate(path: str, *, set=(), backend: str | None = None) -> dict:
+    from ascendpipe.engine.build import check_paths
+
     pipeline = load(path, set=set, backend=backend)
+    check_paths(pipeline)  # a path inside a built, fresh output that is not there
     return {"pipeline": pipeline.path, "stages": list(pipeline.stages), "backend": pipeline.backend}
 
 

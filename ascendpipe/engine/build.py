@@ -110,6 +110,7 @@ def build(path: str, options: BuildOptions, stream=None) -> dict:
                 from ascendpipe.engine.doit_glue import run_stages
 
                 executor.on_start = progress.started
+                progress.verb = "restoring" if options.restore_only else "running"
 
                 def execute(name):
                     outcome = executor.execute(name)
@@ -371,6 +372,26 @@ def stage_status(path: str, overrides=(), backend=None, targets=()) -> dict:
     graph = edges(pipeline)
     order = select(pipeline, graph, list(targets))
     return {"stages": _decide_all(pipeline, graph, order)}
+
+
+def check_paths(pipeline) -> None:
+    """``validate``'s check of paths inside other stages' outputs: a missing one is an error at its
+    field's line when the stage making that output is built and fresh (it will not appear)."""
+    from ascendpipe.engine.executor import StageExecutor
+
+    suspects = [(stage, dep) for stage in pipeline.stages.values() for dep in stage.deps
+                if not os.path.lexists(os.path.join(pipeline.workspace, dep))
+                and any(dep.startswith(o.rstrip("/") + "/") and os.path.isdir(os.path.join(pipeline.workspace, o))
+                        for other in pipeline.stages.values() if other is not stage for o in other.outs)]
+    if not suspects or not os.path.isdir(os.path.join(pipeline.workspace, ".ascendpipe")):
+        return
+    ws, db, hasher, objects = open_stores(pipeline)
+    try:
+        executor = StageExecutor(pipeline, ws, db, hasher, objects, run_id=0)
+        for stage, dep in suspects:
+            executor._check_inside_built_output(stage, dep)
+    finally:
+        db.close()
 
 
 def _decide_all(pipeline, graph, order) -> dict:

@@ -34,13 +34,21 @@ def attempt_rows(outcome: Outcome) -> list[dict]:
             for a in outcome.attempts]
 
 
-def attempt_table(outcome: Outcome, metric_name: str) -> str:
+RESTORE_NOTE = "the workspace put back as the pipeline file says (outputs from the cache)"
+
+
+def attempt_table(outcome: Outcome, metric_name: str, restore_run: int | None = None) -> str:
+    """One row per attempt and, in pipeline mode, one for the last build ``fix`` records
+    (``restore_run``): every run it made is in the table."""
     from ascendpipe.cli.common import table
 
     both = metric_name != "output cosine"  # standalone mode judges the output cosine itself
     rows = [[str(a.number), a.phase, _remedy_text(a.remedy), _num(a.result.metric),
              *([_num(a.result.output_cosine)] if both else []), "yes" if a.result.passed else "no", a.result.note]
             for a in outcome.attempts]
+    if restore_run is not None:
+        rows.append(["", "restore", "(as the pipeline file says)", "", *([""] if both else []), "",
+                     f"run {restore_run}; {RESTORE_NOTE}"])
     return table(rows, ["#", "phase", "remedy set", metric_name, *(["output cosine"] if both else []), "target", "note"])
 
 
@@ -107,8 +115,8 @@ def write_remedy_files(out_dir: Path, keep: list[str], fusion: dict[str, str], d
 
 
 def terminal_text(outcome: Outcome, metric_name: str, keep: list[str], fusion: dict[str, str], stage_prefix: str,
-                  written: dict[str, Path], target_text: str) -> str:
-    out = [f"target: {target_text}", "", attempt_table(outcome, metric_name), outcome.message]
+                  written: dict[str, Path], target_text: str, restore_run: int | None = None) -> str:
+    out = [f"target: {target_text}", "", attempt_table(outcome, metric_name, restore_run), outcome.message]
     if outcome.passed and (keep or fusion):
         out += ["", "apply it with these YAML lines:", yaml_lines(stage_prefix, keep, fusion).rstrip(),
                 "", "or on the command line:", *set_lines(stage_prefix, keep, fusion)]

@@ -34,7 +34,7 @@ def attempt_rows(outcome: Outcome) -> list[dict]:
             for a in outcome.attempts]
 
 
-RESTORE_NOTE = "the workspace put back as the pipeline file says (outputs from the cache)"
+RESTORE_NOTE = "the workspace back as the pipeline file says (from the cache)"
 
 
 def attempt_table(outcome: Outcome, metric_name: str, restore_run: int | None = None) -> str:

@@ -344,7 +344,8 @@ class StageExecutor:
                 )
                 try:
                     result = kind.run(ctx)
-                except StageFailed:
+                except StageFailed as exc:  # the log's last lines say why, not only its header
+                    logf.write(f"error: {exc.message}\n")
                     raise
                 except UserError as exc:  # the log says why too, and a path error names its field's line
                     exc = self._locate_input_error(stage, exc)

@@ -55,6 +55,8 @@ class Progress:
                 tail = f.readlines()[-lines:]
         except OSError:
             return ""
+        if not any(line.strip() and not line.startswith("# ascendpipe stage ") for line in tail):
+            return ""  # only the log's header: nothing there explains the failure (the line above does)
         body = "".join(f"      | {_clip(line.rstrip())}\n" for line in tail)
         return f"    last lines of {log}:\n{body}"
 

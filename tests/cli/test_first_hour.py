@@ -260,23 +260,29 @@ def test_a_wrong_path_inside_an_output_not_built_yet_fails_the_build_at_its_line
     assert "ran       prep" in out  # what could be built was
 
 
-def test_a_kinds_input_path_error_names_the_field_and_the_log_says_why(tmp_path):
-    """An error a kind raises about an input path (inputs.py) is blamed on the pipeline field."""
-    from ascendpipe.engine.executor import StageExecutor
-    from ascendpipe.engine.plan import resolve
-    from ascendpipe.errors import Location, UserError
-
+def test_a_kinds_input_path_error_names_the_field_and_the_log_says_why(tmp_path, chdir_to, capsys):
+    """An error a kind raises about an input file (inputs.py) is blamed on the pipeline field that
+    named it, and the log excerpt printed under the failure shows that error, not only the log's header."""
     ws = Workspace(tmp_path / "ws")
-    pipeline = resolve(str(ws.pipeline), use_cache=False)
-    stage = pipeline.stages["compare@fp16"]
+    (ws.root / "data" / "probe.npy").write_bytes(b"not an npy")
+    chdir_to(ws.root)
+    assert cli(["build", "pipeline.yaml", "compare@fp32"]) == 1
+    out = capsys.readouterr().out
+    failed = next(line for line in out.splitlines() if line.strip().startswith("FAILED"))
+    assert f"pipeline.yaml:{_line_of(ws, 'inputs: data/probe.npy')}:13: stage 'compare@fp32': 'data/probe.npy': cannot read input file" in failed
+    excerpt = out.split("last lines of build/compare__fp32.log:\n", 1)[1].splitlines()
+    assert excerpt[0].strip() == "| # ascendpipe stage compare@fp32 (compare), run 1"
+    assert excerpt[1].strip().startswith("| error: pipeline.yaml:") and "not a numpy .npy/.npz file" in excerpt[1]
 
-    class _Ws:
-        root = str(ws.root)
 
-    executor = StageExecutor.__new__(StageExecutor)
-    executor.pipeline, executor.ws = pipeline, _Ws()
-    exc = executor._locate_input_error(stage, UserError("input path does not exist", Location(file=str(ws.root / "data/probe.npy"))))
-    assert str(exc) == f"{ws.pipeline}:{_line_of(ws, 'inputs: data/probe.npy')}:13: stage 'compare@fp16': 'data/probe.npy': input path does not exist"
+def test_a_log_holding_only_its_header_is_not_shown_as_the_explanation(tmp_path):
+    from ascendpipe.engine.progress import Progress
+
+    (tmp_path / "a.log").write_text("# ascendpipe stage s (run), run 1\n")
+    (tmp_path / "b.log").write_text("# ascendpipe stage s (run), run 1\nTraceback: boom\n")
+    progress = Progress(io.StringIO(), workspace=str(tmp_path))
+    assert progress.log_tail("a.log") == ""
+    assert progress.log_tail("b.log") == "    last lines of b.log:\n      | # ascendpipe stage s (run), run 1\n      | Traceback: boom\n"
 
 
 def test_a_typod_field_suggests_the_close_name_and_lists_only_that_kinds_fields(tmp_path, chdir_to, capsys):

@@ -23,11 +23,6 @@ def _num(value) -> str:
     return f"{value:.6g}"
 
 
-def _remedy_text(remedy, limit: int = 60) -> str:
-    text = ", ".join(str(c) for c in remedy) or "(none)"
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
 def attempt_rows(outcome: Outcome) -> list[dict]:
     return [{"attempt": a.number, "phase": a.phase, "remedy": [str(c) for c in a.remedy], "passed": a.result.passed,
              "metric": a.result.metric, "output_cosine": a.result.output_cosine, "note": a.result.note}
@@ -42,10 +37,14 @@ def attempt_table(outcome: Outcome, metric_name: str, restore_run: int | None = 
     (``restore_run``): every run it made is in the table."""
     from ascendpipe.cli.common import table
 
+    from ascendpipe.compare.writers import op_labels
+
     both = metric_name != "output cosine"  # standalone mode judges the output cosine itself
-    rows = [[str(a.number), a.phase, _remedy_text(a.remedy), _num(a.result.metric),
+    # long remedy sets cut in the middle, widened until no two different sets read alike
+    texts = op_labels([", ".join(str(c) for c in a.remedy) or "(none)" for a in outcome.attempts], width=60, widest=160)
+    rows = [[str(a.number), a.phase, text, _num(a.result.metric),
              *([_num(a.result.output_cosine)] if both else []), "yes" if a.result.passed else "no", a.result.note]
-            for a in outcome.attempts]
+            for a, text in zip(outcome.attempts, texts)]
     if restore_run is not None:
         rows.append(["", "restore", "(as the pipeline file says)", "", *([""] if both else []), "",
                      f"run {restore_run}; {RESTORE_NOTE}"])

@@ -343,3 +343,17 @@ def test_pull_says_restoring_not_running(tmp_path, capsys):
     ascendpipe.pull(str(ws.pipeline), remote=remote.as_uri(), quiet=False, stream=out)
     printed = out.getvalue()
     assert "restoring  prep" in printed and "running" not in printed
+
+
+def test_fix_table_never_shows_two_remedy_sets_alike():
+    from ascendpipe.fix.report import attempt_table
+    from ascendpipe.fix.search import KEEP, Attempt, Candidate, Outcome, Result
+
+    ops = [Candidate(KEEP, f"/backbone/backbone.0/layer{i}/Conv") for i in range(4)]
+    attempts = [Attempt(1, tuple(ops), "grow", Result(True, 0.9, note="run 4")),
+                Attempt(2, tuple(ops[:3]), "shrink", Result(False, 0.1, note="run 5"))]
+    table = attempt_table(Outcome(tuple(ops), True, True, attempts, "ok"), "mAP", restore_run=6).splitlines()
+    start, end = table[0].index("remedy set"), table[0].index("mAP")
+    remedy = [line[start:end].strip() for line in table[2:4]]
+    assert remedy[0] != remedy[1] and remedy[0].endswith("layer3/Conv") and remedy[1].endswith("layer2/Conv")
+    assert table[4].split()[0] == "restore" and "run 6; the workspace back as the pipeline file says" in table[4]

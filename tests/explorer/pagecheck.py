@@ -39,6 +39,12 @@ MEASURE = """<script>
     out.marks.push({svg: svg && svg.id, index: m.getAttribute("data-index"), op: m.getAttribute("data-op"),
                     cls: m.getAttribute("class"), box: box(m), tip: (m.querySelector("title") || {}).textContent || ""});
   });
+  // a variant-table bar: the strip along the cell's bottom edge must sit below the digits
+  out.bars = Array.prototype.map.call(document.querySelectorAll("td.bar"), function (c) {
+    var range = document.createRange(); range.selectNodeContents(c);
+    var size = getComputedStyle(c).backgroundSize.split(" "), strip = parseFloat(size[1] || "0");
+    return {textBottom: range.getBoundingClientRect().bottom, barTop: c.getBoundingClientRect().bottom - strip, strip: strip};
+  });
   document.body.setAttribute("data-measured", JSON.stringify(out));
 })();
 </script>"""

@@ -178,6 +178,8 @@ def test_the_runs_page_shows_key_metrics_the_failure_and_a_real_diff(runs_page, 
     assert m["overflow"] == []
     for table in ("runs-table", "variants-table"):
         assert m["tables"][table]["tallest"] <= 46, (table, m["tables"][table]["tallestText"])
+    # the bars of the variants table run under the digits, never through them
+    assert m["bars"] and all(0 < b["strip"] <= 4 and b["barTop"] >= b["textBottom"] - 0.5 for b in m["bars"]), m["bars"][:3]
     # the metric chart has a legend
     assert dom.find("div", id="chart-legend")[0]["text"].strip()
 

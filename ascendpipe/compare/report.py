@@ -33,14 +33,14 @@ def cosine_ticks(low: float) -> tuple[float, list[float], int]:
 def rel_scale(points: list[dict]) -> tuple[int, int, int | None]:
     """(low, high) decades of the max-relative-error axis and the decade it is clipped at (or None):
     a passing op's large error (near-zero golden values) may not squeeze the failing ops' range, so
-    the axis ends a decade above the largest failing error when passing ops go 2+ decades beyond it."""
+    the axis ends a decade above the largest failing error when passing ops go 3+ decades beyond it."""
     finite = [(math.log10(max(v, 1e-8)), r["failed"]) for r in points if (v := _finite(r["max_rel_error"])) is not None]
     if not finite:
         return -1, 0, None
     lo = math.floor(min(v for v, _ in finite))
     hi = math.ceil(max(max(v for v, _ in finite), lo + 1))
     failing = [v for v, f in finite if f]
-    if failing and hi - math.ceil(max(failing)) >= 2:
+    if failing and hi - math.ceil(max(failing)) >= 3:
         top = max(math.ceil(max(failing)) + 1, lo + 1)
         return lo, top, top
     return lo, hi, None
@@ -67,8 +67,9 @@ def _edge_mark(x: float, y: float, up: bool, colour: str, cls: str, index: int, 
 def _legend(x0: float, y: float, clipped: int | None) -> str:
     items = [(f'<line x1="0" x2="18" y1="0" y2="0" stroke="{_BLUE}" stroke-width="2"/>', "cosine (left axis)"),
              (f'<line x1="0" x2="18" y1="0" y2="0" stroke="{_RED}" stroke-width="1.5"/>', "max rel. error (right, log)"),
-             (f'<circle cx="9" cy="0" r="4" fill="{_RED}"/>', "failing op"),
-             (f'<path d="M4,-4 L14,-4 L9,4 Z" fill="{_RED}"/>', "inf/NaN" + ("/off-scale" if clipped is not None else "") + ": edge mark"),
+             (f'<circle cx="5" cy="0" r="4" fill="{_RED}"/><rect x="10" y="-3.5" width="7" height="7" fill="{_RED}"/>',
+              "failing op (cosine, error)"),
+             (f'<path d="M4,4 L14,4 L9,-4 Z" fill="{_RED}"/>', "inf/NaN" + ("/off-scale" if clipped is not None else "") + ": edge mark"),
              (f'<line x1="9" x2="9" y1="-6" y2="6" stroke="{_RED}" stroke-dasharray="3 2" stroke-width="1.5"/>', "first failure")]
     out, x = ['<g class="legend">'], x0
     for swatch, text in items:
@@ -121,7 +122,7 @@ def chart_svg(rows: list[dict], first_index: int | None) -> str:
         if pos is not None:
             parts.append(f'<line x1="{x(pos):.1f}" x2="{x(pos):.1f}" y1="{PAD_T}" y2="{bottom}" '
                          f'stroke="{_RED}" stroke-dasharray="4 3" stroke-width="1.5"/>'
-                         f'<text x="{x(pos) + (-4 if pos > n / 2 else 4):.1f}" y="{PAD_T + 12}" fill="{_RED}" '
+                         f'<text x="{x(pos) + (-8 if pos > n / 2 else 8):.1f}" y="{PAD_T + 22}" fill="{_RED}" '
                          f'text-anchor="{"end" if pos > n / 2 else "start"}">first failure: '
                          f'{html.escape(points[pos]["op_name"])}</text>')
     step = max(1, math.ceil(n / 16))  # x ticks: the row index (the table's #) of every step-th compared op
@@ -146,6 +147,9 @@ def chart_svg(rows: list[dict], first_index: int | None) -> str:
                          f'r="{4 if failed else 2}" fill="{colour}"><title>{tip}</title></circle>')
         if shown_rel[i] is None:  # inf/NaN or beyond the clipped axis: a triangle at the top edge
             parts.append(_edge_mark(x(i), PAD_T + 5, True, _RED if failed else "#e8a0a0", f"rel-edge edge-mark{fail}", r["index"], tip))
+        elif failed:  # its error as a mark too: a lone finite value between gaps draws no line
+            parts.append(f'<rect class="rel-mark{fail}" data-index="{r["index"]}" x="{x(i) - 3.5:.1f}" y="{y_rel(shown_rel[i]) - 3.5:.1f}" '
+                         f'width="7" height="7" fill="{_RED}" stroke="#fff" stroke-width="0.8"><title>{tip}</title></rect>')
     mid = PAD_T + plot_h / 2
     notes = ["a mark at the bottom edge: no cosine (the tensor holds inf/NaN); at the top edge: max relative error inf/NaN"
              + (f" or beyond 1e{clipped}" if clipped is not None else "") + "; the lines break there; hover a mark for its values"]

@@ -61,6 +61,8 @@ def test_round_cosine_ticks_and_a_clipped_error_axis():
     passing_large = [{"max_rel_error": 1e5, "failed": False}, {"max_rel_error": 0.5, "failed": True}, {"max_rel_error": 1e-3, "failed": False}]
     assert rel_scale(passing_large) == (-3, 1, 1)  # clipped a decade above the failing op's 0.5
     assert rel_scale([{"max_rel_error": 2.0, "failed": False}, {"max_rel_error": 0.5, "failed": True}]) == (-1, 1, None)
+    # two decades beyond (reid's passing 50.7 against a failing 1.0): nothing hidden on a log axis, not clipped
+    assert rel_scale([{"max_rel_error": 50.7, "failed": False}, {"max_rel_error": 1.0, "failed": True}]) == (0, 2, None)
 
 
 @pytest.mark.parametrize("width", WIDTHS)
@@ -74,6 +76,7 @@ def test_the_compare_page_shows_every_failing_op(compare_page, tmp_path, width):
         marks = [k for k in m["marks"] if k["svg"] == "chart" and k["index"] == str(index)]
         assert marks and all(inside(k["box"], plot) for k in marks), index
         assert all(f"#{index} " in k["tip"] for k in marks)
+    assert {"cos-mark", "rel-mark"} <= {c for k in m["marks"] if k["index"] == "25" for c in k["cls"].split()}
     inf_marks = [k for k in m["marks"] if k["index"] == "17"]
     assert {"nan-mark", "rel-edge"} <= {c for k in inf_marks for c in k["cls"].split()}  # both series, at the edges
     assert "cosine NaN" in inf_marks[0]["tip"] and "max relative error NaN (not computed: inf/NaN)" in inf_marks[0]["tip"]
@@ -82,7 +85,7 @@ def test_the_compare_page_shows_every_failing_op(compare_page, tmp_path, width):
     assert "clipped at 1e1: 3 passing op(s) go beyond it" in notes
     assert len([k for k in dom.find("path", inside="chart") if "rel-edge" in k["attrs"].get("class", "")]) == 1 + 3
     assert m["ticks"]["chart"] == ["0.6", "0.7", "0.8", "0.9", "1.0"]
-    assert len(m["legends"]["chart"]) == 5 and "failing op" in m["legends"]["chart"]
+    assert len(m["legends"]["chart"]) == 5 and "failing op (cosine, error)" in m["legends"]["chart"]
     # the table: nothing overflows its cell, the note column is not squeezed (the AIPP note in a few lines)
     assert m["overflow"] == []
     note = m["tables"]["rows"]["columns"]["note"]

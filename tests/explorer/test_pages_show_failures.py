@@ -96,9 +96,14 @@ def test_the_compare_page_shows_every_failing_op(compare_page, tmp_path, width):
         assert "worst batch" not in m["tables"]["rows"]["columns"]  # one batch: no empty batch columns
 
 
-def _stage(kind, params, metrics=None, state="ran"):
-    return {"kind": kind, "state": state, "params": params, "metrics": metrics or {}, "remedy_files": [], "info": {}, "key": None,
-            "outputs": {}}
+def _stage(kind, params, metrics=None, state="ran", remedy=(), info=None):
+    return {"kind": kind, "state": state, "params": params, "metrics": metrics or {}, "remedy_files": list(remedy),
+            "info": info or {}, "key": None, "outputs": {}}
+
+
+KEEP = {"name": "keep_dtype.cfg", "hash": "h1", "content": "/ReduceSum\n/Sqrt\n"}
+SWITCH = {"name": "fusion_switch.cfg", "hash": "h2",
+          "content": '{"Switch": {"GraphFusion": {}, "UBFusion": {"TbeReduceElemwiseFusionPass": "off"}}}\n'}
 
 
 def _run(run_id, pipeline, stages, argv=None):
@@ -113,9 +118,13 @@ def runs_page(tmp_path_factory):
     differ, a third identical to the second, and per-op curves where the fp16 side fails with inf/NaN
     while a passing op's error reaches 1e5."""
     def reid(run_id, mode, map_b):
-        return _run(run_id, "pipelines/reid.yaml", {
+        return _run(run_id, "pipelines/reid.yaml", {  # remedy files, a long setting, a first failure: what makes cells wrap
             "convert@fp32": _stage("convert", {"precision_mode": "force_fp32"}),
-            "convert@fp16": _stage("convert", {"precision_mode": mode}),
+            "convert@fp16_keep_only": _stage("convert", {"precision_mode": "force_fp16", "keep_dtype": ["/ReduceSum", "/Sqrt"]}, remedy=[KEEP]),
+            "convert@fp16": _stage("convert", {"precision_mode": mode, "fusion_switch": {"TbeReduceElemwiseFusionPass": "off"},
+                                               "keep_dtype": ["/backbone/backbone.0/ReduceSum", "/Sqrt"]}, remedy=[KEEP, SWITCH]),
+            "compare@fp16_keep_only": _stage("compare", {}, {"output_cosine": 0.0}, remedy=[KEEP, SWITCH],
+                                             info={"first_failure": {"op_name": "/ReduceSum", "kind": "overflow"}}),
             "eval@fp32": _stage("eval", {"task": "reid"}, {"mAP": 0.6528, "rank1": 0.924}),
             "eval@fp16": _stage("eval", {"task": "reid"}, {"mAP": map_b, "rank1": 0.5}),
             "compare@fp32": _stage("compare", {}, {"output_cosine": 1.0}),

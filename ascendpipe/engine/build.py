@@ -409,8 +409,8 @@ def _decide_all(pipeline, graph, order) -> dict:
                 decision, comps = executor.decide(stage)
                 reasons = list(decision.reasons)
                 stale = decision.stale
-            except UserError as err:
-                stale, reasons = True, [err.message]
+            except UserError as err:  # with its location: a path error names the pipeline's file:line
+                stale, reasons = True, [str(err)]
             if stale_ups:
                 # its inputs will change when the upstream rebuilds (unless byte-identical: early cutoff)
                 reasons.append(f"upstream '{stale_ups[0]}' is stale")

@@ -245,6 +245,8 @@ def test_a_wrong_path_inside_a_built_output_is_refused_by_validate_at_its_line(t
     assert err.startswith(f"ascendpipe: error: pipeline.yaml:{_line_of(ws, '- data/prep/scalez.txt')}:")
     assert "stage 'use'" in err and "input 'data/prep/scalez.txt' does not exist" in err
     assert "did you mean 'data/prep/scale.txt'?" in err and "data/prep/ holds: scale.txt" in err
+    assert cli(["status", "pipeline.yaml"]) == 0  # status says the same, located
+    assert f"stale   use: pipeline.yaml:{_line_of(ws, '- data/prep/scalez.txt')}:7: stage 'use': input" in capsys.readouterr().out
 
 
 def test_a_wrong_path_inside_an_output_not_built_yet_fails_the_build_at_its_line(tmp_path, chdir_to, capsys):

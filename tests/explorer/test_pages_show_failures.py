@@ -89,7 +89,7 @@ def test_the_compare_page_shows_every_failing_op(compare_page, tmp_path, width):
     # the table: nothing overflows its cell, the note column is not squeezed (the AIPP note in a few lines)
     assert m["overflow"] == []
     note = m["tables"]["rows"]["columns"]["note"]
-    assert note["width"] >= 240
+    assert note["width"] >= 280
     assert m["tables"]["rows"]["tallest"] <= 5 * 16, m["tables"]["rows"]["tallestText"]
     if width == 1400:
         assert note["right"] <= width  # the whole table, its note column included, fits

@@ -135,7 +135,8 @@ def runs_page(tmp_path_factory):
         "eval@right": _stage("eval", {"task": "classification"}, {"top1": 0.883, "top5": 0.99}),
         "eval@wrong_mean": _stage("eval", {"task": "classification"}, {"top1": 0.569, "top5": 0.9}),
     })
-    runs = [reid(1, "force_fp16", 0.0529), reid(2, "allow_fp32_to_fp16", 0.6527), reid(3, "allow_fp32_to_fp16", 0.6527), classify]
+    partial = _run(5, "pipelines/reid.yaml", {"compare@fp32": _stage("compare", {}, {"output_cosine": 1.0})})  # e.g. `build reid.yaml compare@fp32`
+    runs = [reid(1, "force_fp16", 0.0529), reid(2, "allow_fp32_to_fp16", 0.6527), reid(3, "allow_fp32_to_fp16", 0.6527), classify, partial]
     ops = [f"/backbone/layer{i}/Conv" for i in range(12)]
     good = {"rows": [{"op_name": o, "op_type": "Conv", "side": "both", "cosine": 0.99999, "max_rel_error": 1e5 if i == 2 else 1e-3,
                       "failed": False} for i, o in enumerate(ops)], "first_failure": None}
@@ -161,12 +162,13 @@ def test_the_runs_page_shows_key_metrics_the_failure_and_a_real_diff(runs_page, 
     heads = [e["text"].strip() for e in dom.find("th", inside="runs-table")]
     assert heads[2:4] == ["eval.mAP", "eval.top1"]
     rows = {e["attrs"]["data-run"]: " ".join(e["text"].split()) for e in dom.find("tr", inside="runs-table") if e["attrs"].get("data-run")}
-    assert set(rows) == {"1", "2", "3", "4"}
+    assert set(rows) == {"1", "2", "3", "4", "5"}
     assert "0.569 … 0.883" in rows["4"] and "0.0529 … 0.6528" in rows["1"]  # top1 of the classify run, mAP of reid's
     assert m["tables"]["runs-table"]["columns"]["eval.top1"]["right"] <= width
 
-    # the default diff: the newest reid run against the latest one that differs (run 2 is run 3 again;
-    # the classify run has no earlier run to compare with)
+    # the default diff: the newest reid run against the latest one whose settings differ (run 2 is run 3
+    # again; the classify run has no earlier run to compare with; the partial run 5 changed no setting of
+    # a stage it built: the stages it did not build are not a change)
     summary = dom.find("p", id="diff-summary")[0]["text"]
     assert summary == "run 1 → run 3: 1 param(s) and 1 metric(s) differ"
     assert "no params or metrics differ" not in " ".join(e["text"] for e in dom.find("td", inside="diff-table"))

@@ -164,19 +164,23 @@ class StageExecutor:
             stage.always_changed, old_key=old["key"] if old else None, new_key=key,
         )
         self._fresh_now[stage.name] = not decision.stale
-        if decision.stale and old and any(r.endswith(" modified") and r.startswith("out ") for r in decision.reasons):
-            decision = keymod.Decision(True, [x for r in decision.reasons for x in self._named_files(r, old["outs"])])
+        if decision.stale and old and any(r.endswith(" modified") and r.startswith(("out ", "dep ")) for r in decision.reasons):
+            decision = keymod.Decision(True, [x for r in decision.reasons for x in self._named_files(r, old)])
         return decision, comps
 
-    def _named_files(self, reason: str, recorded: dict) -> list[str]:
-        """``out FOLDER modified`` as the files of the folder that differ from its record, when both
-        manifests can be read; else the reason as it was."""
-        path = reason[len("out "):-len(" modified")] if reason.startswith("out ") and reason.endswith(" modified") else None
-        digest = recorded.get(path) if path else None
+    def _named_files(self, reason: str, old: dict) -> list[str]:
+        """``out FOLDER modified`` / ``dep FOLDER modified`` as the files of the folder that differ
+        from its record, when both manifests can be read (the old one from the cache); else as it was."""
+        what = reason.split(" ", 1)[0]
+        if what not in ("out", "dep") or not reason.endswith(" modified"):
+            return [reason]
+        path = reason[len(what) + 1:-len(" modified")]
+        recorded = old["outs"] if what == "out" else ((old.get("components") or {}).get("deps") or {})
+        digest = recorded.get(path)
         if not digest or not digest.endswith(DIR_SUFFIX) or not os.path.isdir(self.ws.abs(path)):
             return [reason]
         try:
-            named = keymod.folder_reasons(path, self.objects.manifest(digest), self.hasher.dir_manifest(path)[1])
+            named = keymod.folder_reasons(path, self.objects.manifest(digest), self.hasher.dir_manifest(path)[1], what)
         except (OSError, ValueError):
             return [reason]
         return named or [reason]

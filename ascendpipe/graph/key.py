@@ -116,17 +116,17 @@ def out_reasons(recorded: dict[str, str], current: dict[str, str | None]) -> lis
     return reasons
 
 
-def folder_reasons(path: str, old: list[dict], new: list[dict]) -> list[str]:
-    """Which files of the output folder ``path`` differ from its recorded manifest, each named."""
+def folder_reasons(path: str, old: list[dict], new: list[dict], what: str = "out") -> list[str]:
+    """Which files of the folder ``path`` (an ``out`` or a ``dep``) differ from its recorded manifest, each named."""
     before, after = {e["path"]: e["hash"] for e in old}, {e["path"]: e["hash"] for e in new}
     reasons = []
     for name in sorted(set(before) | set(after)):
         if name not in after:
-            reasons.append(f"out {path}/{name} deleted")
+            reasons.append(f"{what} {path}/{name} deleted")
         elif name not in before:
-            reasons.append(f"out {path}/{name} added")
+            reasons.append(f"{what} {path}/{name} added")
         elif before[name] != after[name]:
-            reasons.append(f"out {path}/{name} modified")
+            reasons.append(f"{what} {path}/{name} modified")
     return reasons
 
 

@@ -320,6 +320,12 @@ def test_a_file_deleted_from_an_output_folder_is_named(tmp_path):
     (ws.root / "build" / "compare__fp32" / "result.json").unlink()
     status = ascendpipe.status(str(ws.pipeline))["stages"]["compare@fp32"]
     assert status["state"] == "stale" and status["reasons"] == ["out build/compare__fp32/result.json deleted"]
+    # a file edited in a folder another stage reads: named as the out of one and the dep of the other
+    ws.build("score")
+    (ws.root / "data" / "prep" / "scale.txt").write_text("7")
+    stages = ascendpipe.status(str(ws.pipeline))["stages"]
+    assert stages["prep"]["reasons"] == ["out data/prep/scale.txt modified"]
+    assert stages["score"]["reasons"][0] == "dep data/prep/scale.txt modified"
 
 
 def test_fix_names_a_missing_metric_once_and_lists_what_the_stage_reports(failing_compare):

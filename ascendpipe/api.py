@@ -20,10 +20,13 @@ def load(path: str, *, set=(), backend: str | None = None):
 
 
 def validate(path: str, *, set=(), backend: str | None = None) -> dict:
+    from ascendpipe.engine.build import check_paths
+
     pipeline = load(path, set=set, backend=backend)
     from ascendpipe.engine.owners import check_pipeline
 
     check_pipeline(pipeline, list(set), backend)  # a path another pipeline file of the workspace writes
+    check_paths(pipeline)  # a path inside a built, fresh output that is not there
     return {"pipeline": pipeline.path, "stages": list(pipeline.stages), "backend": pipeline.backend}
 
 

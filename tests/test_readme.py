@@ -110,6 +110,44 @@ def test_the_readme_record_commands_on_a_fresh_workspace(workspace, monkeypatch,
         assert code == 0 and "3 run(s) exported" in out
 
 
+def fix_command() -> list[str]:
+    """The README's `fix` command, as printed after `$ `."""
+    line = next(line for line in README.splitlines() if line.startswith("$ ascendpipe fix "))
+    return shlex.split(line[2:])
+
+
+def test_the_readme_fix_then_checkout(workspace, monkeypatch):
+    """The README's order: `fix` (its table lists every run it records, the last one putting the
+    workspace back), then `checkout latest~1` lands on a fix attempt: the next build runs exactly
+    what checkout says it reruns, and nothing else."""
+    monkeypatch.chdir(workspace)
+    monkeypatch.setenv("PATH", f"{Path(os.sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    code, out, _ = run(["build", "pipelines/reid.yaml", "-q"])
+    assert code == 0
+    before = {r["id"] for r in ascendpipe.runs(str(workspace))}
+    code, out, err = run(fix_command()[1:])
+    assert code == 0, err
+    recorded = sorted({r["id"] for r in ascendpipe.runs(str(workspace))} - before)
+    table = out.split("\n\n")[1].splitlines()[2:]
+    shown = [int(m.group(1)) for line in table for m in [re.search(r"\brun (\d+)\b", line)] if m]
+    assert shown == recorded and len(table) == len(recorded)  # one row per run fix recorded
+    assert table[-1].split()[0] == "restore" and f"run {recorded[-1]}; the workspace back as the pipeline file says" in table[-1]
+    assert all("(fix attempt)" in line for line in run(["runs"])[1].splitlines()[2:2 + len(recorded)])
+
+    checkout = next(c for c in record_block() if c[1] == "checkout")
+    assert checkout[2] == "latest~1"
+    code, out, _ = run(checkout[1:])
+    assert code == 0
+    named = set()
+    for line in out.splitlines():
+        if line.startswith("the next build reruns "):
+            named |= {n.strip() for n in line[len("the next build reruns "):].split(":")[0].split(",")}
+    code, out, _ = run(["build", "pipelines/reid.yaml"])
+    assert code == 0
+    ran = ascendpipe.show("latest", str(workspace))
+    assert {n for n, s in ran["stages"].items() if s["state"] == "ran"} == named, out  # what checkout said, nothing else
+
+
 def _umask() -> int:
     old = os.umask(0o022)
     os.umask(old)

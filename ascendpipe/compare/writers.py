@@ -160,6 +160,27 @@ def write_results(result: dict, out_dir: Path, input_note: str | None = None) ->
 _RED, _GREEN, _YELLOW, _BOLD, _RESET = "\033[31m", "\033[32m", "\033[33m", "\033[1m", "\033[0m"
 
 
+def middle_cut(name: str, width: int) -> str:
+    """``name`` in ``width`` characters: its start and its distinguishing tail around an ellipsis."""
+    if len(name) <= width:
+        return name
+    head = (width - 1) // 3
+    return f"{name[:head]}…{name[len(name) - (width - 1 - head):]}"
+
+
+def op_labels(names: list[str], width: int = 32, widest: int = 80) -> list[str]:
+    """The names as a table shows them: cut in the middle to ``width`` characters, widened (up to
+    ``widest``, then in full) until no two different names read alike."""
+    while True:
+        cut = [middle_cut(n, width) for n in names]
+        seen: dict[str, str] = {}
+        if all(seen.setdefault(c, n) == n for c, n in zip(cut, names)):
+            return cut
+        if width >= widest:
+            return list(names)
+        width += 8
+
+
 def terminal_text(result: dict, *, color: bool = False, worst: int = 10, input_note: str | None = None) -> str:
     """A short table of the worst ops and the first failure with its advice."""
     paint = (lambda code, text: f"{code}{text}{_RESET}") if color else (lambda code, text: text)
@@ -180,8 +201,11 @@ def terminal_text(result: dict, *, color: bool = False, worst: int = 10, input_n
     lines.append(f"compared {s['compared_tensors']} tensors ({s['golden_only']} golden-only, {s['target_only']} target-only)"
                  + (f" on {batches} batches, each op's worst shown" if batches > 1 else "")
                  + f": {s['failed_ops']} failed, {s['overflow_ops']} overflow")
-    lines.append(f"{'#':>4}  {'op':<32} {'type':<18} {'cosine':>10} {'max_rel':>10} {'rmse':>10}  status")
-    for r in sorted(rows, key=badness)[:worst]:
+    shown = sorted(rows, key=badness)[:worst]
+    names = op_labels([r["op_name"] for r in shown])
+    width = max([32] + [len(n) for n in names])
+    lines.append(f"{'#':>4}  {'op':<{width}} {'type':<18} {'cosine':>10} {'max_rel':>10} {'rmse':>10}  status")
+    for r, name in zip(shown, names):
         cause = r.get("mechanism") or ("overflow" if r["overflow"] == "target" else "")
         status = ("FAIL" + (f" {cause}" if cause and cause != "precision_loss" else "")) if r["failed"] else "ok"
         if r.get("contained"):
@@ -192,7 +216,7 @@ def terminal_text(result: dict, *, color: bool = False, worst: int = 10, input_n
             status = "not compared (golden NaN/inf)"
         if r.get("empty"):
             status = "not compared (empty)"
-        line = (f"{r['index']:>4}  {r['op_name'][:32]:<32} {r['op_type'][:18]:<18} {_short(r['cosine']):>10} "
+        line = (f"{r['index']:>4}  {name:<{width}} {r['op_type'][:18]:<18} {_short(r['cosine']):>10} "
                 f"{_short(r['max_rel_error']):>10} {_short(r['rmse']):>10}  {status}")
         lines.append(paint(_RED if r["failed"] else (_YELLOW if r["overflow"] else _GREEN), line))
     unmeasured = s.get("golden_nonfinite") or 0

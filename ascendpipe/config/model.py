@@ -12,7 +12,7 @@ DEFAULT_BUILD_DIR = "build"
 
 _STAGE_FIELDS = (
     "name", "base", "variant", "kind", "params", "cmd", "deps", "outs", "inputs", "upstream",
-    "metrics_file", "always_changed", "env_used", "line", "resources",
+    "metrics_file", "always_changed", "env_used", "line", "resources", "dep_lines",
 )
 
 
@@ -20,7 +20,8 @@ class Stage:
     __slots__ = _STAGE_FIELDS
 
     def __init__(self, name, base, variant, kind, params, cmd=None, deps=None, outs=None, inputs=None,
-                 upstream=None, metrics_file=None, always_changed=False, env_used=None, line=None, resources=None):
+                 upstream=None, metrics_file=None, always_changed=False, env_used=None, line=None, resources=None,
+                 dep_lines=None):
         self.name = name  # 'convert@fp16'
         self.base = base  # 'convert'
         self.variant = variant  # 'fp16', or None
@@ -37,6 +38,8 @@ class Stage:
         self.line = line  # the stage's line in the pipeline file
         # what a scale-out executor reserves for it ({"NPU": 1, "CPU": 2, "memory": bytes}); not keyed
         self.resources = dict(resources or {})
+        # dep -> [line, column] of the field naming it in the pipeline file (for path errors); not keyed
+        self.dep_lines = dict(dep_lines or {})
 
     def to_json(self) -> dict:
         return {k: getattr(self, k) for k in _STAGE_FIELDS}

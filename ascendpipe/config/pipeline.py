@@ -186,6 +186,7 @@ class _Resolver:
         self.build_dir = rules.build_dir
         self.raw_stages: dict[str, dict] = data["stages"]
         self.where: dict[tuple, tuple] = {}  # (stage name, workspace path) -> YAML path of its value
+        self.dep_where: dict[tuple, tuple] = {}  # (stage name, dep) -> YAML path of the field naming it
 
     def locate(self, stage: str, path: str | None = None):
         """Where ``stage`` (or its dep/out ``path``) is written: for the graph checks' errors."""
@@ -210,6 +211,12 @@ class _Resolver:
         for base, raw in self.raw_stages.items():
             for stage in self._expand(base, raw, kinds[base]):
                 resolved[stage.name] = stage
+        for stage in resolved.values():
+            for dep in stage.deps:
+                where = self.dep_where.get((stage.name, dep))
+                loc = self.marks.location(where) if where else None
+                if loc is not None and loc.line and loc.file == self.marks.file:
+                    stage.dep_lines[dep] = [loc.line, loc.column]
         return resolved
 
     def _expand(self, base: str, raw: dict, kind) -> list[Stage]:
@@ -453,6 +460,7 @@ class _Resolver:
     def _dep(self, value, where: tuple, stage: str) -> str:
         """A dep: inside the workspace and, when it exists, a file or a folder (never opened)."""
         rel = self._rel(value, where, stage, "dep")
+        self.dep_where.setdefault((stage, rel), where)
         self._located(lambda: self.rules.check_dep(rel, value), where, stage)
         return rel
 

@@ -109,12 +109,25 @@ def pipeline_schema() -> dict:
     }
 
 
-def describe_error(err) -> str:
+def _kind_of(err, root: dict | None) -> str | None:
+    """The kind whose ``if``/``then`` branch of ``root`` raised ``err`` (``allOf[i].if.kind.const``)."""
+    path = list(err.absolute_schema_path)
+    node = root
+    try:
+        i = path.index("allOf")
+        for part in path[:i + 2]:
+            node = node[part]
+        return node["if"]["properties"]["kind"]["const"]
+    except (ValueError, KeyError, IndexError, TypeError):
+        return None
+
+
+def describe_error(err, root: dict | None = None) -> str:
     """One readable sentence for a jsonschema ValidationError (field named by the caller)."""
     v = err.validator
     value = err.instance
     if v == "enum" and "propertyNames" in list(err.relative_schema_path):
-        return f"unknown field '{value}'; allowed: {', '.join(err.validator_value)}"
+        return unknown_field(value, err.validator_value, _kind_of(err, root))
     if v == "enum":
         allowed = ", ".join(str(x) for x in err.validator_value)
         return f"'{value}' is not one of {allowed}"
@@ -128,7 +141,7 @@ def describe_error(err) -> str:
     if v == "additionalProperties" and isinstance(value, dict):
         known = sorted((err.schema.get("properties") or {}).keys())
         extra = sorted(set(value) - set(known))
-        return f"unknown field '{extra[0] if extra else '?'}'; allowed: {', '.join(known)}"
+        return unknown_field(extra[0] if extra else "?", known)
     if v in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
         return f"{value} violates {v} {err.validator_value}"
     if v == "pattern" and "propertyNames" in list(err.absolute_schema_path) and list(err.absolute_path) == ["stages"]:
@@ -141,6 +154,23 @@ def describe_error(err) -> str:
     if v == "oneOf" and isinstance(value, (int, float, str, bool)):
         return f"{json.dumps(value)} is not a valid value here"
     return err.message
+
+
+RUN_ONLY_FIELDS = ("cmd", "deps", "outs", "metrics")
+
+
+def unknown_field(name: str, allowed, kind: str | None = None) -> str:
+    """``unknown field 'modle' (did you mean 'model'?); a 'convert' stage takes: ...``: the close name,
+    and only the fields that kind takes (its inputs first; cmd/deps/outs/metrics only for `run`)."""
+    import difflib
+
+    names = [str(a) for a in allowed]
+    if kind and kind != "run":
+        names = [n for n in names if n not in RUN_ONLY_FIELDS]
+        names = sorted(n for n in names if n not in RESERVED_STAGE_FIELDS) + sorted(n for n in names if n in RESERVED_STAGE_FIELDS)
+    close = difflib.get_close_matches(str(name), names, n=1)
+    hint = f" (did you mean '{close[0]}'?)" if close else ""
+    return f"unknown field '{name}'{hint}; {f'a {kind!r} stage takes' if kind else 'allowed'}: {', '.join(names)}"
 
 
 def field_name(path) -> str:
@@ -184,7 +214,7 @@ def validate(instance, schema: dict, on_error) -> None:
         extra = sorted(set(best.instance) - known)
         if extra:
             path = path + (extra[0],)
-    on_error(path, describe_error(best))
+    on_error(path, describe_error(best, schema))
 
 
 def located_error(marks, path, message, stage=None) -> UserError:

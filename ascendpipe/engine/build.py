@@ -126,6 +126,7 @@ def build(path: str, options: BuildOptions, stream=None) -> dict:
                 from ascendpipe.engine.doit_glue import run_stages
 
                 executor.on_start = progress.started
+                progress.verb = "restoring" if options.restore_only else "running"
 
                 def execute(name):
                     outcome = executor.execute(name)
@@ -394,6 +395,26 @@ def stage_status(path: str, overrides=(), backend=None, targets=()) -> dict:
     return {"stages": _decide_all(pipeline, graph, order)}
 
 
+def check_paths(pipeline) -> None:
+    """``validate``'s check of paths inside other stages' outputs: a missing one is an error at its
+    field's line when the stage making that output is built and fresh (it will not appear)."""
+    from ascendpipe.engine.executor import StageExecutor
+
+    suspects = [(stage, dep) for stage in pipeline.stages.values() for dep in stage.deps
+                if not os.path.lexists(os.path.join(pipeline.workspace, dep))
+                and any(dep.startswith(o.rstrip("/") + "/") and os.path.isdir(os.path.join(pipeline.workspace, o))
+                        for other in pipeline.stages.values() if other is not stage for o in other.outs)]
+    if not suspects or not os.path.isdir(os.path.join(pipeline.workspace, ".ascendpipe")):
+        return
+    ws, db, hasher, objects = open_stores(pipeline)
+    try:
+        executor = StageExecutor(pipeline, ws, db, hasher, objects, run_id=0)
+        for stage, dep in suspects:
+            executor._check_inside_built_output(stage, dep)
+    finally:
+        db.close()
+
+
 def _decide_all(pipeline, graph, order) -> dict:
     from ascendpipe.engine.executor import StageExecutor
 
@@ -409,8 +430,8 @@ def _decide_all(pipeline, graph, order) -> dict:
                 decision, comps = executor.decide(stage)
                 reasons = list(decision.reasons)
                 stale = decision.stale
-            except UserError as err:
-                stale, reasons = True, [err.message]
+            except UserError as err:  # with its location: a path error names the pipeline's file:line
+                stale, reasons = True, [str(err)]
             if stale_ups:
                 # its inputs will change when the upstream rebuilds (unless byte-identical: early cutoff)
                 reasons.append(f"upstream '{stale_ups[0]}' is stale")

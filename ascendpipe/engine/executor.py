@@ -16,7 +16,7 @@ import time
 from ascendpipe.contract import stage_folder
 from ascendpipe.errors import Location, StageFailed, UserError
 from ascendpipe.graph import key as keymod
-from ascendpipe.store.hashing import hash_bytes
+from ascendpipe.store.hashing import DIR_SUFFIX, hash_bytes
 from ascendpipe.store.objects import CorruptObject, replace_path
 
 REMEDY_SUFFIXES = (".cfg", ".json", ".txt", ".ini")
@@ -60,6 +60,7 @@ class StageExecutor:
         self.record_errors: list[str] = []  # failures the database could not take
         self._interrupted: set[str] = set()  # stages a signal stopped (their record says so)
         self.keys: dict[str, str] = {}  # stage -> key of its latest decision
+        self._fresh_now: dict[str, bool] = {}  # stage -> whether its latest decision found it fresh
         # scale-out (engine/ray_executor.py, engine/remote_sync.py): a shared remote cache consulted
         # after the local run-cache, and a runner that runs a stage elsewhere; None: here only
         self.remote = None
@@ -71,6 +72,45 @@ class StageExecutor:
         prefix = dep.rstrip("/") + "/"
         parts = dep.split("/")
         return any("/".join(parts[:i]) in self._produced for i in range(1, len(parts))) or any(o.startswith(prefix) for o in self._produced)
+
+    def dep_location(self, stage, dep: str) -> Location:
+        """The pipeline file's line of the field naming ``dep`` (the stage's line when unknown)."""
+        line, column = (getattr(stage, "dep_lines", None) or {}).get(dep) or (stage.line, None)
+        return Location(file=self.pipeline.path, line=line, column=column, stage=stage.name)
+
+    def _check_inside_built_output(self, stage, dep: str) -> None:
+        """A missing path inside the output of a stage that is built and fresh (or done in this build)
+        cannot appear any more: refuse it now, at its field's line, with the names that are there."""
+        from ascendpipe.engine.path_hints import missing_inside
+
+        for name, other in self.pipeline.stages.items():
+            out = next((o for o in other.outs if dep.startswith(o.rstrip("/") + "/")), None)
+            if out is None or name == stage.name or not os.path.isdir(self.ws.abs(out)) or not self._built(name):
+                continue
+            raise UserError(missing_inside(dep, out, name, self.ws.abs(out)), self.dep_location(stage, dep))
+
+    def _locate_input_error(self, stage, exc: UserError) -> UserError:
+        """An error a kind raised about one of the stage's input paths (``/abs/data/imgz: input path
+        does not exist``), blamed on the pipeline field that named the path."""
+        where = exc.location.file
+        if not where or exc.location.line or not os.path.isabs(str(where)):
+            return exc
+        rel = os.path.relpath(str(where), self.ws.root).replace(os.sep, "/")
+        dep = next((d for d in stage.deps if rel == d or rel.startswith(d.rstrip("/") + "/")), None)
+        if dep is None:
+            return exc
+        return UserError(f"'{rel}': {exc.message}", self.dep_location(stage, dep), hint=exc.hint)
+
+    def _built(self, name: str) -> bool:
+        done = self.outcomes.get(name)
+        if done is not None:
+            return done.state in ("ran", "restored", "fresh")
+        if name not in self._fresh_now:
+            try:
+                self.decide(self.pipeline.stages[name])
+            except UserError:
+                self._fresh_now[name] = False
+        return self._fresh_now.get(name, False)
 
     # -- deciding ------------------------------------------------------------------------------
     def _kind(self, stage):
@@ -94,10 +134,9 @@ class StageExecutor:
         for dep in stage.deps:
             digest = self.hasher.hash_path(dep)
             if digest is None and not self._made_by_a_stage(dep):
-                raise UserError(
-                    f"dep '{dep}' does not exist; create it or fix the path",
-                    Location(file=self.pipeline.path, line=stage.line, stage=stage.name),
-                )
+                raise UserError(f"dep '{dep}' does not exist; create it or fix the path", self.dep_location(stage, dep))
+            if digest is None:
+                self._check_inside_built_output(stage, dep)
             deps[dep] = digest
         for fieldname, up in sorted(stage.upstream.items()):
             deps[stage.inputs[fieldname]] = self.hasher.hash_path(stage.inputs[fieldname])
@@ -124,7 +163,27 @@ class StageExecutor:
             old["components"] if old else None, old["outs"] if old else None, comps, self.current_outs(stage),
             stage.always_changed, old_key=old["key"] if old else None, new_key=key,
         )
+        self._fresh_now[stage.name] = not decision.stale
+        if decision.stale and old and any(r.endswith(" modified") and r.startswith(("out ", "dep ")) for r in decision.reasons):
+            decision = keymod.Decision(True, [x for r in decision.reasons for x in self._named_files(r, old)])
         return decision, comps
+
+    def _named_files(self, reason: str, old: dict) -> list[str]:
+        """``out FOLDER modified`` / ``dep FOLDER modified`` as the files of the folder that differ
+        from its record, when both manifests can be read (the old one from the cache); else as it was."""
+        what = reason.split(" ", 1)[0]
+        if what not in ("out", "dep") or not reason.endswith(" modified"):
+            return [reason]
+        path = reason[len(what) + 1:-len(" modified")]
+        recorded = old["outs"] if what == "out" else ((old.get("components") or {}).get("deps") or {})
+        digest = recorded.get(path)
+        if not digest or not digest.endswith(DIR_SUFFIX) or not os.path.isdir(self.ws.abs(path)):
+            return [reason]
+        try:
+            named = keymod.folder_reasons(path, self.objects.manifest(digest), self.hasher.dir_manifest(path)[1], what)
+        except (OSError, ValueError):
+            return [reason]
+        return named or [reason]
 
     # -- doing ---------------------------------------------------------------------------------
     def log_path(self, stage) -> str:
@@ -289,8 +348,13 @@ class StageExecutor:
                 )
                 try:
                     result = kind.run(ctx)
-                except (StageFailed, UserError):
+                except StageFailed as exc:  # the log's last lines say why, not only its header
+                    logf.write(f"error: {exc.message}\n")
                     raise
+                except UserError as exc:  # the log says why too, and a path error names its field's line
+                    exc = self._locate_input_error(stage, exc)
+                    logf.write(f"error: {exc}\n")
+                    raise exc from None
                 except Exception as exc:  # a kind's bug or the OS (a full disk): keep the traceback in the log
                     import traceback
 

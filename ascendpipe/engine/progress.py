@@ -16,6 +16,7 @@ class Progress:
         self.workspace = workspace
         self.colour = hasattr(self.stream, "isatty") and self.stream.isatty() and os.environ.get("NO_COLOR") is None
         self._lock = threading.Lock()
+        self.verb = "running"  # what a started stage does: `pull` only restores ("restoring")
 
     def _paint(self, state: str, text: str) -> str:
         code = _COLOURS.get(state)
@@ -30,7 +31,7 @@ class Progress:
         if self.quiet:
             return
         why = f"  ({reasons[0]}{' ...' if len(reasons) > 1 else ''})" if reasons else ""
-        self.write(f"  {self._paint('running', 'running ')}  {name}{why}\n")
+        self.write(f"  {self._paint('running', f'{self.verb:<8}')}  {name}{why}\n")
 
     def finished(self, outcome) -> None:
         if self.quiet and outcome.state not in ("failed",):
@@ -54,6 +55,8 @@ class Progress:
                 tail = f.readlines()[-lines:]
         except OSError:
             return ""
+        if not any(line.strip() and not line.startswith("# ascendpipe stage ") for line in tail):
+            return ""  # only the log's header: nothing there explains the failure (the line above does)
         body = "".join(f"      | {_clip(line.rstrip())}\n" for line in tail)
         return f"    last lines of {log}:\n{body}"
 

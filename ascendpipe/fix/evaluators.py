@@ -263,10 +263,10 @@ class PipelineEvaluator:
         keep, fusion = self.full_remedy(remedy)
         return overrides(self.target.set_prefix, keep, fusion)
 
-    def restore_workspace(self) -> None:
+    def restore_workspace(self) -> dict:
         """Leave the workspace as the pipeline file (not the last attempt) describes it: every
-        setting was built before, so this only restores outputs from the cache."""
-        self._build([])
+        setting was built before, so this only restores outputs from the cache. The run record."""
+        return self._build([])
 
     def _build(self, set_lines: list[str]) -> dict:
         """Build the metric, golden and compare stages with these overrides; the run record."""
@@ -347,7 +347,11 @@ class PipelineEvaluator:
                 raise UserError(f"pipeline mode needs an eval stage of the golden model: the golden stage '{stage}' has no "
                                 f"metric '{self.target.metric}' (it reports: {known}); name one with --golden-stage"
                                 f"{_STANDALONE_HINT}", Location(stage=stage, field="--golden-stage"))
-            raise UserError(f"stage '{stage}' has no metric '{self.target.metric}'; it reports: {known}",
+            import difflib
+
+            close = difflib.get_close_matches(self.target.metric, known.split(", "), n=1)
+            hint = f" (did you mean '{close[0]}'?)" if close else ""
+            raise UserError(f"has no metric '{self.target.metric}'{hint}; it reports: {known}",  # the stage is in the location
                             Location(stage=stage, field="--metric"))
         return float(metrics[self.target.metric])
 

@@ -174,10 +174,10 @@ def yaml_lines(stage_prefix: str, skip: list[str]) -> str:
 
 
 def terminal_text(outcome: Outcome, metric_name: str, skip: list[str], stage_prefix: str, target_text: str,
-                  written: dict) -> str:
+                  written: dict, restore_run: int | None = None) -> str:
     from ascendpipe.fix.report import attempt_table
 
-    out = [f"target: {target_text}", "", attempt_table(outcome, metric_name), outcome.message]
+    out = [f"target: {target_text}", "", attempt_table(outcome, metric_name, restore_run), outcome.message]
     if outcome.passed:
         kept = ", ".join(skip) if skip else "none: every layer stays int8"
         out += ["", f"layers kept in float: {kept}"]

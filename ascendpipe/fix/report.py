@@ -23,24 +23,31 @@ def _num(value) -> str:
     return metric_text(value)
 
 
-def _remedy_text(remedy, limit: int = 60) -> str:
-    text = ", ".join(str(c) for c in remedy) or "(none)"
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
 def attempt_rows(outcome: Outcome) -> list[dict]:
     return [{"attempt": a.number, "phase": a.phase, "remedy": [str(c) for c in a.remedy], "passed": a.result.passed,
              "metric": a.result.metric, "output_cosine": a.result.output_cosine, "note": a.result.note}
             for a in outcome.attempts]
 
 
-def attempt_table(outcome: Outcome, metric_name: str) -> str:
+RESTORE_NOTE = "the workspace back as the pipeline file says (from the cache)"
+
+
+def attempt_table(outcome: Outcome, metric_name: str, restore_run: int | None = None) -> str:
+    """One row per attempt and, in pipeline mode, one for the last build ``fix`` records
+    (``restore_run``): every run it made is in the table."""
     from ascendpipe.cli.common import table
 
+    from ascendpipe.compare.writers import op_labels
+
     both = metric_name != "output cosine"  # standalone mode judges the output cosine itself
-    rows = [[str(a.number), a.phase, _remedy_text(a.remedy), _num(a.result.metric),
+    # long remedy sets cut in the middle, widened until no two different sets read alike
+    texts = op_labels([", ".join(str(c) for c in a.remedy) or "(none)" for a in outcome.attempts], width=60, widest=160)
+    rows = [[str(a.number), a.phase, text, _num(a.result.metric),
              *([_num(a.result.output_cosine)] if both else []), "yes" if a.result.passed else "no", a.result.note]
-            for a in outcome.attempts]
+            for a, text in zip(outcome.attempts, texts)]
+    if restore_run is not None:
+        rows.append(["", "restore", "(as the pipeline file says)", "", *([""] if both else []), "",
+                     f"run {restore_run}; {RESTORE_NOTE}"])
     return table(rows, ["#", "phase", "remedy set", metric_name, *(["output cosine"] if both else []), "target", "note"])
 
 
@@ -107,8 +114,8 @@ def write_remedy_files(out_dir: Path, keep: list[str], fusion: dict[str, str], d
 
 
 def terminal_text(outcome: Outcome, metric_name: str, keep: list[str], fusion: dict[str, str], stage_prefix: str,
-                  written: dict[str, Path], target_text: str) -> str:
-    out = [f"target: {target_text}", "", attempt_table(outcome, metric_name), outcome.message]
+                  written: dict[str, Path], target_text: str, restore_run: int | None = None) -> str:
+    out = [f"target: {target_text}", "", attempt_table(outcome, metric_name, restore_run), outcome.message]
     if outcome.passed and (keep or fusion):
         out += ["", "apply it with these YAML lines:", yaml_lines(stage_prefix, keep, fusion).rstrip(),
                 "", "or on the command line:", *set_lines(stage_prefix, keep, fusion)]

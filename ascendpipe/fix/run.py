@@ -32,10 +32,11 @@ class FixReport:
     metric_name: str
     stage_prefix: str
     target_text: str
+    restore_run: int | None = None  # pipeline mode: the last run fix records (the workspace put back)
 
     def text(self) -> str:
         return report.terminal_text(self.outcome, self.metric_name, self.keep_dtype, self.fusion_switch,
-                                    self.stage_prefix, self.written, self.target_text)
+                                    self.stage_prefix, self.written, self.target_text, self.restore_run)
 
 
 def _check_attempts(max_attempts: int) -> None:
@@ -100,20 +101,20 @@ def fix_pipeline(pipeline: str | Path, *, stage: str = "convert", metric: str, t
                                   soc_version=resolved.stages[target.convert].params.get("soc_version"),
                                   stages=resolved.stages, workspace=workspace)
     outcome = search(evaluator, max_attempts=max_attempts)
-    evaluator.restore_workspace()
+    restore_run = (evaluator.restore_workspace() or {}).get("id")
     keep, fusion = evaluator.full_remedy(outcome.remedy)
     golden = evaluator.golden_metric
     noise = _resolution(outcome, evaluator, resolved.stages[target.metric_stage], workspace, tolerance)
     data = report.summary(outcome, keep, fusion, mode="pipeline", stage=target.convert,
                           metric_stage=target.metric_stage, metric_name=target.metric, golden_stage=target.golden_stage,
-                          golden_metric=golden, tolerance=tolerance, runs=evaluator.runs,
+                          golden_metric=golden, tolerance=tolerance, runs=evaluator.runs, restore_run=restore_run,
                           set=evaluator.set_lines(outcome.remedy) if outcome.passed else [], resolution=noise,
                           restored=bool(outcome.passed and outcome.remedy and not noise.get("inside_noise")))
     out_dir = Path(output) if output else build_dir / "fix" / stage_folder(target.convert)
     written = report.write_remedy_files(out_dir, keep, fusion, data)
     target_text = (f"{target.metric_stage}.{target.metric} >= {target.golden_stage}.{target.metric} - {tolerance}"
                    + (f" = {golden - tolerance:.6g}" if golden is not None else ""))
-    return FixReport(outcome, keep, fusion, data, written, target.metric, target.set_prefix, target_text)
+    return FixReport(outcome, keep, fusion, data, written, target.metric, target.set_prefix, target_text, restore_run)
 
 
 def _resolution(outcome: Outcome, evaluator, metric_stage, workspace: Path, tolerance: float) -> dict:
@@ -143,12 +144,13 @@ class QuantizeFixReport:
     metric_name: str
     stage_prefix: str
     target_text: str
+    restore_run: int | None = None  # the last run fix records (the workspace put back)
 
     def text(self) -> str:
         from ascendpipe.fix.quantize import terminal_text
 
         return terminal_text(self.outcome, self.metric_name, self.skip_layers, self.stage_prefix, self.target_text,
-                             self.written)
+                             self.written, self.restore_run)
 
 
 def fix_quantize(pipeline: str | Path, *, stage: str = "quantize", metric: str | None = None,
@@ -186,14 +188,14 @@ def fix_quantize(pipeline: str | Path, *, stage: str = "quantize", metric: str |
     evaluator = QuantizePipelineEvaluator(str(pipeline), target, tolerance=tolerance, overrides=overrides,
                                           backend=backend, build_dir=build_dir, base_skip=base_skip)
     outcome = quantize_search(evaluator, max_attempts=max_attempts)
-    evaluator.restore_workspace()
+    restore_run = (evaluator.restore_workspace() or {}).get("id")
     skip = evaluator.skip_layers(outcome.remedy)
     golden = evaluator.golden_metric
     data = {"skip_layers": skip, "metric": outcome.final.metric if outcome.final else None,
             "attempts": len(outcome.attempts), "passed": outcome.passed, "minimal": outcome.minimal,
             "message": outcome.message, "mode": "quantize", "stage": name, "metric_stage": target.metric_stage,
             "metric_name": target.metric, "golden_stage": target.golden_stage, "golden_metric": golden,
-            "tolerance": tolerance, "runs": evaluator.runs,
+            "tolerance": tolerance, "runs": evaluator.runs, "restore_run": restore_run,
             "set": evaluator.set_lines(outcome.remedy) if outcome.passed else [],
             "table": report.attempt_rows(outcome)}
     out_dir = Path(output) if output else build_dir / "fix" / stage_folder(name)
@@ -203,4 +205,4 @@ def fix_quantize(pipeline: str | Path, *, stage: str = "quantize", metric: str |
     written = {"summary": write_text_atomic(out_dir / report.SUMMARY_FILE, json.dumps(data, indent=2, default=str) + "\n")}
     target_text = (f"{target.metric_stage}.{target.metric} >= {target.golden_stage}.{target.metric} - {tolerance}"
                    + (f" = {golden - tolerance:.6g}" if golden is not None else ""))
-    return QuantizeFixReport(outcome, skip, data, written, target.metric, target.set_prefix, target_text)
+    return QuantizeFixReport(outcome, skip, data, written, target.metric, target.set_prefix, target_text, restore_run)

@@ -154,6 +154,20 @@ def out_reasons(recorded: dict[str, str], current: dict[str, str | None]) -> lis
     return reasons
 
 
+def folder_reasons(path: str, old: list[dict], new: list[dict], what: str = "out") -> list[str]:
+    """Which files of the folder ``path`` (an ``out`` or a ``dep``) differ from its recorded manifest, each named."""
+    before, after = {e["path"]: e["hash"] for e in old}, {e["path"]: e["hash"] for e in new}
+    reasons = []
+    for name in sorted(set(before) | set(after)):
+        if name not in after:
+            reasons.append(f"{what} {path}/{name} deleted")
+        elif name not in before:
+            reasons.append(f"{what} {path}/{name} added")
+        elif before[name] != after[name]:
+            reasons.append(f"{what} {path}/{name} modified")
+    return reasons
+
+
 def decide(old_components: dict | None, old_outs: dict | None, new_components: dict, current_outs: dict,
            always_changed: bool = False, *, old_key: str | None = None, new_key: str | None = None) -> Decision:
     """Stale when the key changed (reasons from the components) or an output differs from the record.

@@ -215,3 +215,153 @@ def test_profile_refuses_a_batch_size_of_zero(tmp_path, capsys):
         cli(["profile", "--model", str(tmp_path / "m.onnx"), "--output", str(tmp_path / "p"), "--batch-size", "0"])
     assert stop.value.code == 2
     assert capsys.readouterr().err.strip().endswith("expected a whole number of at least 1, given '0'")
+
+
+# -- issue 31: every message points at its source -------------------------------------------------
+
+def _only(ws, stages: dict) -> None:
+    import yaml
+
+    data = yaml.safe_load(ws.pipeline.read_text())
+    data["stages"] = {**{k: data["stages"][k] for k in ("prep", "score")}, **stages}
+    ws.pipeline.write_text(yaml.safe_dump(data, sort_keys=False))
+
+
+def _line_of(ws, text: str) -> int:
+    return next(i for i, line in enumerate(ws.pipeline.read_text().splitlines(), 1) if text in line)
+
+
+USE = {"use": {"kind": "run", "cmd": "cat data/prep/scalez.txt", "deps": ["data/prep/scalez.txt"], "outs": ["o.txt"]}}
+
+
+def test_a_wrong_path_inside_a_built_output_is_refused_by_validate_at_its_line(tmp_path, chdir_to, capsys):
+    ws = Workspace(tmp_path / "ws")
+    _only(ws, {})
+    ws.build()
+    _only(ws, USE)
+    chdir_to(ws.root)
+    assert cli(["validate", "pipeline.yaml"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"ascendpipe: error: pipeline.yaml:{_line_of(ws, '- data/prep/scalez.txt')}:")
+    assert "stage 'use'" in err and "input 'data/prep/scalez.txt' does not exist" in err
+    assert "did you mean 'data/prep/scale.txt'?" in err and "data/prep/ holds: scale.txt" in err
+    assert cli(["status", "pipeline.yaml"]) == 0  # status says the same, located
+    assert f"stale   use: pipeline.yaml:{_line_of(ws, '- data/prep/scalez.txt')}:7: stage 'use': input" in capsys.readouterr().out
+
+
+def test_a_wrong_path_inside_an_output_not_built_yet_fails_the_build_at_its_line(tmp_path, chdir_to, capsys):
+    ws = Workspace(tmp_path / "ws")
+    _only(ws, USE)
+    chdir_to(ws.root)
+    assert cli(["validate", "pipeline.yaml"]) == 0  # prep is not built: the path may yet appear
+    capsys.readouterr()
+    assert cli(["build", "pipeline.yaml"]) == 1
+    out = capsys.readouterr().out
+    failed = next(line for line in out.splitlines() if line.strip().startswith("FAILED"))
+    assert f"pipeline.yaml:{_line_of(ws, '- data/prep/scalez.txt')}:7: stage 'use': input 'data/prep/scalez.txt'" in failed
+    assert "ran       prep" in out  # what could be built was
+
+
+def test_a_kinds_input_path_error_names_the_field_and_the_log_says_why(tmp_path, chdir_to, capsys):
+    """An error a kind raises about an input file (inputs.py) is blamed on the pipeline field that
+    named it, and the log excerpt printed under the failure shows that error, not only the log's header."""
+    ws = Workspace(tmp_path / "ws")
+    (ws.root / "data" / "probe.npy").write_bytes(b"not an npy")
+    chdir_to(ws.root)
+    assert cli(["build", "pipeline.yaml", "compare@fp32"]) == 1
+    out = capsys.readouterr().out
+    failed = next(line for line in out.splitlines() if line.strip().startswith("FAILED"))
+    assert f"pipeline.yaml:{_line_of(ws, 'inputs: data/probe.npy')}:13: stage 'compare@fp32': 'data/probe.npy': cannot read input file" in failed
+    excerpt = out.split("last lines of build/compare__fp32.log:\n", 1)[1].splitlines()
+    assert excerpt[0].strip() == "| # ascendpipe stage compare@fp32 (compare), run 1"
+    assert excerpt[1].strip().startswith("| error: pipeline.yaml:") and "not a numpy .npy/.npz file" in excerpt[1]
+
+
+def test_a_log_holding_only_its_header_is_not_shown_as_the_explanation(tmp_path):
+    from ascendpipe.engine.progress import Progress
+
+    (tmp_path / "a.log").write_text("# ascendpipe stage s (run), run 1\n")
+    (tmp_path / "b.log").write_text("# ascendpipe stage s (run), run 1\nTraceback: boom\n")
+    progress = Progress(io.StringIO(), workspace=str(tmp_path))
+    assert progress.log_tail("a.log") == ""
+    assert progress.log_tail("b.log") == "    last lines of b.log:\n      | # ascendpipe stage s (run), run 1\n      | Traceback: boom\n"
+
+
+def test_a_typod_field_suggests_the_close_name_and_lists_only_that_kinds_fields(tmp_path, chdir_to, capsys):
+    (tmp_path / "p.yaml").write_text("stages:\n  convert:\n    kind: convert\n    modle: models/x.onnx\n")
+    chdir_to(tmp_path)
+    assert cli(["validate", "p.yaml"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("ascendpipe: error: p.yaml:4:5: stage 'convert': unknown field 'modle' (did you mean 'model'?)")
+    listed = err.split("a 'convert' stage takes: ")[1].split(", ")
+    assert listed[0] == "model" and "kind" in listed and not {"cmd", "deps", "outs", "metrics"} & set(listed)
+
+
+def test_the_compare_table_never_shows_two_ops_alike():
+    from ascendpipe.compare.writers import middle_cut, op_labels, terminal_text
+
+    a, b = "/backbone/backbone.0/backbone.0.0/conv1/Conv", "/backbone/backbone.0/backbone.0.1/conv1/Conv"
+    assert a[:32] == b[:32]  # what the table showed before: both read alike
+    labels = op_labels([a, b, "relu"])
+    assert labels[0] != labels[1] and labels[2] == "relu"
+    assert all("…" in x for x in labels[:2]) and labels[0].endswith("/conv1/Conv")
+    assert middle_cut("x" * 10 + "TAIL", 8).endswith("TAIL") and len(middle_cut("x" * 40, 32)) == 32
+    rows = [{"index": i, "side": "both", "op_name": n, "op_type": "Conv", "cosine": 0.5, "max_rel_error": 1.0, "rmse": 0.1,
+             "failed": True, "overflow": None} for i, n in enumerate((a, b))]
+    result = {"rows": rows, "summary": {"compared_tensors": 2, "golden_only": 0, "target_only": 0, "failed_ops": 2, "overflow_ops": 0},
+              "first_failure": None}
+    table = terminal_text(result).splitlines()[2:4]
+    assert len({line.split()[1] for line in table}) == 2
+
+
+def test_a_file_deleted_from_an_output_folder_is_named(tmp_path):
+    ws = Workspace(tmp_path / "ws")
+    ws.build("compare@fp32")
+    (ws.root / "build" / "compare__fp32" / "result.json").unlink()
+    status = ascendpipe.status(str(ws.pipeline))["stages"]["compare@fp32"]
+    assert status["state"] == "stale" and status["reasons"] == ["out build/compare__fp32/result.json deleted"]
+    # a file edited in a folder another stage reads: named as the out of one and the dep of the other
+    ws.build("score")
+    (ws.root / "data" / "prep" / "scale.txt").write_text("7")
+    stages = ascendpipe.status(str(ws.pipeline))["stages"]
+    assert stages["prep"]["reasons"] == ["out data/prep/scale.txt modified"]
+    assert stages["score"]["reasons"][0] == "dep data/prep/scale.txt modified"
+
+
+def test_fix_names_a_missing_metric_once_and_lists_what_the_stage_reports(failing_compare):
+    from ascendpipe.errors import UserError
+    from ascendpipe.fix.evaluators import PipelineEvaluator, PipelineTarget
+
+    ws, _, _ = failing_compare
+    target = PipelineTarget("convert@fp16", "score", "los", "prep", "compare@fp16", "stages.convert.matrix.fp16")
+    evaluator = PipelineEvaluator(str(ws.pipeline), target, tolerance=0.01, build_dir=ws.root / "build")
+    record = {"stages": {"score": {"metrics": {"acc": 0.51, "loss": 1.0}}}}
+    with pytest.raises(UserError) as exc:
+        evaluator._metric(record, "score")
+    assert str(exc.value).count("stage 'score'") == 1
+    assert "has no metric 'los' (did you mean 'loss'?); it reports: acc, loss" in str(exc.value)
+
+
+def test_pull_says_restoring_not_running(tmp_path, capsys):
+    ws = Workspace(tmp_path / "ws")
+    _only(ws, {})
+    remote = tmp_path / "remote"
+    remote.mkdir()
+    out = io.StringIO()
+    ascendpipe.pull(str(ws.pipeline), remote=remote.as_uri(), quiet=False, stream=out)
+    printed = out.getvalue()
+    assert "restoring  prep" in printed and "running" not in printed
+
+
+def test_fix_table_never_shows_two_remedy_sets_alike():
+    from ascendpipe.fix.report import attempt_table
+    from ascendpipe.fix.search import KEEP, Attempt, Candidate, Outcome, Result
+
+    ops = [Candidate(KEEP, f"/backbone/backbone.0/layer{i}/Conv") for i in range(4)]
+    attempts = [Attempt(1, tuple(ops), "grow", Result(True, 0.9, note="run 4")),
+                Attempt(2, tuple(ops[:3]), "shrink", Result(False, 0.1, note="run 5"))]
+    table = attempt_table(Outcome(tuple(ops), True, True, attempts, "ok"), "mAP", restore_run=6).splitlines()
+    start, end = table[0].index("remedy set"), table[0].index("mAP")
+    remedy = [line[start:end].strip() for line in table[2:4]]
+    assert remedy[0] != remedy[1] and remedy[0].endswith("layer3/Conv") and remedy[1].endswith("layer2/Conv")
+    assert table[4].split()[0] == "restore" and "run 6; the workspace back as the pipeline file says" in table[4]

@@ -78,3 +78,22 @@ def test_a_dump_key_out_of_shape_in_the_remote_is_never_used(make_ws, bucket, ra
     assert sum(again["stages"]["compare@fp16"]["info"]["golden_dumped_here"]) == 1  # dumped anew
     assert remote.get_dump(ref["key"]) == ref["digest"]  # and the ref replaced by a whole one
     assert again["stages"]["compare@fp16"]["metrics"] == first["stages"]["compare@fp16"]["metrics"]
+
+
+def test_a_golden_pushed_from_a_local_build_is_read_by_ray_workers(make_ws, bucket, ray_local):
+    import ascendpipe
+    from ascendpipe.store.dump_cache import OBJECT_REFS
+    from ascendpipe.store.remote import RemoteCache
+
+    a = _compare_workspace(make_ws, bucket)
+    a.build(["compare@fp16"])  # local: uploads nothing
+    ref = json.loads((a.root / "build" / "compare__fp16" / OBJECT_REFS).read_text())["objects"][0]
+    remote = RemoteCache(bucket)
+    assert remote.get_dump(ref["key"]) is None
+    ascendpipe.push(str(a.root / "pipeline.yaml"), ["compare@fp16"], stream=__import__("io").StringIO())
+    assert remote.get_dump(ref["key"]) == ref["digest"]  # push names the dump under its key too
+    _forget_worker_cache()
+    b = a.clone("b")
+    run = b.build(["compare@fp32"], executor="ray")  # another compare of the same golden and inputs
+    assert states(run)["compare@fp32"] == "ran"
+    assert run["stages"]["compare@fp32"]["info"]["golden_dumped_here"] == [False]

@@ -8,7 +8,8 @@
   ``push`` (engine/push.py) uploads what was built, through ``publish``.
 - Shared dumps travel with the stages that read them: a compare's golden dump lives in ``cache/``,
   not in the stage's folder, which names it in ``object_refs.json``. ``publish`` uploads it too and
-  lists it in the entry (``dumps``: key -> folder digest); a restore fetches it and names it under
+  lists it in the entry (``dumps``: key -> folder digest) and under its key (``dumps/ab/cdef...``,
+  where Ray workers look before dumping); a restore fetches it and names it under
   its key in ``cache/dumps/``, so the next compare of that golden on the other machine reads it
   instead of dumping again. Both are best effort: the stage's own outputs are whole without it.
 - Names read from the remote are checked before use (store/remote.py: ``RemoteUntrusted``); what
@@ -81,9 +82,13 @@ def publish(remote, objects, key: str, stage_name: str, entry: dict, known: set 
     dumps = {}
     for dump_key, digest in sorted(shared_dumps(objects, entry["outs"]).items()):
         try:
-            sent += remote.push_object(objects, digest, known)
+            # objects, then the dump's key (``dumps/``): a Ray worker's compare finds it there too
+            sent += remote.put_dump(objects, dump_key, digest, known)
         except (FileNotFoundError, CorruptObject, ValueError):
-            continue  # gone, damaged or out of shape here: the other side dumps it again when it needs it
+            # not here (a Ray worker made it and uploaded it itself), damaged or out of shape: listed
+            # only where the remote names it whole; else the other side dumps it again when needed
+            if remote.get_dump(dump_key) != digest:
+                continue
         dumps[dump_key] = digest
     remote.put_entry(key, {"stage": stage_name, **entry, **({"dumps": dumps} if dumps else {})})
     return sent

@@ -91,7 +91,8 @@ def _run_remote(job: dict) -> dict:
     from ascendpipe.store.remote import RemoteCache
 
     remote = RemoteCache(job["remote"])
-    objects = ObjectStore(os.environ.get("ASCENDPIPE_WORKER_CACHE") or os.path.join(tempfile.gettempdir(), "ascendpipe-worker-cache"))
+    host_cache = os.environ.get("ASCENDPIPE_WORKER_CACHE") or os.path.join(tempfile.gettempdir(), "ascendpipe-worker-cache")
+    objects = ObjectStore(host_cache)
     scratch = tempfile.mkdtemp(prefix="ascendpipe-worker-")
     try:
         try:
@@ -108,8 +109,14 @@ def _run_remote(job: dict) -> dict:
             return reply
         except UserError as exc:
             return _reply_failed(str(exc))
-        ok, result, error = _run_in(job, scratch)
+        from ascendpipe.store.dump_cache import served
+
+        # shared dumps (a compare's golden) go to this host's cache and the remote, not the scratch
+        with served(scratch, host_cache, remote) as dumps:
+            ok, result, error = _run_in(job, scratch)
         log_text = _read(os.path.join(scratch, job["log"]))
+        if dumps.notes and log_text is not None:
+            log_text += "".join(f"shared dump cache: {note}\n" for note in dumps.notes)
         if not ok:
             return _reply_failed(error, log_text)
         hasher = Hasher(_NoStatCache(), scratch)

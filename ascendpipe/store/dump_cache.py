@@ -13,6 +13,10 @@ stage (a ``-j 2`` thread, a Ray worker on the same host) waits for the lock and 
 Every write is atomic (a temp folder, objects renamed into place, the key file replaced last), so a
 kill leaves either no entry or a whole one; the store's objects are never partial.
 
+Scale-out: on a worker with a remote cache, ``served`` gives the stage a ``DumpCache`` in the host's
+worker cache backed by the remote: a key is looked up there before dumping, and a dump made is
+uploaded (files, manifest, then the key: ``dumps/ab/cdef...``), so a golden is dumped once per cluster.
+
 Reading: a cached dump is read in place, from the objects (no copy); each file is hashed as it is
 read, so a corrupted object is reported (``CorruptObject``) and removed, never used.
 """
@@ -158,14 +162,48 @@ class CachedDump:
             write_bytes_atomic(Path(dest) / rel, self.read_bytes(rel))
 
 
+# scratch workspace -> (cache root, remote) for the stage a scale-out worker runs there (``served``)
+_SERVED: dict[str, "served"] = {}
+
+
+class served:
+    """While a scale-out worker runs a stage in the scratch folder ``workspace``, the stage's shared
+    dumps (``DumpCache.for_workspace``) live in the host's worker cache ``cache_root``, backed by the
+    build's ``remote``: one golden per model and inputs across the cluster, not one per stage."""
+
+    def __init__(self, workspace: str | os.PathLike, cache_root: str | os.PathLike, remote):
+        self.workspace = os.path.realpath(workspace)
+        self.cache_root = str(cache_root)
+        self.remote = remote
+        self.notes: list[str] = []  # what went wrong with the remote, for the stage's log
+
+    def __enter__(self):
+        _SERVED[self.workspace] = self
+        return self
+
+    def __exit__(self, *exc):
+        _SERVED.pop(self.workspace, None)
+        return False
+
+
 class DumpCache:
-    def __init__(self, cache_root: str | os.PathLike):
+    """``remote`` (a ``store.remote.RemoteCache``, or None): a key missing here is looked up there
+    (``dumps/ab/cdef...`` names its folder, fetched and verified into this store) before anything is
+    dumped, and a dump made here is uploaded there (files, manifest, then the key). Both best
+    effort: a remote that fails, lacks the dump or holds it damaged or out of shape means a dump here."""
+
+    def __init__(self, cache_root: str | os.PathLike, remote=None, notes: list | None = None):
         self.root = Path(cache_root)
         self.objects = ObjectStore(str(self.root))
         self.refs = self.root / REFS_DIR
+        self.remote = remote
+        self.remote_notes: list[str] = [] if notes is None else notes  # remote trouble (best effort: never fatal)
 
     @classmethod
     def for_workspace(cls, workspace: str | os.PathLike) -> "DumpCache":
+        found = _SERVED.get(os.path.realpath(workspace))
+        if found is not None:  # a stage on a scale-out worker
+            return cls(found.cache_root, remote=found.remote, notes=found.notes)
         from ascendpipe.engine.workspace import Workspace
 
         return cls(Workspace(str(workspace)).cache_root)
@@ -274,17 +312,50 @@ class DumpCache:
         with os.fdopen(fd, "a+") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)  # released on close, or by the kernel if killed
             try:
-                found = self.get(key)  # made while we waited
+                found = self.get(key) or self._from_remote(key)  # made while we waited, or elsewhere
                 if found is not None:
                     return found, False
                 scratch = Path(tempfile.mkdtemp(dir=self.refs, prefix=f".tmp-{key[:12]}-"))
                 try:
                     make(scratch / "dump")
-                    return self.put(key, scratch / "dump", move=True), True
+                    made = self.put(key, scratch / "dump", move=True)
                 finally:
                     shutil.rmtree(scratch, ignore_errors=True)
+                self._to_remote(made)
+                return made, True
             finally:
                 fcntl.flock(lock, fcntl.LOCK_UN)
+
+    def _from_remote(self, key: str) -> CachedDump | None:
+        """The dump of ``key`` fetched from the remote (every object hashed on arrival) and named
+        here, or None: no remote, no such dump there, or one that cannot be had whole."""
+        if self.remote is None:
+            return None
+        from ascendpipe.errors import UserError
+
+        try:
+            digest = self.remote.get_dump(key)
+            if digest is None:
+                return None
+            self.remote.fetch_object(self.objects, digest)  # checks the manifest's names before writing
+        except FileNotFoundError:
+            self.remote_notes.append(f"dump {key[:12]}: named by the remote but not whole there")
+            return None
+        except (CorruptObject, UnsafeName, UserError, OSError) as exc:  # damaged (deleted there), hostile, unreachable
+            self.remote_notes.append(f"dump {key[:12]}: not fetched from the remote ({exc})")
+            return None
+        return self.get(key) if self.link(key, digest) else None
+
+    def _to_remote(self, dump: CachedDump) -> None:
+        """Upload a dump made here (best effort: the stage's results never depend on it)."""
+        if self.remote is None:
+            return
+        from ascendpipe.errors import UserError
+
+        try:
+            self.remote.put_dump(self.objects, dump.key, dump.digest)
+        except (CorruptObject, UnsafeName, UserError, OSError) as exc:
+            self.remote_notes.append(f"dump {dump.key[:12]}: not uploaded to the remote ({exc})")
 
 
 def refs_document(objects: list[dict]) -> dict:

@@ -1,6 +1,7 @@
 """The remote cache: the object store's layout (``objects/ab/cdef...``, folders as ``.dir``
 manifests) under a URL, plus the run-cache index as one JSON entry per stage key
-(``runs/ab/cdef....json``: outputs, metrics, remedy files, info).
+(``runs/ab/cdef....json``: outputs, metrics, remedy files, info), and the shared dumps' keys
+(``dumps/ab/cdef...``: a dump key -> its folder digest, so one golden is dumped once per cluster).
 
 It speaks fsspec, so ``s3://bucket/prefix`` (through s3fs: AWS, MinIO, Huawei OBS), ``file://`` or a
 plain folder all work. Credentials and endpoints come only from the environment and the usual AWS
@@ -41,6 +42,11 @@ def object_path(digest: str) -> str:
 
 def entry_path(key: str) -> str:
     return f"runs/{key[:2]}/{key[2:]}.json"
+
+
+def dump_path(key: str) -> str:
+    """The remote's name for a shared dump's key (``dumps/ab/cdef...``): its folder digest, one line."""
+    return f"dumps/{key[:2]}/{key[2:]}"
 
 
 def split_url(url: str) -> tuple[str, str]:
@@ -222,6 +228,31 @@ class RemoteCache:
     def put_entry(self, key: str, entry: dict) -> None:
         body = {"format": ENTRY_FORMAT, "key": key, **{k: v for k, v in entry.items() if k not in ("format", "key")}}
         self.write_bytes(entry_path(key), json.dumps(body, sort_keys=True, default=str).encode())
+
+    # -- shared dumps (store/dump_cache.py) ----------------------------------------------------
+    def get_dump(self, key: str) -> str | None:
+        """The folder digest the remote names for a shared dump key, or None (absent, or out of the
+        store's shape: such a ref is never made a path; the dump is made again and the ref replaced)."""
+        from ascendpipe.store.dump_cache import is_dump_ref
+
+        if not is_file_digest(key):
+            return None
+        try:
+            digest = self.read_bytes(dump_path(key)).decode("ascii", "replace").strip()
+        except FileNotFoundError:
+            return None
+        return digest if is_dump_ref(key, digest) else None
+
+    def put_dump(self, objects, key: str, digest: str, known: set | None = None) -> int:
+        """Publish a shared dump: its files, then its manifest (``push_object``), then the key naming
+        it, so no reader ever finds a key whose dump is not whole. Returns the objects uploaded."""
+        from ascendpipe.store.dump_cache import is_dump_ref
+
+        if not is_dump_ref(key, digest):
+            raise UnsafeName(f"{key!r} -> {digest!r} is not a dump key and folder digest")
+        sent = self.push_object(objects, digest, known)
+        self.write_bytes(dump_path(key), (digest + "\n").encode())
+        return sent
 
     # -- objects -------------------------------------------------------------------------------
     def push_object(self, objects, digest: str, known: set | None = None) -> int:

@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ascendpipe.protowire import WireError, field_values, varint
+
 # OutputDataType (toolkit.dumpdata), the dump's numbering (not aclDataType's): DT_FLOAT = 1, DT_FLOAT16 = 2,
 # DT_INT8 = 3, ..., DT_DOUBLE = 12, DT_BF16 = 27
 DTYPES: dict[int, tuple[str, str]] = {  # enum -> (name in our index, numpy dtype it is read as)
@@ -78,39 +80,18 @@ class DumpRecord:
 
 
 def _varint(buf: bytes, pos: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        if pos >= len(buf) or shift > 63:
-            raise DumpFormatError("truncated varint in the dump header")
-        byte = buf[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return value, pos
-        shift += 7
+    try:
+        return varint(buf, pos)
+    except WireError as exc:
+        raise DumpFormatError(f"{exc} in the dump header") from None
 
 
 def fields(buf: bytes) -> list[tuple[int, int, object]]:
     """(field number, wire type, value) of one message; a length-delimited value is its bytes."""
-    out, pos = [], 0
-    while pos < len(buf):
-        key, pos = _varint(buf, pos)
-        number, wire = key >> 3, key & 7
-        if wire == 0:
-            value, pos = _varint(buf, pos)
-        elif wire == 1:
-            value, pos = buf[pos:pos + 8], pos + 8
-        elif wire == 2:
-            length, pos = _varint(buf, pos)
-            value, pos = buf[pos:pos + length], pos + length
-        elif wire == 5:
-            value, pos = buf[pos:pos + 4], pos + 4
-        else:
-            raise DumpFormatError(f"unsupported protobuf wire type {wire} (field {number}) in the dump header")
-        if pos > len(buf):
-            raise DumpFormatError(f"field {number} runs past the end of the dump header")
-        out.append((number, wire, value))
-    return out
+    try:
+        return field_values(buf)
+    except WireError as exc:
+        raise DumpFormatError(f"{exc} in the dump header") from None
 
 
 def _shape(buf: bytes) -> list[int]:

@@ -10,51 +10,12 @@ is the sub-model.
 
 from __future__ import annotations
 
-_LEN = 2
+from ascendpipe.protowire import LEN as _LEN
+from ascendpipe.protowire import WireError, field_spans as fields  # noqa: F401 (callers catch WireError)
+
 _MODEL_GRAPH = 7  # ModelProto.graph
 _GRAPH_INITIALIZER = 5  # GraphProto.initializer
 _TENSOR_NAME = 8  # TensorProto.name
-
-
-class WireError(ValueError):
-    """The bytes are not a protobuf message as expected."""
-
-
-def _varint(buf, pos: int) -> tuple[int, int]:
-    value, shift = 0, 0
-    while True:
-        if pos >= len(buf):
-            raise WireError("truncated varint")
-        byte = buf[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return value, pos
-        shift += 7
-
-
-def fields(buf, start: int, end: int):
-    """(field number, wire type, payload start, payload end) of each field in ``buf[start:end]``;
-    a varint's payload span is its encoded bytes."""
-    pos = start
-    while pos < end:
-        key, pos = _varint(buf, pos)
-        number, kind = key >> 3, key & 7
-        if kind == 0:
-            _, after = _varint(buf, pos)
-        elif kind == 1:
-            after = pos + 8
-        elif kind == _LEN:
-            size, pos = _varint(buf, pos)
-            after = pos + size
-        elif kind == 5:
-            after = pos + 4
-        else:  # groups (wire types 3, 4) are not in ONNX's schema
-            raise WireError(f"unsupported wire type {kind}")
-        if after > end:
-            raise WireError("field runs past its message")
-        yield number, kind, pos, after
-        pos = after
 
 
 def initializer_spans(model: bytes) -> dict[str, tuple[int, int]]:

@@ -86,11 +86,14 @@ def dump(ctx):
     tk = discover()
     out = Path(ctx.out_dir)
     om, record = converted_om(ctx)
-    specs = input_specs(record)
+    from ascendpipe.inputs import Batch, with_batch_axes
+
+    # as the onnxruntime dump: max_batch caps a batch; a file that fits the OM runs as given
+    specs = with_batch_axes(input_specs(record), ctx.params.get("batch_axes"))
     static = any(s.static_batch is not None for s in specs)
     max_batch = ctx.params.get("max_batch", 8)
-    batches, source = stage_batches(ctx, specs, batch_size=None if static else max_batch, seed=ctx.params.get("seed", 0))
-    from ascendpipe.inputs import Batch
+    batches, source = stage_batches(ctx, specs, batch_size=None if static else max_batch,
+                                    seed=ctx.params.get("seed", 0), cap=True)
 
     feeds = Batch(first_samples(batches, max_batch, static))
     index_path, leaf = dump_with_ais(ctx, tk, om, feeds, [s.name for s in specs], out,

@@ -47,7 +47,7 @@ def test_calibration_data_keeps_a_0d_input_and_hashes_its_shape(tmp_path):
     digest = hashlib.sha256()
     for batch in used:
         digest.update("rate|<i8|[]\n".encode() + np.int64(16000).tobytes())
-        digest.update(f"x|<f4|[2, 2]\n".encode() + batch["x"].tobytes())
+        digest.update("x|<f4|[2, 2]\n".encode() + batch["x"].tobytes())
     assert info["sha256"] == digest.hexdigest() and info["samples"] == 4
 
 

@@ -126,3 +126,22 @@ def test_stage_kinds_never_name_a_backend():
         if module.startswith("ascendpipe.stages"):
             named = {d for d in deps if d.startswith("ascendpipe.backends.") and d != "ascendpipe.backends.registry"}
             assert not named, (module, named)
+
+
+def test_compare_reads_its_feeds_stats_without_a_backend():
+    """tensor_stats is pure numpy in a neutral module: compare's check of the feeds (NaN/inf) imports no
+    backend (the lower layers must not import backends), and the dump writers use the same function."""
+    import subprocess
+    import sys
+
+    assert import_graph()["ascendpipe.tensorstats"] == set()
+    code = ("import sys, numpy as np\n"
+            "from ascendpipe.compare.sources import nonfinite_inputs\n"
+            "print(nonfinite_inputs([{'x': np.array([1.0, np.nan, np.inf], np.float32), 'n': np.arange(3)}]))\n"
+            "print(sorted(m for m in sys.modules if m.startswith('ascendpipe.backends')))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.splitlines()
+    assert out == ["x: 1 NaN, 1 inf", "[]"]
+    from ascendpipe.backends.onnxruntime import dump, dump_write
+    from ascendpipe.tensorstats import tensor_stats
+
+    assert dump.tensor_stats is tensor_stats and dump_write.tensor_stats is tensor_stats

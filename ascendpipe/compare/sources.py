@@ -403,7 +403,7 @@ def nonfinite_inputs(batches: list) -> str | None:
     """'x: 1 NaN, y: 2 inf' for the float feeds holding NaN or inf (over every batch), else None."""
     import numpy as np
 
-    from ascendpipe.backends.onnxruntime.dump import tensor_stats
+    from ascendpipe.tensorstats import tensor_stats
 
     counts: dict[str, list[int]] = {}
     for feeds in batches:

@@ -9,7 +9,9 @@ between the pipeline as written now and the run, one line at the narrowest level
 stage's named matrix variant, else the stage).
 
 Nothing is restored unless every output the run recorded is still in the cache: a run whose objects
-were garbage-collected is refused in one line (``--settings-only`` writes the overrides alone).
+were garbage-collected is refused in one line (``--settings-only`` writes the overrides alone). Nor
+into a folder another pipeline file has claimed since the run (engine/owners.py): refused in one
+located line, as ``build`` refuses it, before anything is written.
 """
 
 from __future__ import annotations
@@ -191,6 +193,8 @@ def checkout(run_ref, stages=(), *, workspace: str, settings_only: bool = False,
     for n in not_built:
         result["will_run"][n] = [f"it {recorded[n].get('state')} in run {run['id']}"]
     with BuildLock(ws):  # no build reads the overrides or the outputs half-way through
+        if not settings_only:  # build's check first: a folder another pipeline claimed since is not overwritten
+            result["notes"] = _claim(target, ws)
         if all_lines:
             write_text_atomic(ofile, file_text(all_lines, run, display_argv))
         elif os.path.exists(ofile):
@@ -210,6 +214,20 @@ def checkout(run_ref, stages=(), *, workspace: str, settings_only: bool = False,
             hasher.flush()
             db.close()
     return result
+
+
+def _claim(pipeline, ws) -> list[str]:
+    """The checked-out pipeline (as the overrides file being written resolves it) claims its paths as
+    ``build`` does (engine/owners.py): a path another pipeline file has claimed since the run is refused
+    in one located line before anything is written; a stale claim is taken over (the notes say so)."""
+    from ascendpipe.engine.owners import claim
+    from ascendpipe.store.db import Database
+
+    db = Database(ws.db_path)
+    try:
+        return claim(pipeline, ws, db)
+    finally:
+        db.close()
 
 
 def edges_order(pipeline) -> list[str]:

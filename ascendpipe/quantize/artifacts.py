@@ -51,14 +51,14 @@ def calibration_batches(path: Path, specs, settings, where: Location) -> tuple[l
         batches = load_inputs(path, specs, batch_size=None if fixed else size)
     except UserError as err:
         raise err.with_location(**{**where.parts(), "field": "calibration"}) from None
-    full = [b for b in batches if b.valid == size and next(iter(b.values())).shape[0] == size]  # no padded batch
+    full = [b for b in batches if b.valid == size and b.rows == size]  # no padded batch (a 0-d input has no rows)
     if len(full) < settings.batch_num:
         have = sum(b.valid for b in batches)
         raise UserError(f"calibration data {path} holds {have} samples; batch_num {settings.batch_num} x batch_size "
                         f"{size} needs {settings.batch_num * size}",
                         Location(**{**where.parts(), "field": "calibration"}),
                         hint="lower batch_num or batch_size, or give more calibration samples")
-    used = [{k: np.ascontiguousarray(v) for k, v in b.items()} for b in full[: settings.batch_num]]
+    used = [{k: np.require(v, requirements="C") for k, v in b.items()} for b in full[: settings.batch_num]]  # 0-d kept
     digest = hashlib.sha256()
     for batch in used:
         for name in sorted(batch):

@@ -46,7 +46,9 @@ def feeds_digest(feeds: dict) -> str:
 
     h = hashlib.sha256()
     for name in sorted(feeds):
-        array = np.ascontiguousarray(feeds[name])
+        # C order, rank kept: the same bytes and key as before for any array of rank 1 and up; a 0-d feed
+        # hashes as shape [] (ascontiguousarray made it [1], the key of a one-element array)
+        array = np.require(feeds[name], requirements="C")
         h.update(json.dumps([name, array.dtype.str, list(array.shape)]).encode())
         h.update(memoryview(array).cast("B"))
     return h.hexdigest()

@@ -147,3 +147,36 @@ def test_the_same_pipeline_built_with_another_build_dir_moves_its_claim(scored):
     assert _build(ws, "b.yaml")["stages"]["score"]["state"] == "ran"
     with pytest.raises(UserError, match="folder 'build/score' is written by another pipeline in this workspace, b.yaml"):
         ascendpipe.validate(str(ws.root / "a.yaml"))
+
+
+def test_checkout_does_not_restore_into_a_folder_another_pipeline_claimed_since(scored, capsys):
+    """Run 1 of a.yaml built build/score; a.yaml renamed its stage, b.yaml took the folder over; a.yaml
+    renamed back: checking out run 1 would overwrite b.yaml's outputs, so it is refused as build is."""
+    from ascendpipe.api import checkout
+
+    ws = scored
+    ws.write("a.yaml", SCORE.format(top="", name="score"))
+    first = _build(ws, "a.yaml")
+    ws.write("a.yaml", SCORE.format(top="", name="score_a"))
+    np.save(ws.root / "logits_b.npy", np.array([[2, 1], [0, 3], [5, 1], [4, 1]], np.float32))  # 4 right
+    ws.write("b.yaml", SCORE.format(top="", name="score").replace("logits.npy", "logits_b.npy"))
+    assert _build(ws, "b.yaml")["stages"]["score"]["metrics"]["top1"] == 1.0
+    ws.write("a.yaml", SCORE.format(top="", name="score"))
+    before = _tree(ws.root / "build")
+    with pytest.raises(UserError) as err:
+        checkout(first["id"], workspace=str(ws.root))
+    assert str(err.value) == (
+        f"{ws.root / 'a.yaml'}:2:3: stage 'score': folder 'build/score' is written by another pipeline in this "
+        "workspace, b.yaml (stage 'score'); two pipelines cannot share a path: set `build_dir: build/a` in "
+        f"{ws.root / 'a.yaml'} (or --set build_dir=build/a), or rename the stage")
+    # nothing written: b.yaml's outputs, and no overrides file for a.yaml
+    assert _tree(ws.root / "build") == before and not (ws.root / "a.overrides").exists()
+    assert ascendpipe.status(str(ws.root / "b.yaml"))["stages"]["score"]["state"] == "fresh"
+    # once b.yaml is gone the claim is stale: checkout takes it over and says so, as build does
+    (ws.root / "b.yaml").unlink()
+    capsys.readouterr()
+    assert cli(["checkout", str(first["id"])]) == 0
+    assert capsys.readouterr().err.splitlines() == [
+        "note: build/score, build/score.log belonged to b.yaml, which no longer exists; now a.yaml's"]
+    assert ascendpipe.status(str(ws.root / "a.yaml"))["stages"]["score"]["state"] == "fresh"
+    assert _build(ws, "a.yaml")["stages"]["score"]["metrics"]["top1"] == 0.75

@@ -22,7 +22,7 @@ def write_ais_inputs(batches, names: list[str], root: Path) -> list[Path]:
         d = root / file_name(name, k)
         d.mkdir(parents=True, exist_ok=True)
         for i, batch in enumerate(batches):
-            np.save(d / f"{i:05d}.npy", np.ascontiguousarray(batch[name]))
+            np.save(d / f"{i:05d}.npy", np.require(batch[name], requirements="C"))  # a 0-d input stays 0-d
         dirs.append(d)
     return dirs
 

@@ -70,7 +70,7 @@ def to_golden(flat: np.ndarray, fmt: int, shape: list[int], original: list[int])
         if out.size != math.prod(original):
             return None, f"device format {name}: dumped shape {shape} does not hold original shape {original}"
         out = out.reshape(original)
-    return np.ascontiguousarray(out), None
+    return np.require(out, requirements="C"), None  # a 0-d tensor stays 0-d (ascontiguousarray makes it [1])
 
 
 def _nc1hwc0(a: np.ndarray, original: list[int]) -> np.ndarray | None:

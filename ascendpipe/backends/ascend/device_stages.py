@@ -5,6 +5,7 @@ under msprof for a profile) over a converted OM; ``dump_om`` dumps one for compa
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from ascendpipe.backends.ascend.host import host_onnx, on_host
 from ascendpipe.backends.ascend.plan import converted_om, dump_plan, infer_plan, input_specs, located, profile_plan
 from ascendpipe.backends.ascend.runner import runner_for
 from ascendpipe.backends.ascend.toolkit import Toolkit, discover
+from ascendpipe.compare.sources import DUMP_SOURCE
 from ascendpipe.contract import FUSED_MAP, MODEL_STEM
 from ascendpipe.errors import UserError
 from ascendpipe.fsutil import write_json_atomic
@@ -84,15 +86,22 @@ def dump(ctx):
     tk = discover()
     out = Path(ctx.out_dir)
     om, record = converted_om(ctx)
-    specs = input_specs(record)
+    from ascendpipe.inputs import Batch, with_batch_axes
+
+    # as the onnxruntime dump: max_batch caps a batch; a file that fits the OM runs as given
+    specs = with_batch_axes(input_specs(record), ctx.params.get("batch_axes"))
     static = any(s.static_batch is not None for s in specs)
     max_batch = ctx.params.get("max_batch", 8)
-    batches, source = stage_batches(ctx, specs, batch_size=None if static else max_batch, seed=ctx.params.get("seed", 0))
-    from ascendpipe.inputs import Batch
+    batches, source = stage_batches(ctx, specs, batch_size=None if static else max_batch,
+                                    seed=ctx.params.get("seed", 0), cap=True)
 
     feeds = Batch(first_samples(batches, max_batch, static))
     index_path, leaf = dump_with_ais(ctx, tk, om, feeds, [s.name for s in specs], out,
                                       keep_raw=ctx.params.get("keep_raw", False))
+    upstream = ctx.upstream.get("model")
+    if upstream is not None:  # the stage that made the OM: a compare of this dump advises on it (as on onnxruntime)
+        write_json_atomic(out / DUMP_SOURCE, {"stage": upstream.stage, "kind": upstream.kind,
+                                              "model_dir": os.path.relpath(om.parent, ctx.final_out_dir)})
     entries = json.loads(index_path.read_text())["tensors"]
     metrics = {"tensors": len(entries), "tensors_with_nan": sum(1 for t in entries if t.get("nan")),
                "tensors_with_inf": sum(1 for t in entries if t.get("inf"))}

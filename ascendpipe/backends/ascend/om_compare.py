@@ -36,7 +36,7 @@ def _write_inputs(feeds: dict, root: Path) -> list[Path]:
     files = []
     for k, (name, array) in enumerate(feeds.items()):
         path = root / f"{file_name(name, k)}.npy"
-        np.save(path, np.ascontiguousarray(array))
+        np.save(path, np.require(array, requirements="C"))  # ascontiguousarray makes a 0-d input 1-d
         files.append(path)
     return files
 

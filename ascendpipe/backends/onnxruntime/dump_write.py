@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from ascendpipe.contract import DUMP_TENSORS_DIR
+from ascendpipe.tensorstats import tensor_stats  # also dump.tensor_stats, as before
 
 TENSORS_DIR = DUMP_TENSORS_DIR
 
@@ -26,22 +27,6 @@ class Planned:
     as_float16: bool = False  # leaves an emulation fp16 rounding: store as the device holds it
     size: int | None = None  # estimated bytes, None if unknown
     device_fp16: bool = False  # its op runs in fp16 on the device: stored as fp16 when that is exact
-
-
-def tensor_stats(array: np.ndarray) -> dict:
-    """min/max over finite values (None if there are none), and NaN / Inf counts."""
-    if array.size == 0 or array.dtype.kind not in "fiub":
-        return {"min": None, "max": None, "nan": 0, "inf": 0}
-    if array.dtype.kind != "f":
-        return {"min": array.min().item(), "max": array.max().item(), "nan": 0, "inf": 0}
-    lo, hi = array.min(), array.max()  # NaN propagates through min/max: finite both => no NaN/Inf
-    if np.isfinite(lo) and np.isfinite(hi):
-        return {"min": float(lo), "max": float(hi), "nan": 0, "inf": 0}
-    nan, inf = int(np.isnan(array).sum()), int(np.isinf(array).sum())
-    finite = array[np.isfinite(array)]
-    if finite.size == 0:
-        return {"min": None, "max": None, "nan": nan, "inf": inf}
-    return {"min": float(finite.min()), "max": float(finite.max()), "nan": nan, "inf": inf}
 
 
 def compact(value: np.ndarray, item: Planned) -> np.ndarray:

@@ -67,6 +67,12 @@ def test_bf16_inline_data_and_plain_layouts():
     np.testing.assert_array_equal(back, bits)
 
 
+def test_a_0d_tensor_comes_back_0d_as_the_golden_holds_it():
+    tensor, (back, reason) = _roundtrip(np.array(2.5, np.float32), "ND")
+    assert tensor.shape == [] and tensor.original_shape == [] and reason is None
+    assert back.shape == () and back.dtype == np.float32 and float(back) == 2.5
+
+
 def test_a_format_that_cannot_be_converted_is_named_not_guessed():
     w = RNG.standard_normal((4, 4, 2, 3, 3)).astype(np.float32)
     tensor, (back, reason) = _roundtrip(w, "FRACTAL_Z_3D")

@@ -196,6 +196,26 @@ def test_dump_layout_matches_contract_and_compares_clean(converted, module_model
     assert fused_row["golden_tensor"] == "r1" and fused_row["fused"]
 
 
+def test_dump_names_the_convert_stage_so_compare_advises_on_it(converted, make_ctx, tmp_path):
+    """source.json as the onnxruntime dump stage writes it: compare of this dump reads the conversion's
+    settings, fused map and OM JSON in the convert folder and names that stage in its advice."""
+    from ascendpipe.compare.sources import resolve_side
+
+    cctx = converted[0]
+    _feeds(tmp_path)
+    ctx = make_ctx("dump_fp16", "dump", {}, inputs={"model": cctx.out_dir, "inputs": tmp_path / "x.npy"},
+                   upstream={"model": ("to_device@fp16", "convert", cctx.out_dir)}, runner=_recording("dump"))
+    stages.dump(ctx)
+    source = json.loads((ctx.out_dir / "source.json").read_text())
+    assert source["stage"] == "to_device@fp16" and source["kind"] == "convert"
+    assert (ctx.out_dir / source["model_dir"]).resolve() == cctx.out_dir.resolve()
+    side = resolve_side(ctx.out_dir, "target")
+    assert side.dump_dir == ctx.out_dir and side.source_stage == "to_device@fp16"
+    assert side.settings["keep_dtype"] == ["relu1", "OpType::Gemm"]
+    assert side.settings["fusion_switch"] == {"ConvReluFusionPass": "off"}
+    assert side.fused_map == json.loads((cctx.out_dir / "fused_map.json").read_text())
+
+
 def test_profile_reads_the_prof_tree(converted, make_ctx, module_model):
     tiny_model = module_model
     cctx = converted[0]

@@ -47,6 +47,7 @@ TENSORS_DIR = DUMP_TENSORS_DIR
 FORMAT = DUMP_FORMAT
 EMULATION_KEY = "ascendpipe.emulation"
 EMU_PREFIX = "ascendpipe_emu/"
+ROUNDED_PREFIX = EMU_PREFIX + "round/"  # an fp16-rounded copy of a tensor some fp16 op reads
 DEFAULT_MEMORY_BUDGET = 16 << 20  # bytes a segment holds: its dumped tensors and its weights
 # With no budget given ("auto"), a dump whose tensors total at most this runs once: each segment costs
 # a session (25% more time on a ResNet-18 in 16 segments), and below this the memory saved is less
@@ -111,6 +112,27 @@ def plan_tensors(nodes: Iterable, graph_inputs: set[str], internal: set[str],
                 device_fp16=not emu and (node.name in fp16_ops or source.get("op_name") in fp16_ops),
             ))
     return plan
+
+
+def crossable(plan: list[Planned], internal: set[str], nodes: Iterable) -> set[str]:
+    """The tensors a segment cut may carry: the dumped ones of known size, and the emulation's
+    rounded copies of a tensor (``ascendpipe_emu/round/<t>``: the float32 end of a Cast(fp16) ->
+    Cast(fp32) pair, as a dumped fp16 op output is) that no If/Loop/Scan body reads.
+
+    A copy read by Q, K, V and a residual Add (a transformer's input) would otherwise keep the whole
+    block between its first and last reader in one segment (a BERT layer's attention: 504 MB at seq
+    512). Carried, it is fed to the later segment as the same fp16 values (the pair's end is
+    exact), so the dump keeps its bytes. Copies a body reads from the outer scope are left out:
+    onnxruntime passes those as implicit inputs, a case the segmented dump has no test for.
+    """
+    tensors = {p.name for p in plan if p.size is not None}
+    rounded = {t for t in internal if t.startswith(ROUNDED_PREFIX)}
+    if rounded:
+        from ascendpipe.backends.onnxruntime.segments import _subgraphs, outer_reads
+
+        body_reads = {x for node in nodes for body in _subgraphs(node) for x in outer_reads(body)}
+        tensors |= rounded - body_reads
+    return tensors
 
 
 def fp16_ops(precision_plan: dict | None) -> set[str]:
@@ -291,7 +313,7 @@ def dump_model(model_path, feeds: dict[str, np.ndarray], out_dir, *, fusions: bo
         if auto:
             memory_budget_bytes = None if _total_bytes(plan) <= ONE_RUN_BYTES else DEFAULT_MEMORY_BUDGET
         segments = [] if memory_budget_bytes is None else plan_segments(model.graph.node, {p.name: p.size for p in plan},
-                                 {p.name for p in plan if p.size is not None}, memory_budget_bytes,
+                                 crossable(plan, internal, model.graph.node), memory_budget_bytes,
                                  graph_inputs=[s.name for s in specs],
                                  initializers={i.name: _tensor_bytes(i) for i in model.graph.initializer},
                                  graph_outputs={o.name for o in model.graph.output})

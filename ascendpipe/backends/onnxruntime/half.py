@@ -7,9 +7,10 @@ directions on a 4M-element tensor. Both round to nearest even, and an exactly re
 has one float16 form, so where the round trip is exact (the only case a dump keeps the float16) the
 bytes are the same whichever converts. Small arrays stay with numpy: a run costs ~25 us.
 
-Memory: the dump's writers call ``narrow`` and ``exact_half``, which write into arrays made here
-(onnxruntime's outputs bound to them, not copied out of its own) and check the round trip a block
-at a time: a tensor's float16 copy (half its bytes) and one block are all they add to it.
+Memory: ``narrow``, ``exact_half`` (a dump's writers) and ``widen`` (compare's reads) write into
+arrays made here (onnxruntime's output bound to them, not copied out of its own), and
+``exact_half`` checks the round trip a block at a time: the converted copy and one block are all
+they add to a tensor.
 """
 
 from __future__ import annotations
@@ -107,7 +108,9 @@ def widen(value: np.ndarray) -> np.ndarray:
         return value
     if value.size < MIN_ELEMENTS or "onnxruntime" not in sys.modules:  # loading it costs ~0.2 s
         return value.astype(np.float32)
-    (wide,) = _session("widen").run(None, {"x": np.ascontiguousarray(value).reshape(-1)})
+    flat = np.ascontiguousarray(value).reshape(-1)
+    wide = np.empty(flat.shape, np.float32)
+    _cast_into("widen", "wide", flat, wide)  # no second copy: onnxruntime writes into ``wide``
     return wide.reshape(value.shape)
 
 

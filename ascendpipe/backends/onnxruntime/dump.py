@@ -15,8 +15,9 @@ earlier segments' tensors it reads, each kept until its last reader has run, so 
 computed once: time ~ one run plus a session set-up per segment (a few ms each), peak ~ the model
 + a few budgets (a segment's outputs as onnxruntime and numpy copies, its weights as sub-model
 bytes and session copies) + a constant. Cuts fall only where every crossing tensor is a dumped one
-(a graph output in the single run too: nothing is fused across it), so a segmented dump has the
-same bytes as one run; where no cut is legal the model runs once.
+(a graph output in the single run too: nothing is fused across it) or the emulation's fp16-rounded
+copy of a tensor (``crossable``), so a segmented dump has the same bytes as one run; where no cut
+is legal the model runs once.
 
 Emulated models: tensors listed in the ``ascendpipe.emulation`` metadata as ``internal_tensors``
 are skipped, ``tensor_producer`` names each kept tensor's original op, and a tensor that leaves an

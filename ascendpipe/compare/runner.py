@@ -1,9 +1,8 @@
 """Compare two dump directories tensor by tensor (I/O layer over metrics, mapping, order, advisor).
 
 Rows are computed on a few threads (``row_workers``: numpy releases the GIL in its loops); each
-holds only the two tensors of its pair and their work arrays. Rows run together only while their
-tensors total at most ``ROWS_TOGETHER_BYTES`` (a larger pair runs alone), so peak memory is about
-the largest pair's (~3x its golden tensor) or that budget's, plus a constant.
+holds only the two tensors of its pair and their work arrays, so peak memory is about that many of
+the largest pairs plus a constant.
 
 Several batches (one golden and one target dump per batch) are compared one by one; each op's row is
 the one of its worst batch (``worst_rows``), with the batch's number and how many batches failed, and
@@ -258,59 +257,16 @@ def row_workers() -> int:
     return max(1, min(MAX_ROW_WORKERS, cpus))
 
 
-# Rows computed at once hold their tensors (as float32) together up to this; a pair above it runs
-# alone. Measured: a BERT-base layer at seq 512 (100 MB attention scores), 2 rows at once peaked
-# at 690 MB against 424 MB one at a time; pairs of a few MB (most models) still run together.
-ROWS_TOGETHER_BYTES = 64 << 20
-
-
-def pair_bytes(pair: mapping.Pair) -> int:
-    """The float32 bytes of a pair's tensors as a row reads them (a float16 side is widened)."""
-    total = 0
-    for entry in (pair.golden, pair.target):
-        shape = (entry or {}).get("shape")
-        if isinstance(shape, list) and all(isinstance(d, int) and d >= 0 for d in shape):
-            total += math.prod(shape) * 4
-    return total
-
-
-class _ByteGate:
-    """Starts rows in their order (``turn``: a waiting big row is not overtaken by small ones), each
-    once the rows in flight leave room for its bytes (a row over the capacity waits for all)."""
-
-    def __init__(self, capacity: int):
-        import threading
-
-        self.capacity, self.free, self.turn, self.lock = capacity, capacity, 0, threading.Condition()
-
-    def run(self, turn: int, cost: int, work, *args):
-        cost = min(cost, self.capacity)
-        with self.lock:
-            self.lock.wait_for(lambda: self.turn == turn and self.free >= cost)
-            self.free -= cost
-            self.turn += 1
-            self.lock.notify_all()
-        try:
-            return work(*args)
-        finally:
-            with self.lock:
-                self.free += cost
-                self.lock.notify_all()
-
-
-def _map_rows(make_row, pairs: list, costs: list[int] | None = None) -> list[dict]:
-    """``make_row(i, pair)`` for every pair, in order, on ``row_workers()`` threads; with ``costs``
-    (bytes per pair), rows run together only while their costs total ``ROWS_TOGETHER_BYTES``."""
+def _map_rows(make_row, pairs: list) -> list[dict]:
+    """``make_row(i, pair)`` for every pair, in order, on ``row_workers()`` threads."""
     workers = min(row_workers(), len(pairs))
     if workers <= 1:
         return [make_row(i, p) for i, p in enumerate(pairs)]
     from concurrent.futures import ThreadPoolExecutor
 
-    gate = _ByteGate(ROWS_TOGETHER_BYTES)
-    costs = costs or [0] * len(pairs)
     pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="compare-row")
     try:
-        return list(pool.map(lambda i, p: gate.run(i, costs[i], make_row, i, p), range(len(pairs)), pairs))
+        return list(pool.map(make_row, range(len(pairs)), pairs))
     finally:  # on an error or Ctrl-C, the rows not started are dropped rather than computed first
         pool.shutdown(wait=True, cancel_futures=True)
 
@@ -322,8 +278,7 @@ def batch_rows(golden_dir, target_dir, *, limits: dict, tensor_map: dict, op_map
     pairs = order.order_pairs(mapping.pair_tensors(golden_index["tensors"], target_index["tensors"],
                                                    tensor_map=tensor_map, op_map=op_map, origins=origins))
     pre = [dict(r, index=i, pre=True) for i, r in enumerate(pre_rows or [])]
-    rows = pre + _map_rows(lambda i, p: _row(len(pre) + i, p, golden_dir, target_dir, limits, outputs), pairs,
-                           [pair_bytes(p) for p in pairs])
+    rows = pre + _map_rows(lambda i, p: _row(len(pre) + i, p, golden_dir, target_dir, limits, outputs), pairs)
     if not outputs and rows:  # no graph: the last compared tensor stands for the output
         compared = [r for r in rows if r["side"] == "both"]
         if compared:

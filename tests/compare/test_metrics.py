@@ -155,30 +155,3 @@ def test_rows_run_in_order_and_an_error_stops_the_rows_not_started(monkeypatch):
     with pytest.raises(ValueError, match="bad pair"):
         runner._map_rows(make_row, list(range(400)))
     assert len(started) < 400  # the queued rows were cancelled, not run
-
-
-def test_rows_over_the_byte_budget_run_alone_and_small_ones_together(monkeypatch):
-    import threading
-    import time
-
-    from ascendpipe.compare import mapping, runner
-
-    monkeypatch.setattr(runner, "row_workers", lambda: 2)
-    lock, running, seen = threading.Lock(), set(), []
-
-    def make_row(i, pair):
-        with lock:
-            running.add(i)
-            seen.append(frozenset(running))
-        time.sleep(0.02)
-        with lock:
-            running.discard(i)
-        return {"i": i}
-
-    big = runner.ROWS_TOGETHER_BYTES
-    costs = [big, big, 1, 1, 1, 1, big, 1]
-    assert [r["i"] for r in runner._map_rows(make_row, list(range(8)), costs)] == list(range(8))
-    assert all(len(s) == 1 for s in seen if s & {0, 1, 6})  # a big row never ran beside another
-    assert any(len(s) == 2 for s in seen)  # small rows did overlap
-    pair = mapping.Pair({"shape": [2, 3], "dtype": "float32"}, {"shape": [2, 3], "dtype": "float16"})
-    assert runner.pair_bytes(pair) == 48 and runner.pair_bytes(mapping.Pair(None, {"shape": None})) == 0

@@ -41,11 +41,11 @@ def compact(value: np.ndarray, item: Planned) -> np.ndarray:
         return value
     from ascendpipe.backends.onnxruntime import half as float16
 
-    half, back = float16.round_trip(value)
     if item.as_float16:
-        return half  # exact: the emulation already rounded to fp16
+        return float16.narrow(value)  # exact: the emulation already rounded to fp16 (no read-back to check)
     # (the conversion keeps the sign of zero, so equal values are equal bits up to NaN payloads)
-    return half if float16.equal_bits(back, value) else value
+    half = float16.exact_half(value)
+    return value if half is None else half
 
 
 def _entry(planned: Planned | None, name: str, array: np.ndarray, file: str, values: np.ndarray | None = None) -> dict:

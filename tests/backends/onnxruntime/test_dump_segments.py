@@ -168,3 +168,41 @@ def test_without_a_budget_a_small_dump_runs_once_and_a_large_one_in_segments(tmp
     for entry in one["tensors"]:
         a = np.load(tmp_path / "auto" / entry["file"])
         assert a.tobytes() == np.load(tmp_path / "segments" / entry["file"]).tobytes()
+
+
+def _input_read_by_many(path: Path) -> Path:
+    """A transformer layer's input pattern: the graph input ``x`` read by three MatMuls (Q, K, V)
+    and, last, by a residual Add: under force_fp16 all four read the emulation's one rounded copy
+    of ``x``."""
+    from onnx import TensorProto, helper
+
+    rng = np.random.default_rng(5)
+    weights = [modelzoo._const(f"w{k}", rng.standard_normal((6, 6)).astype(np.float32)) for k in "qkv"]
+    nodes = [
+        helper.make_node("MatMul", ["x", "wq"], ["q"], name="q"),
+        helper.make_node("MatMul", ["x", "wk"], ["k"], name="k"),
+        helper.make_node("MatMul", ["x", "wv"], ["v"], name="v"),
+        helper.make_node("Mul", ["q", "k"], ["qk"], name="qk"),
+        helper.make_node("Add", ["qk", "v"], ["mixed"], name="mixed"),
+        helper.make_node("Add", ["x", "mixed"], ["y"], name="residual"),
+    ]
+    graph = helper.make_graph(nodes, "input_read_by_many", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 6])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 6])], weights)
+    return modelzoo._save(graph, path)
+
+
+def test_a_rounded_graph_input_read_by_many_fp16_ops_may_be_cut_across(tmp_path):
+    """The rounded copy of x lives from the Q MatMul to the residual Add: the segments cut across it
+    (one segment per op, as in the golden) and the dump keeps its bytes."""
+    import onnx
+
+    from ascendpipe.backends.onnxruntime.dump import ROUNDED_PREFIX
+
+    model = _input_read_by_many(tmp_path / "m.onnx")
+    x = np.random.default_rng(6).standard_normal((4, 6)).astype(np.float32)
+    golden_runs = _same_dump(model, {"x": x}, tmp_path / "golden", fusions=False)
+    emulated = _convert(model, tmp_path / "conv")
+    readers = [n.name for n in onnx.load(str(emulated)).graph.node if ROUNDED_PREFIX + "x" in n.input]
+    assert readers == ["q", "k", "v", "residual"]  # one rounded copy of x, read by all four
+    runs = _same_dump(emulated, {"x": x}, tmp_path / "fp16", fusions=True)
+    assert golden_runs == 6 and runs >= 6

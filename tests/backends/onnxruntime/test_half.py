@@ -51,3 +51,20 @@ def test_widen_gives_numpy_float32_values_for_every_float16():
     assert np.array_equal(half.widen(small).view(np.uint32), small.astype(np.float32).view(np.uint32))
     other = np.ones(3, np.float32)
     assert half.widen(other) is other
+
+
+@pytest.mark.parametrize("size", [1000, (1 << 16) + 3, 2 * (1 << 20) + 5])  # numpy; onnxruntime in one block; 3 blocks
+def test_narrow_and_exact_half_give_round_trips_bits_block_by_block(size):
+    rng = np.random.default_rng(2)
+    value = (rng.standard_normal(size) * 300).astype(np.float32)
+    value[[1, 3, 5, 7]] = np.nan, np.inf, -0.0, 65520.0
+    want, _ = half.round_trip(value)
+    assert np.array_equal(half.narrow(value).view(np.uint16), want.view(np.uint16))
+    assert half.exact_half(value) is None  # random values are not fp16 values
+    exact = want.astype(np.float32)
+    got = half.exact_half(exact.reshape(1, -1))
+    assert got.shape == (1, size) and np.array_equal(got.view(np.uint16).ravel(), want.view(np.uint16))
+    exact[-1] = np.float32(1.0001)  # one value off fp16, in the last block
+    assert half.exact_half(exact) is None
+    strided = np.stack([want.astype(np.float32)] * 2, axis=1)[:, 0]  # not contiguous
+    assert np.array_equal(half.exact_half(strided).view(np.uint16), want.view(np.uint16))

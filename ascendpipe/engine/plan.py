@@ -8,11 +8,11 @@ under ``.ascendpipe/plans/<fingerprint>.json`` and reuse it while all of those a
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 
 from ascendpipe.config.model import Pipeline, find_workspace
+from ascendpipe.digest import sha256
 from ascendpipe.errors import Location, UserError
 
 PLAN_FORMAT = 1
@@ -24,7 +24,7 @@ _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # table (the schema's backend enum), this cache. tests/engine/test_plan_fingerprint.py checks from the
 # import graph that nothing they import is missing here. Folders end in '/'.
 FINGERPRINTED = ("config/", "graph/", "stages/", "engine/", "precision/", "backends/registry.py", "errors.py",
-                 "contract.py", "versions.py", "fsutil.py")
+                 "contract.py", "versions.py", "fsutil.py", "digest.py")
 
 
 def code_stamp(package: str = _PACKAGE) -> str:
@@ -46,11 +46,11 @@ def code_stamp(package: str = _PACKAGE) -> str:
             except OSError:
                 continue
             parts.append(f"{rel}:{st.st_mtime_ns}:{st.st_size}")
-    return hashlib.sha256("|".join(parts).encode()).hexdigest()
+    return sha256("|".join(parts).encode()).hexdigest()
 
 
 def fingerprint(text: bytes, overrides, backend) -> str:
-    h = hashlib.sha256()
+    h = sha256()
     h.update(f"plan{PLAN_FORMAT}\0".encode())
     h.update(text)
     from ascendpipe.backends.registry import BACKENDS

@@ -10,12 +10,13 @@ once and finds the same hash: content, not mtime, decides staleness.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import stat
 import threading
 import time
+
+from ascendpipe.digest import sha256_hex
 
 CHUNK = 1 << 20
 RACY_WINDOW_NS = 2_000_000_000
@@ -23,10 +24,12 @@ DIR_SUFFIX = ".dir"
 
 
 def hash_bytes(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
+    return sha256_hex(data)
 
 
 def hash_file(path: str) -> str:
+    import hashlib  # OpenSSL's sha256, faster per byte; imported only when a file must be read
+
     h = hashlib.sha256()
     with open(path, "rb") as f:
         while True:

@@ -61,6 +61,14 @@ def fingerprint(text: bytes, overrides, backend) -> str:
     return h.hexdigest()
 
 
+def kind_facts_of(pipeline) -> dict:
+    """Per kind the pipeline uses, what deciding its stages needs (``stages.registry.kind_facts``):
+    constants of the kinds' code, which the plan's fingerprint covers (``FINGERPRINTED``: stages/)."""
+    from ascendpipe.stages.registry import kind_facts
+
+    return {kind: kind_facts(kind) for kind in sorted({s.kind for s in pipeline.stages.values()})}
+
+
 def resolve(path: str, overrides=(), backend: str | None = None, environ: dict | None = None, use_cache: bool = True,
             overrides_file: bool = True) -> Pipeline:
     """The resolved pipeline. The pipeline's overrides file (``reid.yaml`` -> ``reid.overrides``,
@@ -93,6 +101,7 @@ def resolve(path: str, overrides=(), backend: str | None = None, environ: dict |
             if all(environ.get(k) == v for k, v in (data.get("env_values") or {}).items()):
                 pipeline = Pipeline.from_json(data["pipeline"])
                 pipeline.path = str(path)  # messages name the file as the user gave it
+                pipeline.kind_facts = data.get("kinds")  # the kinds' versions and flags (stages/registry.py)
                 return pipeline
     from ascendpipe.config.pipeline import load_pipeline
 
@@ -110,6 +119,7 @@ def resolve(path: str, overrides=(), backend: str | None = None, environ: dict |
             "path": str(path),
             "env_values": {k: environ.get(k) for k in pipeline.env_names},
             "pipeline": pipeline.to_json(),
+            "kinds": kind_facts_of(pipeline),
         }
         from ascendpipe.fsutil import write_text_atomic
 

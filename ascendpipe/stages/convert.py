@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from ascendpipe.stages.base import StageKind, lazy_class_attr
+from ascendpipe.precision.settings import PRECISION_MODES, PRECISION_MODES_V2
+from ascendpipe.stages.base import StageKind
 
 _STR_LIST = {"type": "array", "items": {"type": "string"}}
 
@@ -14,41 +15,36 @@ class ConvertKind(StageKind):
     input_fields = ("model",)
     required_inputs = ("model",)
     path_params = ("keep_dtype", "fusion_switch_file", "insert_op_conf", "modify_mixlist", "tune_bank")
-
-    @lazy_class_attr
-    def params_schema():  # precision's enums are read only when a schema is (not on a no-op build)
-        from ascendpipe.precision.settings import PRECISION_MODES, PRECISION_MODES_V2
-
-        return {
-            "type": "object",
-            "properties": {
-                # the ATC-only bf16/hif8 modes are accepted here and refused by the emulator with a clear error
-                "precision_mode": {"enum": list(PRECISION_MODES) + ["allow_mix_precision_bf16", "allow_fp32_to_bf16"]},
-                "precision_mode_v2": {"enum": list(PRECISION_MODES_V2) + ["mixed_bfloat16", "mixed_hif8"]},
-                "keep_dtype": {"oneOf": [{"type": "string"}, _STR_LIST]},
-                "fusion_switch": {"type": "object",
-                                  "additionalProperties": {"oneOf": [{"enum": ["on", "off"]}, {"type": "boolean"}]}},
-                "fusion_switch_file": {"type": "string"},
-                "aipp": {"oneOf": [{"type": "object"}, {"type": "array", "items": {"type": "object"}}]},
-                "insert_op_conf": {"type": "string"},
-                "modify_mixlist": {"oneOf": [{"type": "string"}, {"type": "object"}]},
-                "input_shape": {"type": "string"},
-                # ATC's dynamic gears (one of them; docs/ascend.md): "1,2,4,8", "224,224;448,448", "1,32;8,64"
-                "dynamic_batch_size": {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "integer"}}]},
-                "dynamic_image_size": {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "array"}}]},
-                "dynamic_dims": {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "array"}}]},
-                "input_shape_range": {"type": "string"},
-                "input_format": {"enum": ["NCHW", "NHWC", "ND", "NCDHW", "NDHWC"]},
-                "soc_version": {"type": "string"},
-                "tune_bank": {"type": "string"},
-                # fp16 overflow: inf/NaN (IEEE) or saturation to +-65504; default: the SoC's (docs/emulation.md)
-                "overflow_mode": {"enum": ["inf_nan", "saturation"]},
-                # ATC options without an emulation counterpart: passed to atc, recorded on onnxruntime
-                "op_select_implmode": {"enum": ["high_performance", "high_precision", "high_precision_for_all",
-                                                "high_performance_for_all"]},
-                "optypelist_for_implmode": {"type": "string"},
-                "buffer_optimize": {"enum": ["l2_optimize", "l1_optimize", "off_optimize"]},
-                "out_nodes": {"type": "string"},
-                "log": {"enum": ["debug", "info", "warning", "error", "null"]},
-            },
-        }
+    params_schema = {
+        "type": "object",
+        "properties": {
+            # the ATC-only bf16/hif8 modes are accepted here and refused by the emulator with a clear error
+            "precision_mode": {"enum": list(PRECISION_MODES) + ["allow_mix_precision_bf16", "allow_fp32_to_bf16"]},
+            "precision_mode_v2": {"enum": list(PRECISION_MODES_V2) + ["mixed_bfloat16", "mixed_hif8"]},
+            "keep_dtype": {"oneOf": [{"type": "string"}, _STR_LIST]},
+            "fusion_switch": {"type": "object",
+                              "additionalProperties": {"oneOf": [{"enum": ["on", "off"]}, {"type": "boolean"}]}},
+            "fusion_switch_file": {"type": "string"},
+            "aipp": {"oneOf": [{"type": "object"}, {"type": "array", "items": {"type": "object"}}]},
+            "insert_op_conf": {"type": "string"},
+            "modify_mixlist": {"oneOf": [{"type": "string"}, {"type": "object"}]},
+            "input_shape": {"type": "string"},
+            # ATC's dynamic gears (one of them; docs/ascend.md): "1,2,4,8", "224,224;448,448", "1,32;8,64"
+            "dynamic_batch_size": {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "integer"}}]},
+            "dynamic_image_size": {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "array"}}]},
+            "dynamic_dims": {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "array"}}]},
+            "input_shape_range": {"type": "string"},
+            "input_format": {"enum": ["NCHW", "NHWC", "ND", "NCDHW", "NDHWC"]},
+            "soc_version": {"type": "string"},
+            "tune_bank": {"type": "string"},
+            # fp16 overflow: inf/NaN (IEEE) or saturation to +-65504; default: the SoC's (docs/emulation.md)
+            "overflow_mode": {"enum": ["inf_nan", "saturation"]},
+            # ATC options without an emulation counterpart: passed to atc, recorded on onnxruntime
+            "op_select_implmode": {"enum": ["high_performance", "high_precision", "high_precision_for_all",
+                                            "high_performance_for_all"]},
+            "optypelist_for_implmode": {"type": "string"},
+            "buffer_optimize": {"enum": ["l2_optimize", "l1_optimize", "off_optimize"]},
+            "out_nodes": {"type": "string"},
+            "log": {"enum": ["debug", "info", "warning", "error", "null"]},
+        },
+    }

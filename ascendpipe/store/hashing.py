@@ -118,6 +118,7 @@ class Hasher:
 
     def _hash_dir(self, abspath: str) -> tuple[str, list[dict]]:
         entries = []
+        skip = len(os.path.join(abspath, ""))  # every path os.walk gives starts with abspath + "/"
         for root, dirs, files in os.walk(abspath):
             dirs.sort()
             for name in sorted(files):
@@ -130,7 +131,7 @@ class Hasher:
                     rel = os.path.relpath(full, self.workspace)
                     raise UserError(f"'{rel}' cannot be read: {exc.strerror}; replace it", Location(file=rel)) from None
                 entries.append(
-                    {"path": os.path.relpath(full, abspath).replace(os.sep, "/"), "size": st.st_size, "hash": self._stat_hash(full, st)}
+                    {"path": full[skip:].replace(os.sep, "/"), "size": st.st_size, "hash": self._stat_hash(full, st)}
                 )
         return hash_bytes(manifest_bytes(entries)) + DIR_SUFFIX, entries
 

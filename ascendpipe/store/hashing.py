@@ -108,7 +108,7 @@ class Hasher:
 
             raise UserError(f"'{rel}' cannot be read: {exc.strerror}; replace it", Location(file=rel)) from None
         else:
-            if os.path.isdir(abspath):
+            if stat.S_ISDIR(st.st_mode):  # the stat just taken (os.path.isdir would take another)
                 digest = self._hash_dir(abspath)[0]
             else:
                 digest = self._stat_hash(abspath, st)

@@ -101,3 +101,28 @@ def test_a_noop_in_a_new_process_notices_a_new_key_format_and_kind_version(ws, t
     assert "ascendpipe's key format changed" in _reasons(ws, "train", pythonpath=lib)
     assert set(_states(ws, pythonpath=lib).values()) == {"ran"}
     assert sorted(ws.ran()) == ["prepare", "prepare", "report", "report", "train", "train"]
+
+
+def test_a_noop_imports_no_kind_module_only_running_needs(ws):
+    """A convert stage's no-op takes the kind's version from the plan cache: stages/convert.py, and
+    precision/ with it (dataclasses, typing), are not imported; nor tempfile or shutil. (hashlib is:
+    outputs written under two seconds ago are hashed again, never taken from the stat cache.)"""
+    from tests.modelzoo import l2norm_model
+
+    l2norm_model(str(ws.root / "m.onnx"))
+    ws.pipeline("stages:\n  convert: {kind: convert, model: m.onnx, params: {precision_mode: force_fp16}}\n")
+    assert set(_states(ws).values()) == {"ran"}
+    probe = (
+        "import sys\n"
+        "from ascendpipe.cli.main import main\n"
+        "rc = main(['build', 'pipeline.yaml', '-q'])\n"
+        "light = ('ascendpipe.stages.convert', 'ascendpipe.precision', 'dataclasses', 'typing', 'tempfile', 'shutil')\n"
+        "print(rc, sorted(m for m in sys.modules if m.startswith(light)))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], cwd=ws.root, capture_output=True, text=True,
+                         env=dict(os.environ, PYTHONPATH=str(PACKAGE_ROOT.parent)))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().splitlines()[-1] == "0 []"
+    # and it is a no-op that decided: the stage is fresh, and a changed precision mode is noticed
+    assert _states(ws) == {"convert": "fresh"}
+    assert _states(ws, "--set", "stages.convert.params.precision_mode=allow_fp32_to_fp16") == {"convert": "ran"}

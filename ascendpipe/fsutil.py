@@ -8,10 +8,12 @@ A leaf module (standard library only).
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 
 TEMP_PREFIX = ".tmp-"
+_COUNTER = itertools.count()
 
 
 _UMASK: list[int] = []
@@ -43,13 +45,18 @@ class atomic_path:
         self.path = os.fspath(path)
 
     def __enter__(self) -> str:
-        import tempfile
-
         folder = os.path.dirname(self.path) or "."
         os.makedirs(folder, exist_ok=True)
-        fd, self.tmp = tempfile.mkstemp(dir=folder, prefix=f"{TEMP_PREFIX}{os.path.basename(self.path)}.", suffix=".tmp")
-        os.close(fd)
-        return self.tmp
+        # a name no other writer uses (this process's id and a counter; O_EXCL refuses one a killed
+        # process left): what tempfile.mkstemp does, without its import on every no-op build
+        while True:
+            self.tmp = os.path.join(folder, f"{TEMP_PREFIX}{os.path.basename(self.path)}.{os.getpid()}-{next(_COUNTER)}.tmp")
+            try:
+                fd = os.open(self.tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+            except FileExistsError:
+                continue
+            os.close(fd)
+            return self.tmp
 
     def __exit__(self, exc_type, exc, tb) -> bool:
         if exc_type is None:

@@ -11,23 +11,10 @@ def package_version(dist: str) -> str:
     """
     if dist in _version_cache:
         return _version_cache[dist]
-    import os
-    import sys
-
-    wanted = dist.lower().replace("-", "_")
+    wanted = dist.lower().replace("-", "_").replace(".", "_")
     version = None
-    for entry in sys.path:
-        try:
-            names = os.listdir(entry or ".")
-        except OSError:
-            continue
-        for name in names:
-            if name.endswith(".dist-info"):
-                stem = name[: -len(".dist-info")]
-                pkg, _, ver = stem.rpartition("-")
-                if pkg.lower().replace("-", "_").replace(".", "_") == wanted.replace(".", "_"):
-                    version = ver
-                    break
+    for index in _dist_infos():
+        version = index.get(wanted)
         if version:
             break
     if version is None:
@@ -42,3 +29,26 @@ def package_version(dist: str) -> str:
 
 
 _version_cache: dict[str, str] = {}
+_indexes: list[dict[str, str]] = []
+
+
+def _dist_infos() -> list[dict[str, str]]:
+    """Per ``sys.path`` entry, in order: normalised distribution name -> version, from the
+    ``.dist-info`` folder names. Each folder is listed once per process (a build asks for a dozen
+    versions; listing site-packages again for each was most of a no-op build's deciding time)."""
+    if not _indexes:
+        import os
+        import sys
+
+        for entry in sys.path:
+            try:
+                names = os.listdir(entry or ".")
+            except OSError:
+                continue
+            index: dict[str, str] = {}
+            for name in names:
+                if name.endswith(".dist-info"):
+                    pkg, _, ver = name[: -len(".dist-info")].rpartition("-")
+                    index.setdefault(pkg.lower().replace("-", "_").replace(".", "_"), ver)
+            _indexes.append(index)
+    return _indexes

@@ -1,10 +1,15 @@
 """No-op and first-build cost of ascendpipe vs `dvc repro` vs embedded doit alone, in one run.
 
     python bench/noop.py [--stages 8 500] [--repeats 5] [--dvc bench/.peers/bin/dvc]
+    python bench/noop.py --pipeline pipelines/reid.yaml --repeats 10 --stages   # a built pipeline only
 
 Each pipeline is a chain of 8 stages plus N-8 independent stages (a dependent chain plus a wide
 fan, the shape a matrix pipeline has), every stage a trivial shell command writing one small file. We time whole processes (what a
 user waits for), report medians and ratios, and check that cost grows linearly with stages.
+Beside them, in the same run: a bare interpreter start (`python -c pass`, the floor of any Python
+tool) and, with `--pipeline`, the no-op of pipelines already built in this checkout (issue 32's
+target: reid.yaml's no-op <= 2x the bare start). ascendpipe's bytecode is compiled first, as an
+install does (with PYTHONDONTWRITEBYTECODE set, every run would compile the sources again).
 Set up the peer once: `bash bench/setup_peers.sh` (dvc in its own venv, never a project dependency).
 """
 
@@ -92,12 +97,44 @@ def commands(kind: str, dvc: str):
     return [sys.executable, "-m", "doit", "-f", "dodo.py"]
 
 
+def bare_and_pipelines(paths: list[str], repeats: int) -> float:
+    """Median whole-process no-op of each built pipeline against a bare interpreter start, interleaved
+    (one of each per round, so a change of the machine's load falls on both). Returns the bare median."""
+    bare: list[float] = []
+    noops: dict[str, list[float]] = {p: [] for p in paths}
+    root = HERE.parent
+    for _ in range(repeats):
+        bare.append(timed([sys.executable, "-c", "pass"], root))
+        for p in paths:
+            noops[p].append(timed([sys.executable, "-m", "ascendpipe", "build", "-q", p], root))
+    b = statistics.median(bare)
+    print(f"{'python -c pass':>32}: median {b * 1000:7.1f} ms (min {min(bare) * 1000:.1f}) over {repeats} runs", flush=True)
+    for p, xs in noops.items():
+        m = statistics.median(xs)
+        print(f"{'build ' + p + ' (no-op)':>32}: median {m * 1000:7.1f} ms (min {min(xs) * 1000:.1f}) = "
+              f"{m / b:.2f}x the bare interpreter start (target <= 2x)", flush=True)
+    return b
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--stages", type=int, nargs="+", default=[8, 500])
+    ap.add_argument("--stages", type=int, nargs="*", default=[8, 500], help="synthetic pipelines' sizes (none: skip them)")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--dvc", default=str(HERE / ".peers" / "bin" / "dvc"))
+    ap.add_argument("--pipeline", nargs="+", default=[], metavar="YAML",
+                    help="also time the no-op of these pipelines, already built in this checkout (e.g. pipelines/reid.yaml)")
     args = ap.parse_args()
+    import compileall
+
+    import ascendpipe
+
+    compileall.compile_dir(str(Path(ascendpipe.__file__).parent), quiet=1)
+    for p in args.pipeline:  # a no-op only: the pipeline must be built already
+        proc = subprocess.run([sys.executable, "-m", "ascendpipe", "build", "-q", "-n", p], cwd=HERE.parent,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        if proc.returncode != 0:
+            raise SystemExit(f"{p} is not built (or not fresh): run `ascendpipe build {p}` first. {proc.stderr[-500:]}")
+    bare = bare_and_pipelines(args.pipeline, args.repeats)
     have_dvc = Path(args.dvc).exists()
     if not have_dvc:
         print(f"dvc not found at {args.dvc}: run `bash bench/setup_peers.sh` for the peer figures", file=sys.stderr)
@@ -121,7 +158,8 @@ def main() -> None:
     print()
     for n in args.stages:
         ap_ = results[("ascendpipe", n)]
-        line = f"{n:>4} stages: ascendpipe no-op {ap_['noop'] * 1000:.1f} ms; doit floor {results[('doit', n)]['noop'] * 1000:.1f} ms"
+        line = (f"{n:>4} stages: ascendpipe no-op {ap_['noop'] * 1000:.1f} ms ({ap_['noop'] / bare:.2f}x python -c pass); "
+                f"doit floor {results[('doit', n)]['noop'] * 1000:.1f} ms")
         if have_dvc:
             dv = results[("dvc", n)]
             line += (f"; dvc {dv['noop'] * 1000:.1f} ms -> no-op {dv['noop'] / ap_['noop']:.1f}x faster than dvc; "

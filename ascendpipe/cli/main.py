@@ -42,7 +42,14 @@ COMMANDS = {
 
 class _HelpFormatter(argparse.HelpFormatter):
     """Help without the underscore spellings of flags (``--batch_size`` beside ``--batch-size``):
-    they are accepted as ATC writes them, but listing both doubles every line."""
+    they are accepted as ATC writes them, but listing both doubles every line. Its width is read as
+    ``shutil.get_terminal_size`` reads it, without importing shutil (argparse makes a formatter for
+    every flag it adds: the import was a no-op build's)."""
+
+    def __init__(self, prog, indent_increment=2, max_help_position=24, width=None):
+        if width is None:
+            width = _terminal_columns() - 2
+        super().__init__(prog, indent_increment, max_help_position, width)
 
     def _format_action_invocation(self, action):
         strings = list(action.option_strings)
@@ -55,12 +62,29 @@ class _HelpFormatter(argparse.HelpFormatter):
         return super()._format_action_invocation(action)
 
 
+def _terminal_columns() -> int:
+    """``shutil.get_terminal_size().columns``: $COLUMNS, else the terminal's, else 80."""
+    import os
+
+    try:
+        columns = int(os.environ.get("COLUMNS", "0"))
+    except ValueError:
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+    return columns or 80
+
+
 def _parser(only: str | None) -> argparse.ArgumentParser:
     from ascendpipe import __version__
 
     parser = argparse.ArgumentParser(
         prog="ascendpipe",
         description="Reproducible model deployment to Huawei Ascend NPUs: pipelines, device emulation, accuracy compare.",
+        formatter_class=_HelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"ascendpipe {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")

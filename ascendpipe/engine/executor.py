@@ -118,18 +118,30 @@ class StageExecutor:
 
         return get_kind(stage.kind)
 
+    def _facts(self, stage) -> dict:
+        """The kind's version and flags (stages/registry.py ``kind_facts``), from the plan cache when
+        it holds them, so a no-op build imports no kind module that only running needs."""
+        from ascendpipe.stages.registry import kind_facts
+
+        cached = (getattr(self.pipeline, "kind_facts", None) or {}).get(stage.kind)
+        return kind_facts(stage.kind, cached)
+
     def tools(self, stage) -> dict:
-        kind = self._kind(stage)
         cache_key = (stage.kind, self.pipeline.backend)
         if cache_key not in self._tool_cache:
-            from ascendpipe.backends.registry import DEFAULT
+            if stage.kind == "run":
+                self._tool_cache[cache_key] = {}
+            else:
+                from ascendpipe.backends.registry import DEFAULT
+                from ascendpipe.stages.registry import tool_versions
 
-            backend = self.pipeline.backend if kind.uses_backend else DEFAULT
-            self._tool_cache[cache_key] = kind.tool_versions(backend) if stage.kind != "run" else {}
+                facts = self._facts(stage)
+                backend = self.pipeline.backend if facts["uses_backend"] else DEFAULT
+                self._tool_cache[cache_key] = tool_versions(stage.kind, backend, facts)
         return self._tool_cache[cache_key]
 
     def components(self, stage) -> dict:
-        kind = self._kind(stage)
+        kind = self._facts(stage)
         deps = {}
         for dep in stage.deps:
             digest = self.hasher.hash_path(dep)
@@ -141,10 +153,10 @@ class StageExecutor:
         for fieldname, up in sorted(stage.upstream.items()):
             deps[stage.inputs[fieldname]] = self.hasher.hash_path(stage.inputs[fieldname])
         extra = {}
-        if getattr(kind, "uses_thresholds", stage.kind in ("compare", "tune", "fix")) and self.pipeline.thresholds:
+        if kind["uses_thresholds"] and self.pipeline.thresholds:
             extra["thresholds"] = self.pipeline.thresholds
-        backend = self.pipeline.backend if stage.kind != "run" and kind.uses_backend else None
-        return keymod.components(stage, kind.version, deps, self.tools(stage), backend, extra)
+        backend = self.pipeline.backend if stage.kind != "run" and kind["uses_backend"] else None
+        return keymod.components(stage, kind["version"], deps, self.tools(stage), backend, extra)
 
     def current_outs(self, stage) -> dict:
         return {o: self.hasher.hash_path(o) for o in stage.outs}

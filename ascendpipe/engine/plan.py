@@ -8,11 +8,11 @@ under ``.ascendpipe/plans/<fingerprint>.json`` and reuse it while all of those a
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 
 from ascendpipe.config.model import Pipeline, find_workspace
+from ascendpipe.digest import sha256
 from ascendpipe.errors import Location, UserError
 
 PLAN_FORMAT = 1
@@ -24,7 +24,7 @@ _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # table (the schema's backend enum), this cache. tests/engine/test_plan_fingerprint.py checks from the
 # import graph that nothing they import is missing here. Folders end in '/'.
 FINGERPRINTED = ("config/", "graph/", "stages/", "engine/", "precision/", "backends/registry.py", "errors.py",
-                 "contract.py", "versions.py", "fsutil.py")
+                 "contract.py", "versions.py", "fsutil.py", "digest.py")
 
 
 def code_stamp(package: str = _PACKAGE) -> str:
@@ -46,11 +46,11 @@ def code_stamp(package: str = _PACKAGE) -> str:
             except OSError:
                 continue
             parts.append(f"{rel}:{st.st_mtime_ns}:{st.st_size}")
-    return hashlib.sha256("|".join(parts).encode()).hexdigest()
+    return sha256("|".join(parts).encode()).hexdigest()
 
 
 def fingerprint(text: bytes, overrides, backend) -> str:
-    h = hashlib.sha256()
+    h = sha256()
     h.update(f"plan{PLAN_FORMAT}\0".encode())
     h.update(text)
     from ascendpipe.backends.registry import BACKENDS
@@ -59,6 +59,14 @@ def fingerprint(text: bytes, overrides, backend) -> str:
     h.update(json.dumps([list(overrides or []), backend, BACKENDS]).encode())
     h.update(code_stamp().encode())
     return h.hexdigest()
+
+
+def kind_facts_of(pipeline) -> dict:
+    """Per kind the pipeline uses, what deciding its stages needs (``stages.registry.kind_facts``):
+    constants of the kinds' code, which the plan's fingerprint covers (``FINGERPRINTED``: stages/)."""
+    from ascendpipe.stages.registry import kind_facts
+
+    return {kind: kind_facts(kind) for kind in sorted({s.kind for s in pipeline.stages.values()})}
 
 
 def resolve(path: str, overrides=(), backend: str | None = None, environ: dict | None = None, use_cache: bool = True,
@@ -93,6 +101,7 @@ def resolve(path: str, overrides=(), backend: str | None = None, environ: dict |
             if all(environ.get(k) == v for k, v in (data.get("env_values") or {}).items()):
                 pipeline = Pipeline.from_json(data["pipeline"])
                 pipeline.path = str(path)  # messages name the file as the user gave it
+                pipeline.kind_facts = data.get("kinds")  # the kinds' versions and flags (stages/registry.py)
                 return pipeline
     from ascendpipe.config.pipeline import load_pipeline
 
@@ -110,6 +119,7 @@ def resolve(path: str, overrides=(), backend: str | None = None, environ: dict |
             "path": str(path),
             "env_values": {k: environ.get(k) for k in pipeline.env_names},
             "pipeline": pipeline.to_json(),
+            "kinds": kind_facts_of(pipeline),
         }
         from ascendpipe.fsutil import write_text_atomic
 

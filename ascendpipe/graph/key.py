@@ -11,8 +11,9 @@ Keeping the components (not only the hash) lets us say *why* a stage is stale.
 
 from __future__ import annotations
 
-import hashlib
 import json
+
+from ascendpipe.digest import sha256_hex
 
 # bump when the components' meaning changes: every stage becomes stale once
 KEY_FORMAT = 2  # 2: inputs by role ({field: path}); 1: deps only, blind to swapped roles
@@ -43,7 +44,7 @@ def components(stage, kind_version: str, dep_hashes: dict[str, str], tools: dict
 
 
 def key_of(comp: dict) -> str:
-    return hashlib.sha256(canonical(comp).encode()).hexdigest()
+    return sha256_hex(canonical(comp).encode())
 
 
 class Decision:

@@ -43,12 +43,29 @@ from ascendpipe.contract import (  # noqa: F401  (re-exported: the names a kind 
 )
 from ascendpipe.versions import package_version  # noqa: F401
 
-__all__ = ["StageKind", "StageContext", "StageResult", "Upstream", "METRICS_FILE", "find_model_file", "write_metrics",
+__all__ = ["StageKind", "lazy_class_attr", "StageContext", "StageResult", "Upstream", "METRICS_FILE", "find_model_file", "write_metrics",
            "package_version"]
 
 TYPE_CHECKING = False  # (importing typing for its constant costs a no-op build ~3 ms)
 if TYPE_CHECKING:
     from typing import ClassVar
+
+
+class lazy_class_attr:
+    """A class attribute computed on its first read, then stored on the class: a params schema or a
+    doc text that needs a heavier module (precision's enums) costs a no-op build nothing."""
+
+    def __init__(self, build):
+        self.build = build
+        self.__doc__ = build.__doc__
+
+    def __set_name__(self, owner, name):
+        self.name = name
+
+    def __get__(self, obj, owner=None):
+        value = self.build()
+        setattr(owner if owner is not None else type(obj), self.name, value)
+        return value
 
 
 class StageKind:

@@ -44,8 +44,7 @@ import json
 from pathlib import Path
 
 from ascendpipe.errors import Location, UserError
-from ascendpipe.stages.base import StageContext, StageKind, StageResult, package_version, write_metrics
-from ascendpipe.stages.eval_detection import DOC as DETECTION_DOC
+from ascendpipe.stages.base import StageContext, StageKind, StageResult, lazy_class_attr, package_version, write_metrics
 
 TASKS = ("classification", "reid", "detection")
 # the built-in detection heads (ascendpipe.metrics.detect_post.DECODERS; not imported: a no-op build stays light)
@@ -105,7 +104,13 @@ def golden_deltas(metrics: dict, golden: dict) -> dict:
 
 class EvalKind(StageKind):
     name = "eval"
-    doc_appendix = DETECTION_DOC  # docs/kinds.md: formats, the postprocess contract, a worked example
+
+    @lazy_class_attr
+    def doc_appendix():  # docs/kinds.md: formats, the postprocess contract, a worked example
+        from ascendpipe.stages.eval_detection import DOC
+
+        return DOC
+
     uses_backend = False
     version = "3"  # 2: VOC IoU >= 0.5, voc_mAP50 / coco_AP50; 3: built-in detection postprocess, detections.json
     summary = "Top-1/Top-5, ReID mAP/CMC or detection mAP on infer outputs, with the delta to golden"

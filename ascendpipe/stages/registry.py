@@ -44,3 +44,31 @@ def get_kind(name: str) -> StageKind:
     kind = getattr(module, class_name)()
     _loaded[name] = kind
     return kind
+
+
+def kind_facts(name: str, cached: dict | None = None) -> dict:
+    """What deciding a stage needs from its kind: ``version``, ``uses_backend``, ``uses_thresholds``
+    and ``own_tools`` (whether the kind reports its tool versions itself rather than through the
+    backend). ``cached`` (from the resolved-pipeline cache, engine/plan.py) stands in for importing
+    the kind's module: they are constants of its code, and the cache is keyed on that code (a
+    convert kind's module imports precision's settings, most of a no-op build's import time). A kind
+    already imported in this process is read live."""
+    if cached is not None and name not in _loaded:
+        return cached
+    kind = get_kind(name)
+    return {
+        "version": kind.version,
+        "uses_backend": bool(kind.uses_backend),
+        "uses_thresholds": bool(getattr(kind, "uses_thresholds", name in ("compare", "tune", "fix"))),
+        "own_tools": type(kind).tool_versions is not StageKind.tool_versions,
+    }
+
+
+def tool_versions(name: str, backend: str, facts: dict) -> dict[str, str]:
+    """The kind's ``tool_versions(backend)``, through the backend table when the kind does not
+    report them itself (``StageKind.tool_versions``), so its module need not be imported."""
+    if facts["own_tools"]:
+        return get_kind(name).tool_versions(backend)
+    from ascendpipe.backends import registry
+
+    return registry.get(backend).tool_versions(name)

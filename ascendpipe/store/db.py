@@ -72,6 +72,7 @@ class Database(Opening):
         self.notes: list[str] = []
         self._lock = threading.RLock()
         self.conn = None
+        self._stat_rows = None  # the stat cache, read on first use (stat_get)
         self.SCHEMA, self.SCHEMA_VERSION = _SCHEMA, SCHEMA_VERSION
         self.wait = db_wait()
         self._told_waiting = False
@@ -142,11 +143,21 @@ class Database(Opening):
 
     # -- stat cache ----------------------------------------------------------------------------
     def stat_get(self, path: str):
+        """The cached (ino, mtime_ns, ctime_ns, size, hash) of ``path``, or None. The table is read in
+        one query on first use (a no-op build asks for every dep and out: one statement per file was
+        most of its database time); a row another process changed since is only a stat mismatch
+        (the file is hashed again), never a wrong hash."""
         with self._lock:
-            return self.conn.execute("SELECT ino, mtime_ns, ctime_ns, size, hash FROM stat_cache WHERE path=?", (path,)).fetchone()
+            if self._stat_rows is None:
+                self._stat_rows = {r[0]: r[1:] for r in self.conn.execute(
+                    "SELECT path, ino, mtime_ns, ctime_ns, size, hash FROM stat_cache")}
+            return self._stat_rows.get(path)
 
     def stat_store(self, rows: list[tuple]) -> None:
         self._tx(lambda c: c.executemany("INSERT OR REPLACE INTO stat_cache VALUES(?,?,?,?,?,?)", rows))
+        with self._lock:
+            if self._stat_rows is not None:
+                self._stat_rows.update((r[0], tuple(r[1:])) for r in rows)
 
     # -- stage state ---------------------------------------------------------------------------
     def all_state(self, pipeline: str) -> dict[str, dict]:

@@ -10,12 +10,13 @@ once and finds the same hash: content, not mtime, decides staleness.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import stat
 import threading
 import time
+
+from ascendpipe.digest import sha256_hex
 
 CHUNK = 1 << 20
 RACY_WINDOW_NS = 2_000_000_000
@@ -23,10 +24,12 @@ DIR_SUFFIX = ".dir"
 
 
 def hash_bytes(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
+    return sha256_hex(data)
 
 
 def hash_file(path: str) -> str:
+    import hashlib  # OpenSSL's sha256, faster per byte; imported only when a file must be read
+
     h = hashlib.sha256()
     with open(path, "rb") as f:
         while True:
@@ -105,7 +108,7 @@ class Hasher:
 
             raise UserError(f"'{rel}' cannot be read: {exc.strerror}; replace it", Location(file=rel)) from None
         else:
-            if os.path.isdir(abspath):
+            if stat.S_ISDIR(st.st_mode):  # the stat just taken (os.path.isdir would take another)
                 digest = self._hash_dir(abspath)[0]
             else:
                 digest = self._stat_hash(abspath, st)
@@ -115,6 +118,7 @@ class Hasher:
 
     def _hash_dir(self, abspath: str) -> tuple[str, list[dict]]:
         entries = []
+        skip = len(os.path.join(abspath, ""))  # every path os.walk gives starts with abspath + "/"
         for root, dirs, files in os.walk(abspath):
             dirs.sort()
             for name in sorted(files):
@@ -127,7 +131,7 @@ class Hasher:
                     rel = os.path.relpath(full, self.workspace)
                     raise UserError(f"'{rel}' cannot be read: {exc.strerror}; replace it", Location(file=rel)) from None
                 entries.append(
-                    {"path": os.path.relpath(full, abspath).replace(os.sep, "/"), "size": st.st_size, "hash": self._stat_hash(full, st)}
+                    {"path": full[skip:].replace(os.sep, "/"), "size": st.st_size, "hash": self._stat_hash(full, st)}
                 )
         return hash_bytes(manifest_bytes(entries)) + DIR_SUFFIX, entries
 

@@ -3,7 +3,7 @@ files and temp files) are never followed out of the workspace through a symbolic
 
 A link where a state file belongs is one located error (``refuse_link``); files are opened with
 ``O_NOFOLLOW`` (``open_nofollow``), so a link made between the check and the open is refused by the
-kernel, not followed. Temp files are made with ``O_EXCL`` (``tempfile.mkstemp``: ``fsutil``), which
+kernel, not followed. Temp files are made with ``O_EXCL`` (``fsutil.atomic_path``), which
 never follows a link either.
 """
 

@@ -52,8 +52,12 @@ def collect_outputs(result_dir: Path, batches, names: list[str], out_dir: Path) 
             value = np.load(path)
             first = next(iter(batch.values()))
             rows = getattr(batch, "rows", first.shape[0] if first.ndim else 1)  # a 0-d first input: no axis 0
-            parts.append(value[: batch.valid] if value.ndim and value.shape[0] == rows else value[np.newaxis])
-        array = np.concatenate(parts)
+            batched = value.ndim and value.shape[0] == rows
+            if len(batches) == 1:  # one batch is written as the model returned it (a 0-d output stays 0-d)
+                parts.append(value[: batch.valid] if batched else value)
+            else:
+                parts.append(value[: batch.valid] if batched else value[np.newaxis])
+        array = parts[0] if len(parts) == 1 else np.concatenate(parts)
         save_npy_atomic(out_dir / OUTPUTS_DIR / files[name], array)
         described[name] = {"file": f"{OUTPUTS_DIR}/{files[name]}", "shape": list(array.shape), "dtype": str(array.dtype)}
     return described

@@ -7,11 +7,10 @@ import json
 
 import numpy as np
 import pytest
-import yaml
 
 import ascendpipe
 from ascendpipe.fix.resolution import bootstrap_resolution, judge, paired_interval
-from tests import modelzoo
+from tests.fix.workspaces import l2norm_workspace
 
 PIPELINE = {
     "backend": "onnxruntime",
@@ -31,20 +30,7 @@ PIPELINE = {
 
 @pytest.fixture
 def workspace(tmp_path, monkeypatch):
-    import onnxruntime as ort
-
-    root = tmp_path / "ws"
-    (root / ".ascendpipe").mkdir(parents=True)
-    (root / "data" / "in").mkdir(parents=True)
-    (root / "data" / "labels").mkdir(parents=True)
-    model = modelzoo.l2norm_model(root / "model.onnx")
-    x = modelzoo.l2norm_inputs(0, batch=32)["features"]
-    np.save(root / "data" / "in" / "x.npy", x)
-    golden = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"]).run(None, {"features": x})[0]
-    np.save(root / "data" / "labels" / "labels.npy", golden.argmax(1))
-    (root / "pipeline.yaml").write_text(yaml.safe_dump(PIPELINE, sort_keys=False))
-    monkeypatch.chdir(root)
-    return root
+    return l2norm_workspace(tmp_path, monkeypatch, PIPELINE)
 
 
 def test_list_form_advice_pastes_into_build_and_fix_takes_the_variant(workspace):

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import json
 
-import numpy as np
 import pytest
 import yaml
 
 import ascendpipe
 from ascendpipe.errors import UserError
-from tests import modelzoo
+from tests.fix.workspaces import l2norm_workspace
 
 PIPELINE = {
     "backend": "onnxruntime",
@@ -30,20 +29,7 @@ PIPELINE = {
 
 @pytest.fixture
 def workspace(tmp_path, monkeypatch):
-    import onnxruntime as ort
-
-    root = tmp_path / "ws"
-    (root / ".ascendpipe").mkdir(parents=True)
-    (root / "data" / "in").mkdir(parents=True)
-    (root / "data" / "labels").mkdir(parents=True)
-    model = modelzoo.l2norm_model(root / "model.onnx")
-    x = modelzoo.l2norm_inputs(0, batch=32)["features"]
-    np.save(root / "data" / "in" / "x.npy", x)
-    golden = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"]).run(None, {"features": x})[0]
-    np.save(root / "data" / "labels" / "labels.npy", golden.argmax(1))  # golden top-1 is 1.0 by construction
-    (root / "pipeline.yaml").write_text(yaml.safe_dump(PIPELINE, sort_keys=False))
-    monkeypatch.chdir(root)
-    return root
+    return l2norm_workspace(tmp_path, monkeypatch, PIPELINE)
 
 
 def _top1(root, keep, fusion=None):

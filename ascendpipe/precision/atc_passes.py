@@ -28,6 +28,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from ascendpipe.opnode import Node
+
 REF = "https://www.hiascend.com/document/detail/en/CANNCommunityEdition/900/maintenref/graphubfusionref/"
 REF_ZH = "https://www.hiascend.com/document/detail/zh/canncommercial/900/maintenref/graphubfusionref/"
 # the --fusion_switch_file page: "the rules that can be switched off are listed in the graph/UB fusion
@@ -238,14 +240,6 @@ def default_overflow_mode(soc_version: str | None) -> str:
 
 
 # --- matching -----------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Node:
-    name: str
-    op_type: str
-    inputs: tuple[str, ...]
-    outputs: tuple[str, ...]
-
 
 @dataclass
 class Group:

@@ -25,6 +25,7 @@ import re
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
+from ascendpipe.opnode import Node
 from ascendpipe.profiling.oprows import CUBE_OP_TYPES
 
 _RENAME = re.compile(r"(_nchwc|_token_\d+|_new_reshape)+$")
@@ -36,14 +37,6 @@ KERNEL_ALIASES = {
 }
 # model ops that are folded when their inputs are constant (shape arithmetic): no kernel runs them
 _SHAPE_OPS = {"Shape", "Size"}
-
-
-@dataclass(frozen=True)
-class Node:
-    name: str
-    op_type: str
-    inputs: tuple[str, ...]
-    outputs: tuple[str, ...]
 
 
 @dataclass(frozen=True)

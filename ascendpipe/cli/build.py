@@ -42,6 +42,7 @@ def main(args) -> int:
         wait_for_lock=not args.no_wait, quiet=args.quiet, argv=["ascendpipe", *sys.argv[1:]],
         executor=args.executor, address=args.address, retries=max(0, args.retries), remote=args.remote,
         use_remote=not args.no_remote,
+        memo_argv=_memo_argv(args),
     )
     try:
         record = build(args.pipeline, options, stream=sys.stderr if args.json else sys.stdout)
@@ -54,3 +55,12 @@ def main(args) -> int:
         return 1 if record["would_run"] else 0
     failed = record.get("state") in ("failed", "interrupted") or any(s["state"] == "failed" for s in record["stages"].values())
     return 1 if failed else 0
+
+
+def _memo_argv(args) -> list[str] | None:
+    """The command line a no-op of this build is remembered for (engine/noop_memo.py): only the
+    plain `build PIPELINE [-q]`, the one that replays it."""
+    from ascendpipe.engine.noop_memo import replayable
+
+    argv = getattr(args, "_argv", None)
+    return list(argv) if argv is not None and replayable(argv) else None

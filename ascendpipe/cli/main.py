@@ -9,8 +9,6 @@ whose name the locale cannot encode, is one line before anything starts.
 
 from __future__ import annotations
 
-import argparse
-import importlib
 import sys
 
 COMMANDS = {
@@ -40,28 +38,6 @@ COMMANDS = {
 }
 
 
-class _HelpFormatter(argparse.HelpFormatter):
-    """Help without the underscore spellings of flags (``--batch_size`` beside ``--batch-size``):
-    they are accepted as ATC writes them, but listing both doubles every line. Its width is read as
-    ``shutil.get_terminal_size`` reads it, without importing shutil (argparse makes a formatter for
-    every flag it adds: the import was a no-op build's)."""
-
-    def __init__(self, prog, indent_increment=2, max_help_position=24, width=None):
-        if width is None:
-            width = _terminal_columns() - 2
-        super().__init__(prog, indent_increment, max_help_position, width)
-
-    def _format_action_invocation(self, action):
-        strings = list(action.option_strings)
-        if len(strings) > 1:
-            hyphenated = {s for s in strings if "_" not in s}
-            strings = [s for s in dict.fromkeys(strings) if "_" not in s or s.replace("_", "-") not in hyphenated]
-            action = argparse.Action(strings, action.dest, nargs=action.nargs, default=action.default,
-                                     type=action.type, choices=action.choices, required=action.required,
-                                     help=action.help, metavar=action.metavar)
-        return super()._format_action_invocation(action)
-
-
 def _terminal_columns() -> int:
     """``shutil.get_terminal_size().columns``: $COLUMNS, else the terminal's, else 80."""
     import os
@@ -78,13 +54,46 @@ def _terminal_columns() -> int:
     return columns or 80
 
 
-def _parser(only: str | None) -> argparse.ArgumentParser:
+def _help_formatter():
+    """The formatter class, made on first use: argparse is imported only when a command is parsed
+    (a replayed no-op, engine/noop_replay.py, never parses)."""
+    import argparse
+
+    class _HelpFormatter(argparse.HelpFormatter):
+        """Help without the underscore spellings of flags (``--batch_size`` beside ``--batch-size``):
+        they are accepted as ATC writes them, but listing both doubles every line. Its width is read as
+        ``shutil.get_terminal_size`` reads it, without importing shutil (argparse makes a formatter for
+        every flag it adds: the import was a no-op build's)."""
+
+        def __init__(self, prog, indent_increment=2, max_help_position=24, width=None):
+            if width is None:
+                width = _terminal_columns() - 2
+            super().__init__(prog, indent_increment, max_help_position, width)
+
+        def _format_action_invocation(self, action):
+            strings = list(action.option_strings)
+            if len(strings) > 1:
+                hyphenated = {s for s in strings if "_" not in s}
+                strings = [s for s in dict.fromkeys(strings) if "_" not in s or s.replace("_", "-") not in hyphenated]
+                action = argparse.Action(strings, action.dest, nargs=action.nargs, default=action.default,
+                                         type=action.type, choices=action.choices, required=action.required,
+                                         help=action.help, metavar=action.metavar)
+            return super()._format_action_invocation(action)
+
+    return _HelpFormatter
+
+
+def _parser(only: str | None):
+    import argparse
+    import importlib
+
     from ascendpipe import __version__
 
+    formatter = _help_formatter()
     parser = argparse.ArgumentParser(
         prog="ascendpipe",
         description="Reproducible model deployment to Huawei Ascend NPUs: pipelines, device emulation, accuracy compare.",
-        formatter_class=_HelpFormatter,
+        formatter_class=formatter,
     )
     parser.add_argument("--version", action="version", version=f"ascendpipe {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -99,7 +108,7 @@ def _parser(only: str | None) -> argparse.ArgumentParser:
             sub.add_parser(name, help=f"(unavailable: {exc})")
             continue
         p = sub.add_parser(name, help=module.HELP, description=getattr(module, "DESCRIPTION", module.HELP),
-                           formatter_class=_HelpFormatter)
+                           formatter_class=formatter)
         module.add_arguments(p)
         hidden = [s for a in p._actions for s in a.option_strings if "_" in s and s.replace("_", "-") in a.option_strings]
         if hidden:  # the formatter leaves them out of the list: say once that they work
@@ -170,6 +179,17 @@ def _main(argv: list[str]) -> int:
     if refusal:
         sys.stderr.write(f"ascendpipe: error: {refusal}\n")
         return 2
+    if argv[:1] == ["build"]:  # a no-op remembered for this very command line (engine/noop_memo.py)
+        from ascendpipe.engine.noop_replay import replay
+
+        try:
+            code = replay(argv)
+        except UserError as err:
+            sys.stderr.write(f"ascendpipe: error: {err}\n")
+            return err.exit_code
+        if code is not None:
+            sys.stdout.flush()
+            return code
     only = argv[0] if argv and argv[0] in COMMANDS else None
     parser = _parser(only)
     args, extra = parser.parse_known_args(argv)
@@ -183,6 +203,7 @@ def _main(argv: list[str]) -> int:
     if not getattr(args, "_main", None):
         parser.print_help()
         return 2
+    args._argv = argv  # the command line as given (build remembers a no-op for it)
     try:
         code = int(args._main(args) or 0)
         sys.stdout.flush()  # here, not at exit: a reader that went away is caught below

@@ -16,7 +16,8 @@ VERSION = "0.1.0"
 class BuildOptions:
     def __init__(self, targets=(), force=False, dry_run=False, jobs=None, overrides=(), backend=None, keep_going=False,
                  use_run_cache=True, wait_for_lock=True, quiet=False, argv=(), run_command=None,
-                 executor="local", address=None, remote=None, use_remote=True, retries=2, restore_only=False):
+                 executor="local", address=None, remote=None, use_remote=True, retries=2, restore_only=False,
+                 memo_argv=None):
         self.targets = list(targets)
         self.force = force
         self.dry_run = dry_run
@@ -36,6 +37,9 @@ class BuildOptions:
         self.use_remote = use_remote
         self.retries = retries  # Ray: reruns of a stage whose worker or node died
         self.restore_only = restore_only  # `pull`: restore from the caches, run nothing
+        # the command line (after `ascendpipe`) a no-op of this build may be remembered for, so that
+        # running it again replays the answer (engine/noop_memo.py); None: never remembered
+        self.memo_argv = memo_argv
 
 
 def select(pipeline, graph, targets: list[str]) -> list[str]:
@@ -75,13 +79,18 @@ def open_stores(pipeline):
 
 
 def build(path: str, options: BuildOptions, stream=None) -> dict:
-    from ascendpipe.engine.executor import Outcome, StageExecutor
+    from ascendpipe.engine.executor import StageExecutor
     from ascendpipe.engine.plan import resolve
     from ascendpipe.engine.progress import Progress
     from ascendpipe.engine.workspace import BuildLock
 
     started = time.monotonic()
     stream = stream or sys.stdout
+    recorder = None
+    if options.memo_argv is not None and not (options.force or options.dry_run or options.restore_only):
+        from ascendpipe.engine.noop_memo import Recorder
+
+        recorder = Recorder(options.memo_argv, path)  # before anything is read: its stats vouch for what follows
     pipeline = resolve(path, options.overrides, options.backend)
     graph = edges(pipeline)
     order = select(pipeline, graph, options.targets)
@@ -96,6 +105,9 @@ def build(path: str, options: BuildOptions, stream=None) -> dict:
         return dry_run(pipeline, graph, order, options, stream)
     ws, db, hasher, objects = open_stores(pipeline)
     progress = Progress(stream, quiet=options.quiet, workspace=ws.root)
+    if recorder is not None:
+        hasher.observed, progress.transcript = {}, []
+    remembered = None  # what a memo of this no-op needs from inside the lock
     doit_rc = 0
     state = "failed"
     with BuildLock(ws, wait=options.wait_for_lock, stream=sys.stderr), _Signals() as signals:
@@ -106,7 +118,8 @@ def build(path: str, options: BuildOptions, stream=None) -> dict:
         from ascendpipe.engine.owners import claim
 
         try:  # two pipelines never write one path (engine/owners.py): refused before a run is recorded
-            for note in claim(pipeline, ws, db, options.overrides, options.backend):
+            notes = claim(pipeline, ws, db, options.overrides, options.backend)
+            for note in notes:
                 if not options.quiet:
                     sys.stderr.write(note + "\n")
         except BaseException:
@@ -119,7 +132,9 @@ def build(path: str, options: BuildOptions, stream=None) -> dict:
         try:
             scale_out = _scale_out(executor, pipeline, ws, order, options)  # None unless a remote or Ray is in play
             if not forced and not options.restore_only and _all_fresh(executor, order):
-                _record_noop(executor, order)
+                records = _record_noop(executor, order)
+                if recorder is not None and not crashed and not notes and not db.notes and scale_out is None:
+                    remembered = recorder.facts(executor, order, records, VERSION)
                 for name in order:
                     progress.finished(executor.outcomes[name])
             else:
@@ -143,7 +158,6 @@ def build(path: str, options: BuildOptions, stream=None) -> dict:
 
                 # something is stale: only now reach the remote and start or join Ray (a no-op never does)
                 jobs = scale_out.start(options.jobs, order) if scale_out is not None else (options.jobs or 1)
-                _check_doit_db(ws.doit_db)
                 doit_rc = run_stages(order, graph, execute, on_skip, jobs=jobs, keep_going=options.keep_going,
                                      dep_file=ws.doit_db, on_error=on_error)
             state = "done"
@@ -157,6 +171,7 @@ def build(path: str, options: BuildOptions, stream=None) -> dict:
             raise
         finally:
             _finish(executor, order, progress, state, doit_rc, hasher, db, run_id, scale_out)
+    before = "".join(progress.transcript or ())
     progress.summary({n: executor.outcomes[n] for n in order if n in executor.outcomes}, time.monotonic() - started, run_id)
     from ascendpipe.records import run_record
 
@@ -165,35 +180,16 @@ def build(path: str, options: BuildOptions, stream=None) -> dict:
     finally:
         db.close()
     _overlay(record, executor, order)
+    summary_end = len(progress.transcript or ())
     if not options.quiet:
         from ascendpipe.engine.progress import headline
 
         infos = {n: st.get("info") for n, st in record["stages"].items()}
         progress.write(headline(pipeline, executor.outcomes, order, infos=infos))
+    if remembered is not None and executor.final_state == "done" and not executor.record_errors:
+        recorder.save(ws.state_dir, colour=progress.colour, observed=hasher.observed, **remembered, before=before,
+                      after="".join(progress.transcript[summary_end:]))
     return record
-
-
-def _check_doit_db(path: str) -> None:
-    """doit's own state file holds nothing of ours (staleness is decided by the executor): one that
-    is not SQLite (a crash, a full disk) is removed rather than let doit stop the build over it.
-    A link there is refused: doit would write through it (store/statefiles.py)."""
-    from ascendpipe.store.statefiles import refuse_link
-
-    for suffix in ("", "-journal", "-wal", "-shm"):
-        refuse_link(path + suffix, "the scheduler's state file")
-    try:
-        with open(path, "rb") as f:
-            head = f.read(16)
-    except FileNotFoundError:
-        return
-    except OSError:
-        head = b""
-    if head != b"SQLite format 3\x00":
-        for suffix in ("", "-journal", "-wal", "-shm"):
-            try:
-                os.unlink(path + suffix)
-            except FileNotFoundError:
-                pass
 
 
 def _fail(executor, name: str, message: str) -> None:
@@ -376,13 +372,14 @@ def _all_fresh(executor, order) -> bool:
     return True
 
 
-def _record_noop(executor, order) -> None:
+def _record_noop(executor, order) -> list[dict]:
     from ascendpipe.engine.stage_record import StageRecord
 
     recs = [StageRecord.fresh(seq, executor.pipeline.stages[name], executor.keys[name], executor._noop[name],
                               executor.state[name]).row()
             for seq, name in enumerate(order, 1)]
     executor.db.record_fresh(executor.run_id, recs)
+    return recs
 
 
 def stage_status(path: str, overrides=(), backend=None, targets=()) -> dict:

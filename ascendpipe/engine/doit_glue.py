@@ -9,6 +9,7 @@ hash targets). doit is configured in code only (``config_filenames=()`` so a use
 
 from __future__ import annotations
 
+import os
 import re
 
 
@@ -17,12 +18,36 @@ def _task_name(index: int, stage: str) -> str:
     return f"s{index:05d}_" + re.sub(r"[^A-Za-z0-9_.@-]", "_", stage)
 
 
+def check_state_file(path: str) -> None:
+    """doit's own state file holds nothing of ours (staleness is decided by the executor): one that
+    is not SQLite (a crash, a full disk) is removed rather than let doit stop the build over it.
+    A link there is refused: doit would write through it (store/statefiles.py)."""
+    from ascendpipe.store.statefiles import refuse_link
+
+    for suffix in ("", "-journal", "-wal", "-shm"):
+        refuse_link(path + suffix, "the scheduler's state file")
+    try:
+        with open(path, "rb") as f:
+            head = f.read(16)
+    except FileNotFoundError:
+        return
+    except OSError:
+        head = b""
+    if head != b"SQLite format 3\x00":
+        for suffix in ("", "-journal", "-wal", "-shm"):
+            try:
+                os.unlink(path + suffix)
+            except FileNotFoundError:
+                pass
+
+
 def run_stages(order: list[str], graph: dict[str, list[str]], execute, on_skip, *, jobs: int, keep_going: bool, dep_file: str,
                on_error=None) -> int:
     """Run ``execute(stage)`` for each stage in dependency order. Returns doit's exit code.
 
     ``on_error(stage, message)`` hears of any other error doit caught in a stage's task (an exception
     outside the executor's own handling): it must become a failure, never a silent skip."""
+    check_state_file(dep_file)
     from doit.cmd_base import TaskLoader2
     from doit.doit_cmd import DoitMain
     from doit.exceptions import TaskFailed, UnmetDependency

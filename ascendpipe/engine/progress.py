@@ -17,6 +17,8 @@ class Progress:
         self.colour = hasattr(self.stream, "isatty") and self.stream.isatty() and os.environ.get("NO_COLOR") is None
         self._lock = threading.Lock()
         self.verb = "running"  # what a started stage does: `pull` only restores ("restoring")
+        # when a list, everything written is kept there too: a no-op's memo replays it (engine/noop_memo.py)
+        self.transcript: list[str] | None = None
 
     def _paint(self, state: str, text: str) -> str:
         code = _COLOURS.get(state)
@@ -26,6 +28,8 @@ class Progress:
         with self._lock:
             self.stream.write(text)
             self.stream.flush()
+            if self.transcript is not None:
+                self.transcript.append(text)
 
     def started(self, name: str, reasons: list[str]) -> None:
         if self.quiet:
@@ -64,10 +68,15 @@ class Progress:
         counts: dict[str, int] = {}
         for o in outcomes.values():
             counts[o.state] = counts.get(o.state, 0) + 1
-        order = ["ran", "restored", "fresh", "failed", "skipped"]
-        parts = [f"{counts[s]} {s}" for s in order if counts.get(s)]
-        total = sum(counts.values())
-        self.write(f"{total} stage{'s' if total != 1 else ''}: {', '.join(parts) or 'nothing to do'} in {elapsed:.2f}s (run {run_id})\n")
+        self.write(summary_line(counts, elapsed, run_id))
+
+
+def summary_line(counts: dict[str, int], elapsed: float, run_id: int) -> str:
+    """``30 stages: 30 fresh in 0.05s (run 12)``: a build's last line before its metrics."""
+    order = ["ran", "restored", "fresh", "failed", "skipped"]
+    parts = [f"{counts[s]} {s}" for s in order if counts.get(s)]
+    total = sum(counts.values())
+    return f"{total} stage{'s' if total != 1 else ''}: {', '.join(parts) or 'nothing to do'} in {elapsed:.2f}s (run {run_id})\n"
 
 
 def _clip(line: str, width: int = 300) -> str:

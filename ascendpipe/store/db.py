@@ -56,6 +56,30 @@ def _uj(text):
     return json.loads(text) if text else None
 
 
+def _insert_stage_rows(c, run_id: int, recs: list[dict]) -> None:
+    """Stage rows of a run, inside the caller's transaction. A fresh stage's remedy files and info
+    are those of the build that made its outputs: the run-cache entry of its key (one indexed read
+    per chunk of keys)."""
+    wanted = [r["key"] for r in recs if r["state"] == "fresh" and r.get("key") and not r.get("remedy") and not r.get("info")]
+    made: dict[str, tuple[str, str]] = {}
+    for start in range(0, len(wanted), 500):
+        chunk = wanted[start:start + 500]
+        rows = c.execute(f"SELECT key, remedy, info FROM run_cache WHERE key IN ({','.join('?' * len(chunk))})", chunk)
+        made.update((k, (remedy, info)) for k, remedy, info in rows)
+    c.executemany(
+        "INSERT OR REPLACE INTO stage_runs VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+        [
+            (
+                run_id, r.get("seq", 0), r["name"], r["kind"], r["state"], r.get("key"), _j(r.get("params")), _j(r.get("deps")),
+                _j(r.get("outputs")), _j(r.get("tools")), _j(r.get("metrics")),
+                *(made.get(r.get("key")) or (_j(r.get("remedy", [])), _j(r.get("info")))),
+                _j(r.get("reasons")), r.get("duration"), r.get("log"), r.get("error"),
+            )
+            for r in recs
+        ],
+    )
+
+
 class Database(Opening):
     """``create=False``: a command that only reads (runs, show) never makes a database appear.
 
@@ -169,6 +193,25 @@ class Database(Opening):
             r[0]: {"key": r[1], "components": _uj(r[2]), "outs": _uj(r[3]) or {}, "metrics": _uj(r[4]) or {}, "run_id": r[5]}
             for r in rows
         }
+
+    def decision_digest(self, pipeline: str, keys: list[str]) -> str:
+        """A digest of every row a no-op build of ``pipeline`` reads (engine/noop_memo.py): its stages'
+        states, all ownership claims (another pipeline's may refuse it) and the run-cache entries of
+        ``keys`` (a fresh stage's record takes its remedy files and info from them). Rows as stored,
+        so any change to them, by any writer, shows."""
+        from ascendpipe.digest import sha256_hex
+
+        with self._lock:
+            rows = [
+                self.conn.execute("SELECT * FROM stage_state WHERE pipeline=? ORDER BY name", (pipeline,)).fetchall(),
+                self.conn.execute("SELECT * FROM owners ORDER BY path").fetchall(),
+            ]
+            for start in range(0, len(keys), 500):
+                chunk = sorted(keys)[start:start + 500]
+                rows.append(self.conn.execute(
+                    f"SELECT key, remedy, info FROM run_cache WHERE key IN ({','.join('?' * len(chunk))}) ORDER BY key",
+                    chunk).fetchall())
+        return sha256_hex(repr(rows).encode())
 
     def set_stage_state(self, pipeline: str, name: str, *, key: str, components: dict, outs: dict, metrics: dict, run_id: int) -> None:
         """Make a stage's built state the one of an earlier run (``checkout``, after its outputs are back)."""
@@ -324,30 +367,24 @@ class Database(Opening):
 
     def record_fresh(self, run_id: int, recs: list[dict]) -> None:
         """Bulk-record stages that were fresh (the whole of a no-op build): one transaction."""
+        self._tx(lambda c: _insert_stage_rows(c, run_id, recs))
+
+    def record_noop_run(self, pipeline: str, argv: list[str], backend: str, version: str, recs: list[dict]) -> int:
+        """A whole run of fresh stages in one transaction (a replayed no-op, engine/noop_replay.py):
+        never seen half-written, never left `running`. Returns its id."""
+        when = time.strftime("%Y-%m-%dT%H:%M:%S%z")
 
         def tx(c):
-            # a fresh stage's remedy files and info are those of the build that made its outputs: the
-            # run-cache entry of its key (one indexed read per chunk of keys, in this transaction)
-            wanted = [r["key"] for r in recs if r["state"] == "fresh" and r.get("key") and not r.get("remedy") and not r.get("info")]
-            made: dict[str, tuple[str, str]] = {}
-            for start in range(0, len(wanted), 500):
-                chunk = wanted[start:start + 500]
-                rows = c.execute(f"SELECT key, remedy, info FROM run_cache WHERE key IN ({','.join('?' * len(chunk))})", chunk)
-                made.update((k, (remedy, info)) for k, remedy, info in rows)
-            c.executemany(
-                "INSERT OR REPLACE INTO stage_runs VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                [
-                    (
-                        run_id, r.get("seq", 0), r["name"], r["kind"], r["state"], r.get("key"), _j(r.get("params")), _j(r.get("deps")),
-                        _j(r.get("outputs")), _j(r.get("tools")), _j(r.get("metrics")),
-                        *(made.get(r.get("key")) or (_j(r.get("remedy", [])), _j(r.get("info")))),
-                        _j(r.get("reasons")), r.get("duration"), r.get("log"), r.get("error"),
-                    )
-                    for r in recs
-                ],
-            )
+            run_id = c.execute(
+                "INSERT INTO runs(pipeline, started, finished, state, argv, backend, version) VALUES(?,?,?,?,?,?,?)",
+                (pipeline, when, when, "done", _j(argv), backend, version),
+            ).lastrowid
+            _insert_stage_rows(c, run_id, recs)
+            return run_id
 
-        self._tx(tx)
+        run_id = self._tx(tx)
+        self._set_high_water(run_id)
+        return run_id
 
     def runs(self, limit: int | None = None) -> list[dict]:
         q = "SELECT id, pipeline, started, finished, state, argv, backend, version FROM runs ORDER BY id DESC"

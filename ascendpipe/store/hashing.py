@@ -53,6 +53,13 @@ class Hasher:
         self._memo: dict[str, str | None] = {}
         self._lock = threading.Lock()
         self._pending: list[tuple] = []
+        # abspath -> the stat each hash was decided from (engine/noop_memo.py), when asked to keep them
+        self.observed: dict[str, list | None] | None = None
+
+    def _observe(self, abspath: str, st) -> None:
+        if self.observed is not None:
+            self.observed[abspath] = None if st is None else [
+                st.st_mode, st.st_ino, st.st_dev, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
 
     def _stat_hash(self, abspath: str, st) -> str:
         if not stat.S_ISREG(st.st_mode):
@@ -103,11 +110,13 @@ class Hasher:
             st = os.stat(abspath)
         except FileNotFoundError:
             digest = None
+            self._observe(abspath, None)
         except OSError as exc:  # a symlink loop, a path through a file: the path cannot be read
             from ascendpipe.errors import Location, UserError
 
             raise UserError(f"'{rel}' cannot be read: {exc.strerror}; replace it", Location(file=rel)) from None
         else:
+            self._observe(abspath, st)
             if stat.S_ISDIR(st.st_mode):  # the stat just taken (os.path.isdir would take another)
                 digest = self._hash_dir(abspath)[0]
             else:
@@ -121,6 +130,11 @@ class Hasher:
         skip = len(os.path.join(abspath, ""))  # every path os.walk gives starts with abspath + "/"
         for root, dirs, files in os.walk(abspath):
             dirs.sort()
+            if self.observed is not None and root != abspath:  # a file made or removed in it moves its mtime
+                try:
+                    self._observe(root, os.stat(root))
+                except OSError:
+                    self._observe(root, None)
             for name in sorted(files):
                 full = os.path.join(root, name)
                 try:
@@ -130,6 +144,7 @@ class Hasher:
 
                     rel = os.path.relpath(full, self.workspace)
                     raise UserError(f"'{rel}' cannot be read: {exc.strerror}; replace it", Location(file=rel)) from None
+                self._observe(full, st)
                 entries.append(
                     {"path": full[skip:].replace(os.sep, "/"), "size": st.st_size, "hash": self._stat_hash(full, st)}
                 )

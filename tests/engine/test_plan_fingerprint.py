@@ -90,3 +90,45 @@ def test_registering_a_backend_changes_the_fingerprint():
     finally:
         registry.unregister("elsewhere")
     assert plan.fingerprint(b"stages: {}", [], None) == before
+
+
+def test_every_input_of_a_resolved_pipeline_makes_the_cache_miss(tmp_path, monkeypatch):
+    """The validated-config cache (issue 32): the file's bytes, its path, `--set`, the overrides file,
+    the backend flag and a declared environment variable each resolve anew, into a plan file of its
+    own; the same inputs again reuse one."""
+    root = tmp_path / "ws"
+    (root / ".ascendpipe").mkdir(parents=True)
+    pipe = root / "p.yaml"
+    text = ("env: [GREETING]\nparams: {n: 1}\nstages:\n  a:\n    kind: run\n"
+            "    cmd: echo {{ env.GREETING }} {{ params.n }} > a.txt\n    outs: [a.txt]\n")
+    pipe.write_text(text)
+    monkeypatch.setenv("GREETING", "hi")
+    plans = root / ".ascendpipe" / "plans"
+
+    def resolved(path=pipe, overrides=(), backend=None):
+        before = set(os.listdir(plans)) if plans.exists() else set()
+        p = plan.resolve(str(path), list(overrides), backend)
+        return p, set(os.listdir(plans)) - before
+
+    first, made = resolved()
+    assert len(made) == 1 and "echo hi 1" in first.stages["a"].cmd
+    assert resolved()[1] == set()  # the same inputs: the cached plan
+
+    pipe.write_text(text.replace("n: 1", "n: 2"))
+    p, made = resolved()
+    assert len(made) == 1 and "echo hi 2" in p.stages["a"].cmd
+    copy = root / "q.yaml"
+    copy.write_text(pipe.read_text())
+    assert len(resolved(copy)[1]) == 1  # another file of the same bytes: its own plan (its own path in messages)
+    p, made = resolved(overrides=["params.n=3"])
+    assert len(made) == 1 and "echo hi 3" in p.stages["a"].cmd
+    (root / "p.overrides").write_text("params.n=4\n")
+    p, made = resolved()
+    assert len(made) == 1 and "echo hi 4" in p.stages["a"].cmd
+    (root / "p.overrides").unlink()
+    assert len(resolved(backend="ascend")[1]) == 1
+    monkeypatch.setenv("GREETING", "hello")
+    p, made = resolved()
+    assert "echo hello 2" in p.stages["a"].cmd  # one plan file per fingerprint: rewritten with the new value
+    monkeypatch.setenv("GREETING", "hi")
+    assert "echo hi 2" in resolved()[0].stages["a"].cmd

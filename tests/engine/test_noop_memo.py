@@ -295,3 +295,38 @@ def test_no_memo_while_a_stat_is_racy(ws, capsys):
     _build(capsys)
     assert not _memo_file(ws).exists()
     assert not _replays(capsys)
+
+
+def test_in_new_processes_the_second_noop_replays_and_an_edit_still_runs(ws):
+    """As a user meets it: outputs settle past the racy window, the next no-op decides and remembers,
+    the one after replays (no executor, no argparse imported) with the same lines, and an edited dep
+    after that is decided and run."""
+    import subprocess
+    import time
+
+    from tests.test_import_graph import PACKAGE_ROOT
+
+    ws.write("input.txt", "hello")
+    ws.pipeline(CHAIN)
+    env = dict(os.environ, PYTHONPATH=str(PACKAGE_ROOT.parent))
+    probe = ("import sys\nfrom ascendpipe.cli.main import main\nrc = main(['build', 'pipeline.yaml'])\n"
+             "print('decided' if 'ascendpipe.engine.executor' in sys.modules or 'argparse' in sys.modules else 'replayed')\n")
+
+    def build():
+        proc = subprocess.run([sys.executable, "-c", probe], cwd=ws.root, env=env, capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        *lines, how = proc.stdout.splitlines()
+        return how, [line for line in lines if " stages: " not in line]
+
+    assert build()[0] == "decided"
+    assert ws.ran() == ["prepare", "train", "report"]
+    time.sleep(2.1)
+    how, deciding = build()
+    assert how == "decided"
+    how, replayed = build()
+    assert how == "replayed" and replayed == deciding
+    assert any(line.split()[:2] == ["fresh", "train"] for line in replayed)
+    (ws.root / "input.txt").write_text("hello, again")
+    how, lines = build()
+    assert how == "decided" and any(line.split()[:2] == ["ran", "prepare"] for line in lines)
+    assert ws.ran() == ["prepare", "train", "report"]

@@ -40,6 +40,10 @@ def replay(argv: list[str]) -> int | None:
     try:
         if noop_memo.changed_file(memo) is not None or not os.path.isfile(ws.db_path):
             return None
+        from ascendpipe.config.overrides import overrides_file
+
+        if os.path.exists(overrides_file(pipeline_path)):  # the deciding build says that it applies
+            return None
         from ascendpipe.store.db import Database
 
         db = Database(ws.db_path, create=False, cache_root=ws.cache_root)
@@ -47,9 +51,6 @@ def replay(argv: list[str]) -> int | None:
             run = memo["run"]
             if db.notes or db.has_running() or db.decision_digest(run["pipeline"], memo["keys"]) != memo["db"]:
                 return None
-            from ascendpipe.cli.common import note_overrides_file
-
-            note_overrides_file(pipeline_path)
             run_id = db.record_noop_run(run["pipeline"], ["ascendpipe", *sys.argv[1:]], run["backend"], run["version"],
                                         memo["records"])
         finally:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import _thread  # threading.Lock without threading's import (a replayed no-op prints through here)
 import os
 import sys
-import threading
 
 _COLOURS = {"ran": "32", "restored": "36", "fresh": "2", "failed": "1;31", "skipped": "33", "running": "34"}
 
@@ -15,7 +15,7 @@ class Progress:
         self.quiet = quiet
         self.workspace = workspace
         self.colour = hasattr(self.stream, "isatty") and self.stream.isatty() and os.environ.get("NO_COLOR") is None
-        self._lock = threading.Lock()
+        self._lock = _thread.allocate_lock()
         self.verb = "running"  # what a started stage does: `pull` only restores ("restoring")
         # when a list, everything written is kept there too: a no-op's memo replays it (engine/noop_memo.py)
         self.transcript: list[str] | None = None

@@ -15,6 +15,8 @@ import json
 
 from ascendpipe.errors import UserError
 
+CACHE_DIR = "cache"  # a workspace's cache folder (git-ignored): objects/, runs/, dumps/
+
 TYPE_CHECKING = False  # (importing typing for its constant costs a no-op build ~3 ms)
 if TYPE_CHECKING:
     from pathlib import Path

@@ -115,3 +115,27 @@ def workspace_relative(value, root):
     if isinstance(value, dict):
         return {k: workspace_relative(v, root) for k, v in value.items()}
     return value
+
+
+def special_file(path: str) -> str | None:
+    """What ``path`` is when it exists and is neither a regular file nor a folder (after symlinks):
+    'a FIFO', 'a socket', 'a device', 'a symlink loop'. ``stat`` only, never ``open``."""
+    import errno
+    import stat
+
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "a symlink loop"
+        return None  # missing or dangling: the existence check says so
+    mode = st.st_mode
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return None
+    if stat.S_ISFIFO(mode):
+        return "a FIFO (named pipe)"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return "not a regular file"

@@ -145,3 +145,17 @@ def test_compare_reads_its_feeds_stats_without_a_backend():
     from ascendpipe.tensorstats import tensor_stats
 
     assert dump.tensor_stats is tensor_stats and dump_write.tensor_stats is tensor_stats
+
+
+# The lower layers keep to themselves: the store (hashes, objects, the database), the precision
+# policy (pure logic) and the compare (metrics over two dumps) are used by the engine, the config
+# and the backends, never the other way round, so each can be tested and reused without them.
+LOWER_LAYERS = ("ascendpipe.store", "ascendpipe.precision")
+UPPER_LAYERS = ("ascendpipe.engine", "ascendpipe.config", "ascendpipe.backends")
+
+
+def test_lower_layers_import_no_upper_layer():
+    graph = import_graph()
+    wrong = sorted((module, target) for module, targets in graph.items() if module.startswith(LOWER_LAYERS)
+                   for target in targets if target.startswith(UPPER_LAYERS))
+    assert wrong == []

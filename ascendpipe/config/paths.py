@@ -10,12 +10,11 @@ resolver adds the ``file:line`` of the offending value.
 
 from __future__ import annotations
 
-import errno
 import os
 import re
-import stat
 
 from ascendpipe.errors import Location, UserError
+from ascendpipe.fsutil import special_file  # noqa: F401 (config's callers and tests import it from here)
 
 # Variant names (matrix keys, product values) become folder names (``build/convert__fp16``) and
 # reach the CANN tools, which accept only [A-Za-z0-9./_-] in a path (see contract.stage_folder);
@@ -134,22 +133,3 @@ def refuse_special_pipeline_file(path: str) -> None:
         raise UserError(f"pipeline file {path} is {special}; give the pipeline's YAML file", Location(file=path))
 
 
-def special_file(path: str) -> str | None:
-    """What ``path`` is when it exists and is neither a regular file nor a folder (after symlinks):
-    'a FIFO', 'a socket', 'a device', 'a symlink loop'. ``stat`` only, never ``open``."""
-    try:
-        st = os.stat(path)
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            return "a symlink loop"
-        return None  # missing or dangling: the existence check says so
-    mode = st.st_mode
-    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
-        return None
-    if stat.S_ISFIFO(mode):
-        return "a FIFO (named pipe)"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "a device"
-    return "not a regular file"

@@ -8,6 +8,7 @@ import os
 import sys
 import time
 
+from ascendpipe.contract import CACHE_DIR
 from ascendpipe.errors import UserError
 
 
@@ -33,7 +34,7 @@ class Workspace:
 
     @property
     def cache_root(self) -> str:
-        return os.path.join(self.root, "cache")
+        return os.path.join(self.root, CACHE_DIR)
 
     @property
     def lock_path(self) -> str:

@@ -77,15 +77,6 @@ class ConvertSettings:
             files["modify_mixlist"] = remedy.format_mixlist(self.modify_mixlist)
         return files
 
-    def atc_argv(self, model: str, output: str, remedy_dir: str = ".") -> list[str]:
-        """The atc line these settings drive, remedy files named as a convert stage writes them."""
-        from ascendpipe.backends.ascend import atc
-
-        paths = {name: f"{remedy_dir}/{REMEDY_NAMES[name]}" for name in self.remedy_files()}
-        if self.fusion_switch_source:  # the same file goes to atc
-            paths["fusion_switch"] = self.fusion_switch_source[0]
-        return atc.convert_argv("atc", atc.from_convert_settings(self, model, output, paths), check=False)
-
 
 def is_keep_file(value: str, read_path: Callable[[str], Path] = Path) -> bool:
     """A keep_dtype value names a file only when it ends in .cfg or names an existing file: an op

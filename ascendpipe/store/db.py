@@ -20,6 +20,7 @@ import _thread  # threading's locks without its import (0.7 ms of a replayed no-
 import sqlite3
 import time
 
+from ascendpipe.contract import CACHE_DIR
 from ascendpipe.errors import UserError
 from ascendpipe.store.db_open import (_SIDE_FILES, DatabaseBusy, DatabaseDamaged, Opening, _Conn,  # noqa: F401
                                       _unmark_damaged, db_wait)
@@ -92,7 +93,7 @@ class Database(Opening):
 
     def __init__(self, path: str, *, create: bool = True, cache_root: str | None = None):
         self.path = path
-        self.cache_root = cache_root or os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(path))), "cache")
+        self.cache_root = cache_root or os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(path))), CACHE_DIR)
         self.notes: list[str] = []
         self._lock = _thread.RLock()
         self.conn = None

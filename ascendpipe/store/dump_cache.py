@@ -28,6 +28,7 @@ import json
 import os
 from pathlib import Path
 
+from ascendpipe.contract import CACHE_DIR
 from ascendpipe.store.hashing import DIR_SUFFIX, hash_bytes, hash_file, manifest_bytes
 from ascendpipe.store.objects import CorruptObject, ObjectStore, UnsafeName, is_file_digest, parse_manifest
 
@@ -206,9 +207,7 @@ class DumpCache:
         found = _SERVED.get(os.path.realpath(workspace))
         if found is not None:  # a stage on a scale-out worker
             return cls(found.cache_root, remote=found.remote, notes=found.notes)
-        from ascendpipe.engine.workspace import Workspace
-
-        return cls(Workspace(str(workspace)).cache_root)
+        return cls(os.path.join(str(workspace), CACHE_DIR))
 
     def _ref(self, key: str) -> Path:
         return self.refs / key

@@ -80,7 +80,7 @@ class Hasher:
         return digest
 
     def _refuse(self, abspath: str, st) -> None:
-        from ascendpipe.config.paths import special_file
+        from ascendpipe.fsutil import special_file
         from ascendpipe.errors import Location, UserError
 
         rel = os.path.relpath(abspath, self.workspace)

@@ -147,6 +147,17 @@ def from_convert_settings(settings, model, output, remedy_paths: dict, **options
                        precision_mode_v2=settings.precision_mode_v2, **files, **options)
 
 
+def settings_argv(settings, model: str, output: str, remedy_dir: str = ".") -> list[str]:
+    """The atc line resolved convert settings drive, remedy files named as a convert stage writes
+    them (the emulator records it; the dry run shows it)."""
+    from ascendpipe.precision.settings import REMEDY_NAMES
+
+    paths = {name: f"{remedy_dir}/{REMEDY_NAMES[name]}" for name in settings.remedy_files()}
+    if settings.fusion_switch_source:  # the same file goes to atc
+        paths["fusion_switch"] = settings.fusion_switch_source[0]
+    return convert_argv("atc", from_convert_settings(settings, model, output, paths), check=False)
+
+
 def convert_argv(atc: str | Path, s: AtcSettings, *, check: bool = True) -> list[str]:
     """The ``atc`` conversion argv (the one builder: the ascend backend runs it, the emulator records it)."""
     argv = [str(atc), *common_options(s, check=check), f"--output={s.output}"]

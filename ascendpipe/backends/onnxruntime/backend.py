@@ -47,11 +47,12 @@ class OnnxruntimeBackend(Backend):
     def commands(self, kind, ctx) -> list[list[str]]:
         if kind != "convert":
             return []
+        from ascendpipe.backends.ascend.atc import settings_argv
         from ascendpipe.precision.settings import resolve
 
         # this backend runs no tool: the dry run says so, with the atc options the same settings would drive
         # on --backend ascend (not a command line: there atc also needs --soc_version and the model file)
-        argv = resolve(ctx.params, ctx.path).atc_argv("MODEL", "model")
+        argv = settings_argv(resolve(ctx.params, ctx.path), "MODEL", "model")
         options = " ".join(a for a in argv[1:] if not a.startswith(("--model=", "--output=", "--framework=")))
         return [_InProcess(f"onnxruntime emulation of atc, in-process (no atc runs); atc options on --backend "
                            f"ascend: {options or '(none)'}")]

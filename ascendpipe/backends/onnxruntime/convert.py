@@ -21,6 +21,7 @@ from ascendpipe.errors import Location, UserError
 from ascendpipe.fsutil import atomic_path, workspace_relative, write_json_atomic, write_text_atomic
 from ascendpipe.onnxgraph import name_nodes as _name_nodes
 from ascendpipe.onnxgraph import subgraphs as _subgraphs
+from ascendpipe.backends.ascend.atc import settings_argv
 from ascendpipe.backends.onnxruntime.tune_bank import bank_runtime, sha256_file
 from ascendpipe.precision import lists as oplists
 from ascendpipe.precision import remedy
@@ -297,7 +298,7 @@ def convert_model(model_path: Path, out_dir: Path, settings: ConvertSettings, *,
     remedy_paths = {}
     for name, text in settings.remedy_files().items():
         remedy_paths[name] = write_text_atomic(out_dir / REMEDY_NAMES[name], text)
-    argv = settings.atc_argv(str(model_path), "model")
+    argv = settings_argv(settings, str(model_path), "model")
     record = {**settings.record(), "atc_argv": argv, "fusion": fusion_info, "runtime": runtime,
               "custom_domain_ops": custom}
     if workspace is not None:

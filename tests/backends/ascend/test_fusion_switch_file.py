@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from ascendpipe.backends.ascend.atc import settings_argv
+
 from ascendpipe.backends.ascend import stages
 
 SWITCH = '{"Switch":{"GraphFusion":{},"UBFusion":{"TbeReduceElemwiseFusionPass":"off"}}}\n'
@@ -29,9 +31,9 @@ def test_same_file_on_the_emulator_and_an_unknown_pass_only_errors_there(tmp_pat
     settings = resolve({"fusion_switch_file": str(switch), "soc_version": "Ascend310P3"})
     assert settings.fusion_switch == {"TbeReduceElemwiseFusionPass": "off"}
     assert settings.remedy_files()["fusion_switch"] == SWITCH  # byte for byte
-    assert f"--fusion_switch_file={switch}" in settings.atc_argv("m.onnx", "model")
+    assert f"--fusion_switch_file={switch}" in settings_argv(settings, "m.onnx", "model")
     assert settings.record()["overflow_mode"] == "saturation"  # Atlas inference products: saturation only
     # an inline entry that changes the file: the merged switches are written, each in its section
     merged = resolve({"fusion_switch_file": str(switch), "fusion_switch": {"ConvBatchnormFusionPass": "off"}})
     assert '"GraphFusion": {\n      "ConvBatchnormFusionPass": "off"' in merged.remedy_files()["fusion_switch"]
-    assert not any(a.endswith(str(switch)) for a in merged.atc_argv("m.onnx", "model"))
+    assert not any(a.endswith(str(switch)) for a in settings_argv(merged, "m.onnx", "model"))

@@ -7,6 +7,7 @@ import json
 import jsonschema
 import pytest
 
+from ascendpipe.backends.ascend.atc import settings_argv
 from ascendpipe.errors import UserError
 from ascendpipe.precision import remedy
 from ascendpipe.precision.settings import parse_input_shape, resolve
@@ -42,7 +43,7 @@ def test_keep_dtype_file_and_atc_argv(tmp_path):
     (tmp_path / "keep.cfg").write_text("square\nOpType::ReduceSumD\n\n")
     s = resolve({"keep_dtype": "keep.cfg", "soc_version": "Ascend310P3"}, lambda p: tmp_path / p)
     assert s.keep_dtype == ["square", "OpType::ReduceSumD"]
-    argv = s.atc_argv("m.onnx", "out/model")
+    argv = settings_argv(s, "m.onnx", "out/model")
     assert "--keep_dtype=./keep_dtype.cfg" in argv and "--soc_version=Ascend310P3" in argv
     assert "--precision_mode=force_fp16" in argv
 

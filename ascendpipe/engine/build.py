@@ -161,6 +161,9 @@ def build(path: str, options: BuildOptions, stream=None) -> dict:
                 doit_rc = run_stages(order, graph, execute, on_skip, jobs=jobs, keep_going=options.keep_going,
                                      dep_file=ws.doit_db, on_error=on_error)
             state = "done"
+        except UserError:  # refused while deciding (a dep turned FIFO): its one line says it, not a list of skips
+            state = "refused"
+            raise
         except KeyboardInterrupt as exc:
             state = "interrupted"
             signals.ignore()  # a second ^C must not cut the recording short
@@ -214,6 +217,8 @@ def _finish(executor, order, progress, state, doit_rc, hasher, db, run_id, scale
     failed = any(o.state == "failed" for o in executor.outcomes.values())
     if state == "interrupted":
         why = "not run: the build was interrupted"
+    elif state == "refused":
+        why = "not run: the build was refused (its error says why)"
     elif doit_rc not in (0, None) and not failed:
         why = f"not run: the scheduler (doit) stopped with exit code {doit_rc}; its error is above"
     else:
@@ -223,12 +228,12 @@ def _finish(executor, order, progress, state, doit_rc, hasher, db, run_id, scale
         if name not in executor.outcomes:
             executor.outcomes[name] = Outcome(name, "skipped", error=why)
             unreached.append(name)
-            if state != "interrupted":
+            if state not in ("interrupted", "refused"):
                 progress.finished(executor.outcomes[name])
     failed = any(o.state == "failed" for o in executor.outcomes.values())
     if state == "done" and (failed or doit_rc not in (0, None)):
         state = "failed"
-    if state == "done" and executor.record_errors:
+    if state == "done" and executor.record_errors or state == "refused":
         state = "failed"
     executor.final_state = state
     try:

@@ -249,6 +249,25 @@ def test_a_wrong_path_inside_a_built_output_is_refused_by_validate_at_its_line(t
     assert f"stale   use: pipeline.yaml:{_line_of(ws, '- data/prep/scalez.txt')}:7: stage 'use': input" in capsys.readouterr().out
 
 
+def test_a_wrong_path_inside_a_built_output_refuses_the_build_in_one_line(tmp_path, chdir_to, capsys):
+    """Built and fresh upstream, deciding meets the path: one located line and exit 2, as validate
+    says it, not a list of every stage `skipped ... stopped at a failure` first; the run is recorded."""
+    ws = Workspace(tmp_path / "ws")
+    _only(ws, {})
+    ws.build()
+    _only(ws, USE)
+    chdir_to(ws.root)
+    assert cli(["build", "pipeline.yaml"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.startswith(f"ascendpipe: error: pipeline.yaml:{_line_of(ws, '- data/prep/scalez.txt')}:7: "
+                                   "stage 'use': input 'data/prep/scalez.txt' does not exist")
+    assert len(captured.err.strip().splitlines()) == 1
+    assert cli(["runs", "--json"]) == 0
+    latest = json.loads(capsys.readouterr().out)[0]
+    assert latest["state"] == "failed"
+
+
 def test_a_wrong_path_inside_an_output_not_built_yet_fails_the_build_at_its_line(tmp_path, chdir_to, capsys):
     ws = Workspace(tmp_path / "ws")
     _only(ws, USE)

@@ -110,7 +110,9 @@ def headline(pipeline, outcomes: dict, order: list[str], limit: int = 8, infos: 
         if o is None or stage.kind not in HEADLINE_KINDS or not o.metrics:
             continue
         first = first_failure_text((infos or {}).get(name))
-        items = [(k, v) for k, v in o.metrics.items() if isinstance(v, (int, float)) and k not in _SKIP
+        # by name: a stage's metrics read back from the database (a no-op) come sorted, so the line
+        # is the same whether the stage ran now or before
+        items = [(k, v) for k, v in sorted(o.metrics.items()) if isinstance(v, (int, float)) and k not in _SKIP
                  and not (first and k == "first_failure_index")]
         key = key_metric(stage.kind, stage.params)
         if key in o.metrics:

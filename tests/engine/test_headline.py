@@ -42,3 +42,16 @@ def test_a_compare_whose_outputs_pass_says_so_before_its_contained_count():
     lines = headline(p, outcomes, ["compare", "failing"], infos=infos).splitlines()
     assert lines[1].split()[1:4] == ["outputs", "pass", "(7"]
     assert "outputs pass" not in lines[2]  # a failing output is never called a pass
+
+
+def test_a_stage_that_ran_and_the_same_stage_read_back_print_the_same_line():
+    """Metrics as the kind returned them (a build that ran it) and as the database gives them back
+    (sorted: a no-op) are one line, so two builds' summaries can be compared by eye or by diff."""
+    p = pipeline(compare=("compare", {}))
+    ran = {"failed_ops": 0, "min_cosine": 1.0, "output_cosine": 1.0, "overflow_ops": 0, "dump_bytes": 1781324}
+    read_back = dict(sorted(ran.items()))
+    assert list(ran) != list(read_back)
+    as_ran = headline(p, {"compare": NS(metrics=ran)}, ["compare"])
+    assert as_ran == headline(p, {"compare": NS(metrics=read_back)}, ["compare"])
+    assert as_ran.splitlines()[1].split()[1:] == ["dump_bytes=1781324", "failed_ops=0", "min_cosine=1",
+                                                   "output_cosine=1", "overflow_ops=0"]

@@ -268,9 +268,10 @@ def search(evaluator: Evaluator, *, max_attempts: int = 30, start: Iterable[Cand
             return _outcome(trials, current, True, True, "the target already holds: no remedy needed")
         if result.blocked and not result.passed:  # no keep set can work here: say why, try nothing
             return _outcome(trials, current, False, False, f"target not met: {result.blocked}")
-        found = _grow(trials, current, result, rank)
+        found, last, tried = _grow(trials, current, result, rank)
         if found is None:
-            return _outcome(trials, current, False, False, _unmet_message(trials, "no more candidates to try"))
+            return _outcome(trials, current, False, False,
+                            _unmet_message(trials, "no more candidates to try" + _why_stuck(last, tried)))
         forced = out_of_fp16_range(found, result.rows)
         minimal = _shrink(trials, found, forced)
         return _outcome(trials, minimal, True, True, f"target met with {len(minimal)} {'remedy' if len(minimal) == 1 else 'remedies'}; each one is needed")
@@ -284,7 +285,9 @@ def search(evaluator: Evaluator, *, max_attempts: int = 30, start: Iterable[Cand
                         "the set may hold remedies that are not needed")
 
 
-def _grow(trials: _Trials, current: frozenset, result: Result, rank) -> frozenset | None:
+def _grow(trials: _Trials, current: frozenset, result: Result, rank) -> tuple[frozenset | None, Result, frozenset]:
+    """(a passing remedy set, or None when no candidate is left; the last evaluation's result and
+    the remedy set it evaluated)."""
     blind_batch, last_failure = 1, None
     while not result.passed:
         failure = (result.failure or {}).get("op_name")
@@ -292,13 +295,44 @@ def _grow(trials: _Trials, current: frozenset, result: Result, rank) -> frozense
             blind_batch, last_failure = 1, failure
         fresh, blind = propose(result, current, blind_batch)
         if not fresh:
-            return None
+            return None, result, current
         blind_batch = blind_batch * 2 if blind else 1
         for c in fresh:
             rank(c)
         current = current | frozenset(fresh)
         result = trials.run(current, "grow")
-    return current
+    return current, result, current
+
+
+def _why_stuck(result: Result, kept: frozenset) -> str:
+    """Why the ops still failing take no remedy: ops that only move values are never kept (fp16 holds
+    what they move as it is: they fail with the values their producers rounded), kept ops still
+    differ (what reaches them was rounded upstream, or the target is tighter than fp32 itself keeps
+    between two runs), others are ops keep_dtype cannot change. Empty when the rows do not say."""
+    failing = list(dict.fromkeys(op for row in result.rows if row.get("failed") for op in _row_ops(row)))
+    if not failing:
+        return ""
+    types = _types(result)
+
+    def shown(ops):
+        return ", ".join(f"{op} ({types[op]})" if types.get(op) else op for op in ops[:4]) + (
+            f" and {len(ops) - 4} more" if len(ops) > 4 else "")
+
+    moves = [op for op in failing if is_move(types.get(op))]
+    held = [op for op in failing if op not in moves and Candidate(KEEP, op) in kept]
+    other = [op for op in failing if op not in moves and op not in held and not _keepable(result, op)]
+    parts = []
+    if moves:
+        one = len(moves) == 1
+        parts.append(f"{shown(moves)} only move{'s' if one else ''} values, so {'it is' if one else 'they are'} never kept: "
+                     f"{'it carries' if one else 'they carry'} what the ops before rounded")
+    if held:
+        one = len(held) == 1
+        parts.append(f"{shown(held)} {'is' if one else 'are'} kept in fp32 and still differ{'s' if one else ''}: "
+                     f"{'its' if one else 'their'} inputs arrive rounded, or the target is tighter than the kept precision reaches")
+    if other:
+        parts.append(f"{shown(other)} {'is' if len(other) == 1 else 'are'} not an op keep_dtype can change")
+    return "; still failing: " + "; ".join(parts)
 
 
 FP16_MAX = 65504.0

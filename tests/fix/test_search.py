@@ -182,3 +182,24 @@ def test_ops_whose_golden_output_exceeds_fp16_are_kept_without_a_trial():
     assert out.passed and out.minimal and set(out.remedy) == keep("o4", "o5")
     assert len(out.attempts) == 3  # baseline, {o4, o5}, then {o4} alone (fails): o5 is needed
     assert frozenset(keep("o5")) not in oracle.seen  # o4 was never dropped
+
+
+def test_out_of_candidates_says_what_still_fails_and_why_no_remedy_takes_it():
+    """A target no keep set reaches (issue 30's tight-target case): the message names the ops still
+    failing: a Reshape is never kept (it carries what its input's op rounded), a kept MatMul still
+    differs, an NMS is no op keep_dtype changes; never a bare "no more candidates"."""
+    rows = [{"op_name": "m1", "op_type": "MatMul", "failed": True},
+            {"op_name": "r1", "op_type": "Reshape", "failed": True},
+            {"op_name": "n1", "op_type": "NonMaxSuppression", "failed": True}]
+
+    class Tight:
+        def evaluate(self, remedy):
+            return Result(False, 0.9999, 0.9999, rows=[dict(r) for r in rows], ops=["m1", "r1", "n1"],
+                          candidates=frozenset({"m1"}))
+
+    out = search(Tight(), max_attempts=10)
+    assert not out.passed and [c.name for c in out.attempts[-1].remedy] == ["m1"]
+    assert out.message.startswith("target not met: no more candidates to try; still failing: ")
+    assert "r1 (Reshape) only moves values, so it is never kept: it carries what the ops before rounded" in out.message
+    assert "m1 (MatMul) is kept in fp32 and still differs: its inputs arrive rounded" in out.message
+    assert "n1 (NonMaxSuppression) is not an op keep_dtype can change" in out.message

@@ -388,7 +388,10 @@ def page_model(runs: list[dict], curves: dict, *, workspace: str, generated: str
     # because a setting moved it)
     ranked = sorted(seen_values, key=lambda k: (k not in keys, len(seen_values[k]) == 1, _metric_rank(k, keys),
                                                 -len(seen_values[k])))
-    run_metric_cols = ranked[:MAX_RUN_METRIC_COLUMNS]
+    # every pipeline's key metric keeps its column (several pipelines in one workspace: each golden
+    # beside its variants); the others fill what is left of MAX_RUN_METRIC_COLUMNS
+    keyed = [k for k in ranked if k in keys]
+    run_metric_cols = keyed + [k for k in ranked if k not in keys][:max(0, MAX_RUN_METRIC_COLUMNS - len(keyed))]
     run_rows = []
     for run in runs:
         stages = run.get("stages") or {}

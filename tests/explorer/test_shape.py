@@ -146,3 +146,20 @@ def test_the_key_metric_comes_from_the_eval_task_not_from_compare():
     m = page_model([cls], {}, workspace="/w", generated="now")
     assert m["data"]["metricDefault"] == "det_eval.top1" and m["metric_cols"][0] == "det_eval.top1"
     assert m["data"]["colourDefault"] == "det_convert.precision_mode"
+
+
+def test_three_pipelines_in_one_workspace_keep_every_key_metric_column():
+    """reid, classification and detection runs in one workspace: six key metrics (each eval and its
+    golden), none dropped for a sixth column; the other metrics fill what is left of the cap."""
+    classify = run(3, "force_fp16", 0.5)
+    classify["pipeline"] = "classify.yaml"
+    classify["stages"] = {
+        "cls_eval_golden": stage("eval", {"task": "classification"}, {"top1": 0.8, "top5": 0.95}),
+        "cls_eval@fp16": stage("eval", {"task": "classification"}, {"top1": 0.79, "top5": 0.95}),
+        "infer@fp16": stage("infer", {}, {"throughput": 100.0}),
+    }
+    m = page_model([run(1, "force_fp16", 0.05), classify, detection_run(2)], {}, workspace="/w", generated="now")
+    keys = {"eval.mAP", "eval_golden.mAP", "cls_eval.top1", "cls_eval_golden.top1", "det_eval.mAP50_95",
+            "det_eval_golden.mAP50_95"}
+    assert set(m["key_metrics"]) == keys
+    assert set(m["run_metric_cols"][:6]) == keys and len(m["run_metric_cols"]) == 6

@@ -291,13 +291,7 @@ def dump_model(model_path, feeds: dict[str, np.ndarray], out_dir, *, fusions: bo
     started = time.perf_counter()
     model_path = Path(model_path)
     where = Location(file=str(model_path))
-    if not model_path.is_file():
-        raise UserError("model file does not exist", where)
-    raw, weights_dir, identity = _model_bytes(model_path)
-    try:
-        model = onnx.load_model_from_string(raw)
-    except Exception as exc:  # onnx raises DecodeError and friends for a bad file
-        raise UserError(f"cannot read the ONNX model: {exc}", where) from None
+    model, raw, weights_dir, identity = _load(model_path, where)
     external = weights_dir is None and any(i.data_location == onnx.TensorProto.EXTERNAL for i in model.graph.initializer)
     if external:
         # onnxruntime cannot read external weights of a model given as bytes for every op (its shape
@@ -366,6 +360,27 @@ def dump_model(model_path, feeds: dict[str, np.ndarray], out_dir, *, fusions: bo
         stats.update(chunks=runs, plan_seconds=planned_at - started, session_seconds=run.session_seconds,
                      seconds=time.perf_counter() - started)
     return out_dir / INDEX_FILE
+
+
+def model_input_specs(model_path) -> list:
+    """The model's real inputs (``InputSpec``) as a dump reads them, from the graph: no session, and
+    the weights are not read where they can be referenced (see ``_model_bytes``)."""
+    model_path = Path(model_path)
+    return graph_input_specs(_load(model_path, Location(file=str(model_path)))[0].graph)
+
+
+def _load(model_path: Path, where: Location) -> tuple:
+    """(the parsed model, its bytes, the folder of its referenced weights, the file's identity): see
+    ``_model_bytes``."""
+    import onnx
+
+    if not model_path.is_file():
+        raise UserError("model file does not exist", where)
+    raw, weights_dir, identity = _model_bytes(model_path)
+    try:
+        return onnx.load_model_from_string(raw), raw, weights_dir, identity
+    except Exception as exc:  # onnx raises DecodeError and friends for a bad file
+        raise UserError(f"cannot read the ONNX model: {exc}", where) from None
 
 
 def _model_bytes(model_path: Path) -> tuple[bytes, Path | None, tuple | None]:

@@ -131,3 +131,19 @@ def test_a_model_file_replaced_while_it_is_dumped_is_refused(tmp_path, monkeypat
         D.dump_model(path, {"x": np.ones((8, 16), np.float32)}, tmp_path / "d", fusions=False)
     assert err.value.location.file == str(path)
     assert not (tmp_path / "d" / "index.json").exists()
+
+
+@pytest.mark.parametrize("build", [modelzoo.linear_model, modelzoo.two_input_model, modelzoo.scalar_input_model,
+                                   modelzoo.stateful_model, modelzoo.dynamic_hw_model, _weights_model])
+def test_the_dump_stage_reads_the_inputs_a_session_lists_from_the_graph(tmp_path, build):
+    path = build(tmp_path / "m.onnx")
+    path = path[0] if isinstance(path, tuple) else path  # linear_model: (path, weights, bias)
+    assert D.model_input_specs(path) == S.input_specs(S.make_session(path, fusions=False))
+
+
+def test_an_initializer_listed_as_an_input_is_not_a_dump_input(tmp_path):
+    path = _weights_model(tmp_path / "m.onnx")
+    model = onnx.load(str(path))
+    model.graph.input.append(helper.make_tensor_value_info("b1", TensorProto.FLOAT, [32]))  # an older exporter's habit
+    onnx.save(model, str(path))
+    assert [s.name for s in D.model_input_specs(path)] == ["x"] == [s.name for s in S.input_specs(S.make_session(path))]

@@ -399,13 +399,17 @@ def _model_bytes(model_path: Path) -> tuple[bytes, Path | None, tuple | None]:
     from ascendpipe.backends.onnxruntime.wire import weights_by_reference
 
     if weights_dir_supported():
-        with open(model_path, "rb") as handle:
+        # the file itself (a link resolved): onnxruntime refuses weights outside the folder it is given
+        real = model_path.resolve()
+        with open(real, "rb") as handle:
             stat = os.fstat(handle.fileno())
-            if stat.st_size:
+            try:
                 with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as view:
-                    light = weights_by_reference(view, model_path.name)
-                if light is not None:
-                    return light, model_path.parent.absolute(), _identity(stat)
+                    light = weights_by_reference(view, real.name)
+            except (OSError, ValueError):  # an empty file, a file system that cannot map: read it whole
+                light = None
+            if light is not None:
+                return light, real.parent, _identity(stat)
     return model_path.read_bytes(), None, None
 
 

@@ -88,7 +88,7 @@ def test_a_dump_by_reference_has_the_bytes_of_one_from_the_copied_file(tmp_path,
     path = _weights_model(tmp_path / "m.onnx")
     x = np.random.default_rng(2).standard_normal((8, 16)).astype(np.float32)
     _, weights_dir, _ = D._model_bytes(path)
-    assert weights_dir == tmp_path
+    assert weights_dir == tmp_path.resolve()
     monkeypatch.chdir(tmp_path / "..")  # a relative model path, the weights found from the model's folder
     by_reference = D.dump_model(Path(tmp_path.name) / "m.onnx", {"x": x}, tmp_path / "ref", fusions=False,
                                 memory_budget_bytes=budget)
@@ -147,3 +147,24 @@ def test_an_initializer_listed_as_an_input_is_not_a_dump_input(tmp_path):
     model.graph.input.append(helper.make_tensor_value_info("b1", TensorProto.FLOAT, [32]))  # an older exporter's habit
     onnx.save(model, str(path))
     assert [s.name for s in D.model_input_specs(path)] == ["x"] == [s.name for s in S.input_specs(S.make_session(path))]
+
+
+def test_a_symlinked_model_reads_its_weights_through_the_link(tmp_path):
+    (tmp_path / "store").mkdir()
+    (tmp_path / "ws").mkdir()
+    target = _weights_model(tmp_path / "store" / "object")
+    (tmp_path / "ws" / "model.onnx").symlink_to(target)
+    x = np.ones((8, 16), np.float32)
+    D.dump_model(tmp_path / "ws" / "model.onnx", {"x": x}, tmp_path / "linked", fusions=False)
+    D.dump_model(target, {"x": x}, tmp_path / "direct", fusions=False)
+    linked, direct = _dump_files(tmp_path / "linked"), _dump_files(tmp_path / "direct")
+    assert json.loads(linked.pop("index.json"))["model"] == "model.onnx"
+    assert json.loads(direct.pop("index.json"))["model"] == "object"
+    assert linked == direct
+
+
+def test_bytes_that_are_no_model_are_one_located_error(tmp_path):
+    (tmp_path / "bad.onnx").write_bytes(b"\x0a\xff\xff\x07not a model")
+    with pytest.raises(UserError, match="cannot read the ONNX model") as err:
+        D.dump_model(tmp_path / "bad.onnx", {"x": np.ones((8, 16), np.float32)}, tmp_path / "d", fusions=False)
+    assert err.value.location.file == str(tmp_path / "bad.onnx")

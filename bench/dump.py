@@ -92,6 +92,13 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # Linux: KiB
 
 
+def cpu_seconds() -> float:
+    """This process's CPU time (user + system, every thread): less sensitive than wall time to what
+    else runs on a shared machine."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 def case_plain(model: Path, feeds: dict, out: Path, budget_mb: float | None) -> dict:
     from ascendpipe.backends.onnxruntime.session import make_session
 
@@ -179,9 +186,9 @@ def case_cold_plain(model: Path, feeds: dict, out: Path, budget_mb: float | None
     """One cold inference: a fresh session (fusions on, as ``infer`` makes it) and one run."""
     from ascendpipe.backends.onnxruntime.session import make_session
 
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), cpu_seconds()
     make_session(model).run(None, feeds)
-    return {"seconds": time.perf_counter() - start}
+    return {"seconds": time.perf_counter() - start, "cpu_seconds": cpu_seconds() - cpu}
 
 
 def case_cold_dump(model: Path, feeds: dict, out: Path, budget_mb: float | None) -> dict:
@@ -190,9 +197,9 @@ def case_cold_dump(model: Path, feeds: dict, out: Path, budget_mb: float | None)
 
     budget = int(budget_mb * (1 << 20)) if budget_mb else AUTO
     stats: dict = {}
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), cpu_seconds()
     dump_model(model, feeds, out, fusions=False, memory_budget_bytes=budget, stats=stats)
-    return {"seconds": time.perf_counter() - start, "chunks": stats["chunks"],
+    return {"seconds": time.perf_counter() - start, "cpu_seconds": cpu_seconds() - cpu, "chunks": stats["chunks"],
             "session_seconds": stats["session_seconds"], "plan_seconds": stats["plan_seconds"]}
 
 
@@ -278,6 +285,8 @@ def main() -> int:
           f"peak RSS {median(dumps, 'peak_rss_mb'):.0f} MB")
     print(f"  whole processes (interpreter start, imports, exit included): inference {median(plains, 'process_seconds'):.2f} s, "
           f"dump {median(dumps, 'process_seconds'):.2f} s")
+    print(f"  CPU time (user + system, all threads), medians: inference {median(plains, 'cpu_seconds') * 1000:.0f} ms, "
+          f"dump {median(dumps, 'cpu_seconds') * 1000:.0f} ms: {median(dumps, 'cpu_seconds') / median(plains, 'cpu_seconds'):.2f}x")
     print(f"dump end to end / one cold inference of the same batch: {ratio:.2f}x "
           f"(per round {min(per_round):.2f}x-{max(per_round):.2f}x; target <= 2x: {'PASS' if ratio <= 2.0 else 'FAIL'})")
     if args.cold_only:

@@ -18,9 +18,10 @@ all its activations. Above ``memory_budget_bytes`` the model runs in consecutive
 model's bytes, ``wire.py``), whose dumped tensors (estimated by ONNX shape inference with the feed's
 shapes) plus weights (counted twice) fit the budget. A segment is fed the graph inputs and the
 earlier segments' tensors it reads, each kept until its last reader has run, so every tensor is
-computed once: time ~ one run plus a session set-up per segment (a few ms each), peak ~ the model
-+ a few budgets (a segment's outputs as onnxruntime and numpy copies, its weights as sub-model
-bytes and session copies) + a constant. Cuts fall only where every crossing tensor is a dumped one
+computed once: time ~ one run plus a session set-up per segment (a few ms each), peak ~ a few
+budgets (a segment's outputs as onnxruntime and numpy copies, its weights: mapped from the file, or
+as sub-model bytes and session copies beside the model's bytes where they cannot be referenced) +
+a constant. Cuts fall only where every crossing tensor is a dumped one
 (a graph output in the single run too: nothing is fused across it) or the emulation's fp16-rounded
 copy of a tensor (``crossable``), so a segmented dump has the same bytes as one run; where no cut
 is legal the model runs once.

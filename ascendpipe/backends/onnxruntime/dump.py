@@ -391,9 +391,9 @@ def _model_bytes(model_path: Path) -> tuple[bytes, Path | None, tuple | None]:
     Where this onnxruntime can read weights by reference (``session.weights_dir_supported``), the
     bytes are the file's with each weight a reference into the file (``wire.weights_by_reference``):
     only the graph is copied and parsed, and onnxruntime maps the weights from the page cache. A
-    ResNet-18 (46 MB): 0.11 s of reading, parsing, marking and session creation against 0.21 s
-    when the file's bytes are read, parsed, copied with the marked outputs and parsed again by
-    onnxruntime, which copies the weights once more (the dump's outputs are the same bytes).
+    ResNet-18 (46 MB), cold: 20-60 ms of reading, parsing, marking and session creation against
+    ~200 ms when the file's bytes are read, parsed, copied with the marked outputs and parsed again
+    by onnxruntime, which copies the weights once more (the dump's outputs are the same bytes).
     Otherwise, and for weights already external, the file's bytes as they are.
     """
     from ascendpipe.backends.onnxruntime.session import weights_dir_supported

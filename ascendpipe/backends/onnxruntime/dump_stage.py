@@ -17,11 +17,11 @@ def is_converted(model_file: Path) -> bool:
     """A convert stage's model: its directory has convert.json, or the model carries emulation metadata."""
     if (model_file.parent / "convert.json").exists():
         return True
-    import onnx
+    from ascendpipe.errors import Location
 
-    try:
-        model = onnx.load(str(model_file), load_external_data=False)
-    except Exception:
+    try:  # the graph without its weights (see dump._model_bytes): a full parse copied them all
+        model = _dump._load(Path(model_file), Location(file=str(model_file)))[0]
+    except (UserError, OSError):
         return False  # dump_model reports the unreadable file
     return any(p.key == _dump.EMULATION_KEY for p in model.metadata_props)
 

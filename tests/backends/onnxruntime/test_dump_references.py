@@ -168,3 +168,14 @@ def test_bytes_that_are_no_model_are_one_located_error(tmp_path):
     with pytest.raises(UserError, match="cannot read the ONNX model") as err:
         D.dump_model(tmp_path / "bad.onnx", {"x": np.ones((8, 16), np.float32)}, tmp_path / "d", fusions=False)
     assert err.value.location.file == str(tmp_path / "bad.onnx")
+
+
+def test_a_converted_model_is_known_by_its_metadata_without_reading_its_weights(tmp_path):
+    from ascendpipe.backends.onnxruntime.dump_stage import is_converted
+
+    (tmp_path / "emu").mkdir()
+    emulated = modelzoo.emulated_model(tmp_path / "emu" / "model.onnx")
+    assert is_converted(emulated) and not (emulated.parent / "convert.json").exists()
+    assert not is_converted(_weights_model(tmp_path / "plain.onnx"))
+    (tmp_path / "bad.onnx").write_bytes(b"\x0a\xff\xff\x07not a model")
+    assert not is_converted(tmp_path / "bad.onnx")  # dump_model says what is wrong with it

@@ -11,6 +11,7 @@ is the sub-model.
 from __future__ import annotations
 
 from ascendpipe.protowire import LEN as _LEN
+from ascendpipe.protowire import varint
 from ascendpipe.protowire import WireError, field_spans as fields  # noqa: F401 (callers catch WireError)
 
 _MODEL_GRAPH = 7  # ModelProto.graph
@@ -136,8 +137,11 @@ def _referenced_tensor(buf, start: int, end: int, location: str, min_bytes: int)
     it as it is (small, or its data not in raw_data), False where no reference can stand for it."""
     raw = None
     for number, kind, f_start, f_end in fields(buf, start, end):
-        if number in (_TENSOR_EXTERNAL_DATA, _TENSOR_DATA_LOCATION, _TENSOR_SEGMENT):
+        if number in (_TENSOR_EXTERNAL_DATA, _TENSOR_SEGMENT):
             return False
+        # DEFAULT written out stays: the EXTERNAL appended after it wins (the last value of a field)
+        if number == _TENSOR_DATA_LOCATION and (kind != 0 or varint(buf, f_start)[0] != 0):
+            return False  # weights already external: the caller reads the model as before
         if number == _TENSOR_RAW_DATA and kind == _LEN:
             if raw is not None:
                 return False  # a repeated raw_data (merged messages): the last one wins, keep it simple

@@ -29,6 +29,7 @@ def _weights_model(path: Path) -> Path:
         numpy_helper.from_array(np.array([-1, 4, 75], np.int64), "shape"),
         helper.make_tensor("w3", TensorProto.FLOAT, [32, 32], rng.standard_normal(1024).astype(np.float32).tolist()),
     ]
+    inits[0].data_location = TensorProto.DEFAULT  # written out, as some exporters do: still inline data
     nodes = [
         helper.make_node("MatMul", ["x", "w1"], ["h"], name="mm1"),
         helper.make_node("Add", ["h", "b1"], ["hb"], name="bias"),

@@ -6,15 +6,22 @@ fused golden would lose original tensors, so the golden dump runs with fusions o
 a converted (emulated) model already carries its fusions and runs as converted, with its
 ``runtime.json``.
 
+Weights: where onnxruntime can read them from the model's folder (1.21+), the model is parsed and
+run with each weight a reference to its bytes in the file (``wire.weights_by_reference``), so
+neither protobuf nor onnxruntime copies them: onnxruntime maps them from the page cache. The file
+must stay as it is while the dump runs (an atomic replace is noticed and refused; a file rewritten
+in place under a running dump is not supported). Otherwise the file's bytes are read whole.
+
 Memory: onnxruntime returns a run's marked outputs all at once, so one run of a big model holds
 all its activations. Above ``memory_budget_bytes`` the model runs in consecutive segments
 (``segments.py``): each a sub-model of its own nodes and the weights they read (sliced from the
 model's bytes, ``wire.py``), whose dumped tensors (estimated by ONNX shape inference with the feed's
 shapes) plus weights (counted twice) fit the budget. A segment is fed the graph inputs and the
 earlier segments' tensors it reads, each kept until its last reader has run, so every tensor is
-computed once: time ~ one run plus a session set-up per segment (a few ms each), peak ~ the model
-+ a few budgets (a segment's outputs as onnxruntime and numpy copies, its weights as sub-model
-bytes and session copies) + a constant. Cuts fall only where every crossing tensor is a dumped one
+computed once: time ~ one run plus a session set-up per segment (a few ms each), peak ~ a few
+budgets (a segment's outputs as onnxruntime and numpy copies, its weights: mapped from the file, or
+as sub-model bytes and session copies beside the model's bytes where they cannot be referenced) +
+a constant. Cuts fall only where every crossing tensor is a dumped one
 (a graph output in the single run too: nothing is fused across it) or the emulation's fp16-rounded
 copy of a tensor (``crossable``), so a segmented dump has the same bytes as one run; where no cut
 is legal the model runs once.
@@ -29,12 +36,14 @@ are not dumped.
 from __future__ import annotations
 
 import json
-from concurrent.futures import ThreadPoolExecutor
+import mmap
+import os
 from pathlib import Path
 from typing import Iterable, Sequence
 
 import numpy as np
 
+from ascendpipe.backends.onnxruntime.dump_run import _Runner, _SegmentBuilder
 from ascendpipe.backends.onnxruntime.dump_write import (Planned, _entry, _save_npy, _write_inputs,  # noqa: F401
                                                         compact, tensor_stats)
 from ascendpipe.backends.onnxruntime.segments import plan_segments
@@ -283,16 +292,8 @@ def dump_model(model_path, feeds: dict[str, np.ndarray], out_dir, *, fusions: bo
     started = time.perf_counter()
     model_path = Path(model_path)
     where = Location(file=str(model_path))
-    if not model_path.is_file():
-        raise UserError("model file does not exist", where)
-    # the file's bytes are read once: parsed here, and run (with the outputs marked) below; the
-    # weights are held twice at most, as the marking's copy holds them anyway
-    raw = model_path.read_bytes()
-    try:
-        model = onnx.load_model_from_string(raw)
-    except Exception as exc:  # onnx raises DecodeError and friends for a bad file
-        raise UserError(f"cannot read the ONNX model: {exc}", where) from None
-    external = any(i.data_location == onnx.TensorProto.EXTERNAL for i in model.graph.initializer)
+    model, raw, weights_dir, identity = _load(model_path, where)
+    external = weights_dir is None and any(i.data_location == onnx.TensorProto.EXTERNAL for i in model.graph.initializer)
     if external:
         # onnxruntime cannot read external weights of a model given as bytes for every op (its shape
         # inference wants them inline), so inline them: this path is limited to protobuf's 2 GiB
@@ -330,10 +331,10 @@ def dump_model(model_path, feeds: dict[str, np.ndarray], out_dir, *, fusions: bo
     entries: list[dict | None] = _write_inputs(specs, feeds, out_dir / TENSORS_DIR, input_entries)
     entries.extend([None] * len(plan))
     run = _Runner(plan, feeds, out_dir, entries, first_position=len(specs), fusions=fusions,
-                  runtime_dir=model_path.parent, log=log)
+                  runtime_dir=model_path.parent, weights_dir=weights_dir, log=log, write=_write_tensor)
     if len(segments) > 1:
         builder = _SegmentBuilder(model, model.SerializeToString() if external else raw)
-        del model, raw  # the weights stay in memory once, as the file's bytes each segment slices
+        del model, raw  # the weights stay in memory once (or in the file), as the bytes each segment slices
         run.segments(builder, segments)
     else:
         existing_outputs = {o.name for o in model.graph.output}
@@ -341,6 +342,9 @@ def dump_model(model_path, feeds: dict[str, np.ndarray], out_dir, *, fusions: bo
         del model, raw  # the parsed weights go before the marked copy is made
         model_bytes = marked_model_bytes(model_bytes, [p.name for p in plan if p.name not in existing_outputs])
         run.whole(model_bytes)
+    if identity is not None and _identity(os.stat(model_path)) != identity:
+        raise UserError("the model file changed while it was dumped (its weights are read from the file as "
+                        "the dump runs); dump it again", where)
     runs = max(len(segments), 1)
     index = {
         "format": FORMAT,
@@ -357,6 +361,61 @@ def dump_model(model_path, feeds: dict[str, np.ndarray], out_dir, *, fusions: bo
         stats.update(chunks=runs, plan_seconds=planned_at - started, session_seconds=run.session_seconds,
                      seconds=time.perf_counter() - started)
     return out_dir / INDEX_FILE
+
+
+def model_input_specs(model_path) -> list:
+    """The model's real inputs (``InputSpec``) as a dump reads them, from the graph: no session, and
+    the weights are not read where they can be referenced (see ``_model_bytes``)."""
+    model_path = Path(model_path)
+    return graph_input_specs(_load(model_path, Location(file=str(model_path)))[0].graph)
+
+
+def _load(model_path: Path, where: Location) -> tuple:
+    """(the parsed model, its bytes, the folder of its referenced weights, the file's identity): see
+    ``_model_bytes``."""
+    import onnx
+
+    if not model_path.is_file():
+        raise UserError("model file does not exist", where)
+    raw, weights_dir, identity = _model_bytes(model_path)
+    try:
+        return onnx.load_model_from_string(raw), raw, weights_dir, identity
+    except Exception as exc:  # onnx raises DecodeError and friends for a bad file
+        raise UserError(f"cannot read the ONNX model: {exc}", where) from None
+
+
+def _model_bytes(model_path: Path) -> tuple[bytes, Path | None, tuple | None]:
+    """The model's bytes to parse and run, the folder its weights are read from (None: they are in
+    the bytes) and the file's identity (to check it is unchanged once the runs are done).
+
+    Where this onnxruntime can read weights by reference (``session.weights_dir_supported``), the
+    bytes are the file's with each weight a reference into the file (``wire.weights_by_reference``):
+    only the graph is copied and parsed, and onnxruntime maps the weights from the page cache. A
+    ResNet-18 (46 MB), cold: 20-60 ms of reading, parsing, marking and session creation against
+    ~200 ms when the file's bytes are read, parsed, copied with the marked outputs and parsed again
+    by onnxruntime, which copies the weights once more (the dump's outputs are the same bytes).
+    Otherwise, and for weights already external, the file's bytes as they are.
+    """
+    from ascendpipe.backends.onnxruntime.session import weights_dir_supported
+    from ascendpipe.backends.onnxruntime.wire import weights_by_reference
+
+    if weights_dir_supported():
+        # the file itself (a link resolved): onnxruntime refuses weights outside the folder it is given
+        real = model_path.resolve()
+        with open(real, "rb") as handle:
+            stat = os.fstat(handle.fileno())
+            try:
+                with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as view:
+                    light = weights_by_reference(view, real.name)
+            except (OSError, ValueError):  # an empty file, a file system that cannot map: read it whole
+                light = None
+            if light is not None:
+                return light, real.parent, _identity(stat)
+    return model_path.read_bytes(), None, None
+
+
+def _identity(stat: os.stat_result) -> tuple:
+    return stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns
 
 
 def _read_plan(folder: Path) -> dict | None:
@@ -399,171 +458,6 @@ def fits_without_estimate(model, feeds: dict[str, np.ndarray], tensors: int, bud
 GROWTH = 32
 _SIZE_FROM_VALUES = frozenset({"Expand", "Tile", "Resize", "Upsample", "ConstantOfShape", "Pad", "Range",
                                "NonZero", "Loop", "Scan", "If", "OneHot", "ConvTranspose"})
-
-
-class _Runner:
-    """Runs the model (whole, or segment by segment) and writes each dumped tensor as it comes.
-
-    Writing (page cache copies) and the stats passes release the GIL: two writer threads overlap
-    them. A segment's tensors are written before the next segment runs: overlapping the writes with
-    the next run measured no faster (onnxruntime's threads already use every core) and holds two
-    segments' tensors instead of one.
-    """
-
-    def __init__(self, plan: list[Planned], feeds: dict, out_dir: Path, entries: list, *, first_position: int,
-                 fusions: bool, runtime_dir: Path, log):
-        self.plan, self.feeds, self.out_dir, self.entries = plan, feeds, out_dir, entries
-        self.position = {p.name: first_position + i for i, p in enumerate(plan)}
-        self.planned = {p.name: p for p in plan}
-        self.fusions, self.runtime_dir, self.log = fusions, runtime_dir, log
-        self.session_seconds, self.model_bytes = 0.0, 0
-
-    def _run(self, model_bytes: bytes, names: list[str], feeds: dict) -> list:
-        import time
-
-        from ascendpipe.backends.onnxruntime.session import make_session
-
-        # Fusions off for a golden (ORT_DISABLE_ALL): measured one-shot (session + first run, CPU time) on
-        # a ResNet-18 at batch 8, ORT_ENABLE_ALL's faster convolutions are paid back by its longer session
-        # set-up (0.94 s vs 0.91 s, under load), so the golden keeps the plain kernels and its values.
-        started, self.model_bytes = time.perf_counter(), len(model_bytes)
-        session = make_session(model_bytes, fusions=self.fusions, runtime_dir=self.runtime_dir, shared_arena=True)
-        self.session_seconds += time.perf_counter() - started
-        del model_bytes
-        return session.run(names, feeds)
-
-    def _submit(self, pool, names: list[str], values: list) -> list:
-        values.reverse()  # pop() from the end hands them out in order, each freed once written
-        jobs = []
-        for name in names:
-            value = values.pop()
-            if name in self.position:
-                position = self.position[name]
-                jobs.append((position, pool.submit(_write_tensor, self.planned[name], value, self.out_dir, position)))
-        return jobs
-
-    def _collect(self, jobs: list) -> None:
-        for position, job in jobs:
-            self.entries[position] = job.result()
-
-    def whole(self, marked_model: bytes) -> None:
-        """One run of the whole model with every dumped tensor marked."""
-        names = [p.name for p in self.plan]
-        values = self._run(marked_model, names, self.feeds)
-        del marked_model
-        with ThreadPoolExecutor(max_workers=2) as pool:
-            self._collect(self._submit(pool, names, values))
-        _release_memory()
-        if self.log is not None:
-            self.log.write(f"dump: 1 run: {len(names)} tensors\n")
-
-    def segments(self, builder: "_SegmentBuilder", segments: list) -> None:
-        """The segments in order, each fed the graph inputs and earlier segments' tensors it reads;
-        a crossing value is kept only until its last reader has run."""
-        carried: dict[str, object] = {}
-        later = {name for seg in segments for name in seg.inputs}
-        freed = 0  # bytes the runs since the last release held (outputs, sub-model weights x 2)
-        with ThreadPoolExecutor(max_workers=2) as pool:
-            for number, seg in enumerate(segments, start=1):
-                feeds = {n: self.feeds[n] if n in self.feeds else carried[n] for n in seg.inputs}
-                values = self._run(builder.build(seg, feeds), seg.outputs, feeds)
-                del feeds
-                for name in seg.releases:
-                    carried.pop(name, None)
-                for name, value in zip(seg.outputs, values):
-                    if name in later:
-                        carried[name] = value
-                freed += 2 * self.model_bytes + sum(getattr(v, "nbytes", 0) for v in values)
-                self._collect(self._submit(pool, seg.outputs, values))
-                if freed >= RELEASE_AFTER_BYTES:  # see _release_memory
-                    _release_memory()
-                    freed = 0
-                if self.log is not None:
-                    self.log.write(f"dump: segment {number}/{len(segments)}: {len(seg.nodes)} nodes, "
-                                   f"{sum(1 for n in seg.outputs if n in self.position)} tensors\n")
-        _release_memory()
-
-
-def _release_memory() -> None:
-    """Hand what the dump's runs freed back to the OS once they are all done: the shared arena's
-    free memory (the tensors, see ``session.use_shared_arena``) and glibc's heap (sessions and
-    sub-models). Not after every segment: the next segment would fault the same pages in again (the
-    430-node detector's golden dump: 0.94 s and 147 MB of faults with a heap trim per segment, 0.78 s
-    and 63 MB without; the same peak RSS); but after each ``RELEASE_AFTER_BYTES`` the runs held, else
-    what the arena and heap keep grows with the model (BERT-base, 2 layers x seq 128, force_fp16
-    dump: 285 MB peak RSS without, 215 MB releasing after every segment)."""
-    import ctypes
-    import ctypes.util
-
-    from ascendpipe.backends.onnxruntime.session import shrink_shared_arena
-
-    shrink_shared_arena()
-
-    global _TRIM
-    if _TRIM is None:
-        try:
-            _TRIM = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
-        except (OSError, AttributeError):  # not glibc: nothing to do
-            _TRIM = False
-    if _TRIM:
-        _TRIM(0)
-
-
-_TRIM = None
-RELEASE_AFTER_BYTES = 64 << 20
-
-
-class _SegmentBuilder:
-    """Serialised sub-models of one model: a segment's nodes, the initializers they read (sliced
-    from the model's bytes, see ``wire``), its inputs typed as the values it is fed."""
-
-    def __init__(self, model, model_bytes: bytes):
-        import onnx
-
-        from ascendpipe.backends.onnxruntime.wire import initializer_spans
-
-        graph = model.graph
-        self.bytes, self.spans = memoryview(model_bytes), initializer_spans(model_bytes)
-        self.name, self.nodes = graph.name, [onnx.NodeProto() for _ in graph.node]
-        for copy, node in zip(self.nodes, graph.node):  # copies: the parsed model and its weights go
-            copy.CopyFrom(node)
-        self.declared = {i.name: _copy(i) for i in graph.input}
-        self.outputs = {o.name: _copy(o) for o in graph.output}
-        self.value_info = {v.name: _copy(v) for v in graph.value_info}
-        header = onnx.ModelProto(ir_version=model.ir_version)
-        header.opset_import.extend(model.opset_import)
-        header.functions.extend(model.functions)
-        self.header = header.SerializeToString()
-
-    def build(self, seg, feeds: dict) -> bytes:
-        import onnx
-        from onnx import helper
-
-        from ascendpipe.backends.onnxruntime.wire import join_model
-
-        sub = onnx.GraphProto(name=self.name)
-        sub.node.extend(self.nodes[i] for i in seg.nodes)
-        for name in seg.inputs:
-            if name in self.declared:
-                sub.input.append(self.declared[name])
-            else:
-                value = feeds[name]
-                sub.input.append(helper.make_tensor_value_info(
-                    name, helper.np_dtype_to_tensor_dtype(value.dtype), list(value.shape)))
-        # an initializer declared as an input stays overridable, as in the whole model (not folded)
-        sub.input.extend(self.declared[n] for n in seg.initializers if n in self.declared)
-        sub.output.extend(self.outputs.get(n) or onnx.ValueInfoProto(name=n) for n in seg.outputs)
-        # the shapes the whole model states for tensors made inside the segment, as in one run
-        inner = {o for i in seg.nodes for o in self.nodes[i].output} - set(seg.outputs)
-        sub.value_info.extend(v for name, v in self.value_info.items() if name in inner)
-        tensors = [self.bytes[start:end] for start, end in (self.spans[n] for n in seg.initializers)]
-        return join_model(self.header, sub.SerializeToString(), tensors)
-
-
-def _copy(message):
-    copy = type(message)()
-    copy.CopyFrom(message)
-    return copy
 
 
 def _write_tensor(item: Planned, value, out_dir: Path, position: int) -> dict | None:

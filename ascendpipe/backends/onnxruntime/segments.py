@@ -69,7 +69,10 @@ def plan_segments(nodes: Sequence, sizes: dict[str, int | None], crossable: set[
     """Consecutive segments whose bytes stay within ``budget`` where a legal cut allows: a segment
     holds its dumped tensors (``sizes``: every dumped tensor's estimated bytes, None when unknown,
     counted as the largest known) and the weights it reads (``initializers``: name -> bytes),
-    counted twice: the sub-model's bytes and the session's own copy live as long as the session.
+    counted twice: the sub-model's bytes and the session's own copy live as long as the session
+    (weights referenced from the model file are held once, as mapped pages; the count stays the
+    copy's: counting them once took BERT 4x256's dump from 108 segments to 92 for ~5% of its time,
+    and raised 2x128's fp16 dump peak by 9 MB).
 
     A segment grows past the budget when no legal cut lies inside it (one run as a last resort).
     """

@@ -16,6 +16,21 @@ from ascendpipe.errors import Location, UserError
 from ascendpipe.inputs import InputSpec
 
 RUNTIME_FILE = "runtime.json"
+# Where a model given as bytes finds its external weights (onnxruntime 1.21+, microsoft/onnxruntime#23557;
+# an older onnxruntime ignores the key and would look in the working folder: see weights_by_reference)
+WEIGHTS_DIR_KEY = "session.model_external_initializers_file_folder_path"
+WEIGHTS_DIR_SINCE = (1, 21)
+
+
+def weights_dir_supported() -> bool:
+    """Whether this onnxruntime honours ``WEIGHTS_DIR_KEY``."""
+    import onnxruntime as ort
+
+    try:
+        version = tuple(int(part) for part in ort.__version__.split(".")[:2])
+    except ValueError:  # a dev build's odd version: take the copy path, which every version runs
+        return False
+    return version >= WEIGHTS_DIR_SINCE
 
 _LEVELS = {
     "disable_all": "ORT_DISABLE_ALL",
@@ -106,13 +121,15 @@ def session_options(runtime: dict[str, Any] | None, *, fusions: bool, profile_pr
 
 
 def make_session(model_path: str | Path | bytes, *, fusions: bool = True, runtime: dict | None = None,
-                 profile_prefix: str | None = None, runtime_dir: Path | None = None, shared_arena: bool = False):
+                 profile_prefix: str | None = None, runtime_dir: Path | None = None, shared_arena: bool = False,
+                 weights_dir: Path | None = None):
     """An ``InferenceSession`` on the CPU provider.
 
     ``model_path`` may also be serialized model bytes (a dump's marked copy); then ``runtime_dir``
-    says where to look for ``runtime.json``. ``runtime`` given explicitly wins over the file.
-    ``shared_arena``: allocate from the process's one shared arena (``use_shared_arena``) rather
-    than the session's own.
+    says where to look for ``runtime.json``, and ``weights_dir`` the folder its external weights
+    (references into the model file, ``wire.weights_by_reference``) are read from. ``runtime``
+    given explicitly wins over the file. ``shared_arena``: allocate from the process's one shared
+    arena (``use_shared_arena``) rather than the session's own.
     """
     import onnxruntime as ort
 
@@ -130,6 +147,8 @@ def make_session(model_path: str | Path | bytes, *, fusions: bool = True, runtim
     opts, disabled = session_options(runtime, fusions=fusions, profile_prefix=profile_prefix, where=where)
     if shared_arena and use_shared_arena():
         opts.add_session_config_entry("session.use_env_allocators", "1")
+    if weights_dir is not None:
+        opts.add_session_config_entry(WEIGHTS_DIR_KEY, str(weights_dir))
     extra = {"disabled_optimizers": disabled} if disabled else {}
     if opts.log_severity_level < 4:  # a load error is raised (below), not also logged in colour on stderr
         opts.log_severity_level = 4

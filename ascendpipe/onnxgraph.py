@@ -98,3 +98,23 @@ def name_nodes(graph, prefix: str = "", seen: set[str] | None = None) -> None:
         seen.add(node.name)
         for attr_name, sub in subgraphs(node):
             name_nodes(sub, f"{node.name}/{attr_name}/", seen)
+
+
+def graph_summary(graph) -> dict:
+    """Graph outputs and op edges: {"outputs", "output_ops", "producers" (op -> the ops it reads),
+    "output_index" (tensor -> its position among its op's outputs)}.
+
+    Stored in a dump's index so a dump read without its model still knows which rows are outputs
+    and which ops feed which (compare's ordering and advice)."""
+    producer_of = {}
+    for i, node in enumerate(graph.node):
+        for out in node.output:
+            producer_of[out] = node.name or f"node_{i}"
+    producers = {}
+    for i, node in enumerate(graph.node):
+        producers[node.name or f"node_{i}"] = sorted({producer_of[x] for x in node.input if x in producer_of})
+    outputs = [o.name for o in graph.output]
+    # each tensor's position among its op's outputs (msaccucmp's TensorIndex is op:output:<it>)
+    output_index = {out: k for node in graph.node for k, out in enumerate(node.output) if out}
+    return {"outputs": outputs, "output_ops": [producer_of[o] for o in outputs if o in producer_of],
+            "producers": producers, "output_index": output_index}

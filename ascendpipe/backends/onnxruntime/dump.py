@@ -50,7 +50,7 @@ from ascendpipe.backends.onnxruntime.segments import plan_segments
 from ascendpipe.contract import DUMP_FORMAT, DUMP_INDEX, DUMP_TENSORS_DIR
 from ascendpipe.errors import Location, UserError
 from ascendpipe.inputs import check_array, write_json_atomic
-from ascendpipe.onnxgraph import graph_input_specs, name_nodes
+from ascendpipe.onnxgraph import graph_input_specs, graph_summary, name_nodes
 
 INDEX_FILE = DUMP_INDEX
 TENSORS_DIR = DUMP_TENSORS_DIR
@@ -151,26 +151,6 @@ def fp16_ops(precision_plan: dict | None) -> set[str]:
     if not isinstance(nodes, dict):
         return set()
     return {name for name, node in nodes.items() if isinstance(node, dict) and node.get("dtype") == "float16"}
-
-
-def graph_summary(graph) -> dict:
-    """Graph outputs and op edges: {"outputs", "output_ops", "producers" (op -> the ops it reads),
-    "output_index" (tensor -> its position among its op's outputs)}.
-
-    Stored in a dump's index so a dump read without its model still knows which rows are outputs
-    and which ops feed which (compare's ordering and advice)."""
-    producer_of = {}
-    for i, node in enumerate(graph.node):
-        for out in node.output:
-            producer_of[out] = node.name or f"node_{i}"
-    producers = {}
-    for i, node in enumerate(graph.node):
-        producers[node.name or f"node_{i}"] = sorted({producer_of[x] for x in node.input if x in producer_of})
-    outputs = [o.name for o in graph.output]
-    # each tensor's position among its op's outputs (msaccucmp's TensorIndex is op:output:<it>)
-    output_index = {out: k for node in graph.node for k, out in enumerate(node.output) if out}
-    return {"outputs": outputs, "output_ops": [producer_of[o] for o in outputs if o in producer_of],
-            "producers": producers, "output_index": output_index}
 
 
 def _cast_to(node) -> int | None:

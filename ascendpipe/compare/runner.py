@@ -18,9 +18,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ascendpipe.compare import advisor, mapping, mechanism, msaccucmp, order, thresholds as thr
+from ascendpipe.compare import advisor, mapping, mechanism, msaccucmp, order, pairpass, thresholds as thr
 from ascendpipe.compare.mechanism import FP16_MIN_NORMAL
 from ascendpipe.compare.metrics import FP16_MAX, magnitude_max, tensor_metrics
+from ascendpipe.compare.pairpass import pair_pass
 from ascendpipe.contract import DUMP_FORMAT
 from ascendpipe.errors import Location, UserError
 
@@ -44,11 +45,13 @@ def load_index(dump_dir, what: str = "dump") -> dict:
 
 
 def _load_tensor(dump_dir, entry: dict) -> np.ndarray:
+    """A dump's tensor; from a folder, memory-mapped (read-only): the compare reads it block by block,
+    and its pages are the page cache's, dropped with the map when the row is done."""
     if hasattr(dump_dir, "load_tensor"):
         return dump_dir.load_tensor(entry["file"])
     path = Path(dump_dir) / entry["file"]
     try:
-        return np.load(path, allow_pickle=False)
+        return np.load(path, mmap_mode="r", allow_pickle=False)
     except (OSError, ValueError) as exc:
         from ascendpipe.inputs import npy_error
 
@@ -162,11 +165,19 @@ def _row(pos: int, pair: mapping.Pair, golden_dir, target_dir, limits: dict, out
     cells, messages = dict.fromkeys(msaccucmp.ALGORITHMS, msaccucmp.NAN), []  # msaccucmp's cells for a one-sided row
     if g and t and t.get("not_compared"):  # a device tensor not laid out as the golden: no number (acl_dump)
         row["note"] = "; ".join(x for x in (row["note"], f"not compared ({t['not_compared']})") if x)
+    elif g and t and _one_pass(golden := _load_tensor(golden_dir, g), target := _load_tensor(target_dir, t)):
+        # float16/float32 beyond a block: msaccucmp's cells and our metrics in one streamed pass
+        golden_max, target_max = _magnitude(g, golden), _magnitude(t, target)
+        cells, messages, m, flushed = pair_pass(golden, target, target_file=str(Path(target_dir) / t["file"]),
+                                                golden_file=str(Path(golden_dir) / g["file"]), block=msaccucmp.BLOCK)
+        if m["fail_reason"]:
+            row["note"] = "; ".join(x for x in (row["note"], m["fail_reason"]) if x)
+        row.update(_value_facts(golden, target, row, flushed=flushed))
+        del golden, target
     elif g and t:
         # a float16 side is read as float32 once: both metric modules widen it anyway, each pass would
         # redo numpy's slow float16 cast, and the values are the same
-        golden = _widened(_load_tensor(golden_dir, g))
-        target = _widened(_load_tensor(target_dir, t))
+        golden, target = _widened(np.asarray(golden)), _widened(np.asarray(target))
         golden_max, target_max = _magnitude(g, golden), _magnitude(t, target)
         cells, messages = msaccucmp.cells(golden, target, target_file=str(Path(target_dir) / t["file"]),
                                           golden_file=str(Path(golden_dir) / g["file"]))
@@ -210,13 +221,18 @@ def _row(pos: int, pair: mapping.Pair, golden_dir, target_dir, limits: dict, out
 EMPTY_NOTE = "not compared (empty)"
 
 
-def _value_facts(golden: np.ndarray, target: np.ndarray, row: dict) -> dict:
+def _one_pass(golden: np.ndarray, target: np.ndarray) -> bool:
+    """Whether ``pairpass`` computes the pair: float16/float32, the same size, beyond one block."""
+    return pairpass.supported(golden, target) and golden.size > msaccucmp.BLOCK
+
+
+def _value_facts(golden: np.ndarray, target: np.ndarray, row: dict, flushed: int | None = None) -> dict:
     """What the mechanisms read from the values (see ``mechanism``): ``flushed``, how many nonzero golden
-    values below fp16's normal range the target holds as 0 (an underflow); for a DequantizeLinear
-    output, ``quant_step``: the golden's grid (its smallest gap between distinct values)."""
-    facts: dict = {"flushed": 0}
-    zero = target == 0
-    if zero.any():
+    values below fp16's normal range the target holds as 0 (an underflow; counted here unless given);
+    for a DequantizeLinear output, ``quant_step``: the golden's grid (its smallest gap between distinct values)."""
+    facts: dict = {"flushed": 0 if flushed is None else flushed}
+    zero = target == 0 if flushed is None else None
+    if zero is not None and zero.any():
         g = golden[zero] if golden.shape == target.shape else golden.reshape(-1)[zero.reshape(-1)]
         facts["flushed"] = int(np.count_nonzero((g != 0) & (np.abs(g) < FP16_MIN_NORMAL)))
     if (row.get("golden_op_type") or row.get("op_type")) == "DequantizeLinear" and golden.size > 1:

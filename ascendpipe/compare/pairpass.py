@@ -60,13 +60,16 @@ def supported(golden: np.ndarray, target: np.ndarray) -> bool:
 
 
 class _Work:
-    """Per-thread scratch blocks: float32 x6, float64 x4, bool x2."""
+    """Per-thread scratch blocks: float32 x6, float64 x4, bool x2, and constant blocks: np.maximum with
+    a scalar runs a scalar loop (measured 0.68 ns per element, 0.23 with an array of the same value)."""
 
     def __init__(self, size: int) -> None:
         self.size = size
         self.f32 = [np.empty(size, F32) for _ in range(6)]
         self.f64 = [np.empty(size, F64) for _ in range(4)]
         self.masks = [np.empty(size, bool) for _ in range(2)]
+        self.kl_floor = np.full(size, C.KL_FLOOR, F32)
+        self.floor = np.empty(size, F32)
 
 
 _LOCAL = threading.local()
@@ -178,12 +181,14 @@ class _Pair:
         s = self.s = {k: [] for k in ("tt", "gg", "sq", "abs", "rel")}
         self.hi = dict.fromkeys(("abs", "rel", "t_hi", "g_hi"))
         self.lo = dict.fromkeys(("t_lo", "g_lo"))
-        self.t_sum, self.g_sum = _BufferedSum(), _BufferedSum()
+        # msaccucmp's means are numpy's buffered float64 sums: emulated without the decision; with it,
+        # the decision's pairwise sums prove their text (see mean_std_cells), as a rule
+        self.sums = None if self.decision else (_BufferedSum(), _BufferedSum())
         d = self.d = M._Sums()
         add = np.add.reduce
         for t, g, w, n in self.blocks():
             x, diff, ad, rel = (a[:n] for a in w.f32[:4])
-            g64, t64, w64 = (a[:n] for a in w.f64[:3])
+            g64, t64, d64, w64 = (a[:n] for a in w.f64)
             mask, mask2 = (a[:n] for a in w.masks)
             t_hi, t_lo, g_hi, g_lo = t.max(), t.min(), g.max(), g.min()
             self.hi["t_hi"], self.lo["t_lo"] = C.nan_max(self.hi["t_hi"], t_hi), C.nan_min(self.lo["t_lo"], t_lo)
@@ -223,25 +228,26 @@ class _Pair:
                 mask &= zero
                 mask &= g != 0
                 self.flushed += int(np.count_nonzero(mask))
+            if self.sums is not None:
+                self.sums[0].feed(t)
+                self.sums[1].feed(g)
             if not self.decision:
-                self.t_sum.feed(t)
-                self.g_sum.feed(g)
                 continue
             np.copyto(g64, g)
             np.copyto(t64, t)
-            self.t_sum.feed(t64)
-            self.g_sum.feed(g64)
+            d.t_sum += float(add(t64))
+            d.g_sum += float(add(g64))
             d.gt += float(add(np.multiply(g64, t64, out=w64)))
             d.gg += float(add(np.multiply(g64, g64, out=w64)))
             d.tt += float(add(np.multiply(t64, t64, out=w64)))
-            np.subtract(t64, g64, out=w64)
-            d.dd += float(add(np.multiply(w64, w64, out=w64)))
-            self._softmax(t, g, diff, float(t_hi), float(g_hi), ad, w64)
+            np.subtract(t64, g64, out=d64)
+            d.dd += float(add(np.multiply(d64, d64, out=w64)))
+            self._softmax(t, g, d64, float(t_hi), float(g_hi), ad, w64)
             self._fp16_floor(g, g_hi, g_lo, diff, rel, w64)
         d.n = self.n
 
-    def _softmax(self, t, g, diff, t_hi: float, g_hi: float, p, w64) -> None:
-        """The softmax sums for KL relative to running maxima (``metrics._Sums._add_softmax``); ``diff``: t - g."""
+    def _softmax(self, t, g, d64, t_hi: float, g_hi: float, p, w64) -> None:
+        """The softmax sums for KL relative to running maxima (``metrics._Sums._add_softmax``); ``d64``: t - g."""
         d = self.d
         if g_hi > d.g_max:  # rescale what was summed relative to the old maximum
             scale = math.exp(d.g_max - g_hi) if d.g_max > -math.inf else 0.0
@@ -254,7 +260,7 @@ class _Pair:
         np.subtract(g, F32(d.g_max), out=p)
         np.exp(p, out=p)
         d.zg += _f64_sum(p, w64)
-        np.multiply(w64, diff, out=w64)  # float64 products e^(g - g_max) (t - g)
+        np.multiply(w64, d64, out=w64)  # float64 products e^(g - g_max) (t - g)
         d.kl_weighted -= float(np.add.reduce(w64))
         np.subtract(t, F32(d.t_max), out=p)
         np.exp(p, out=p)
@@ -270,7 +276,7 @@ class _Pair:
         np.subtract(b, a, out=b)  # b = x rounded to 11 significant bits
         np.subtract(b, g, out=a)
         np.multiply(a, a, out=a)
-        self.d.fp16_dd += _f64_sum(a, w64)
+        self.d.fp16_dd += float(np.add.reduce(a))  # float32 within a block: a floor estimate, read with a factor 2
 
     def _count_nonfinite(self, t, g) -> None:
         c = self.counts
@@ -282,14 +288,17 @@ class _Pair:
         c["nonfinite_mismatch"] += int((g_ok & ~t_ok).sum())
         self.decision = False  # msit computes no metric for a pair holding inf/NaN (metrics)
 
+    def _exact_sums(self) -> None:
+        """numpy's buffered float64 sum of each side (np.mean's), in a pass of its own."""
+        self.sums = (_BufferedSum(), _BufferedSum())
+        for t, g, _, _ in self.blocks():
+            self.sums[0].feed(t)
+            self.sums[1].feed(g)
+
     # --- pass B ------------------------------------------------------------------------------------
     def pass_b(self) -> None:
         n, count = self.n, np.intp(self.n)
         total = self.total
-        self.t_mean = np.array([self.t_sum.result()], F64)
-        np.true_divide(self.t_mean, count, out=self.t_mean, casting="unsafe")
-        self.g_mean = np.array([self.g_sum.result()], F64)
-        np.true_divide(self.g_mean, count, out=self.g_mean, casting="unsafe")
         self.t_norm = np.sqrt(np.array([total(self.s["tt"])], F32))
         self.g_norm = np.sqrt(np.array([total(self.s["gg"])], F32))
         t_lo, g_lo = self.lo["t_lo"], self.lo["g_lo"]
@@ -300,26 +309,39 @@ class _Pair:
             s[k] = []
         d = self.d
         # msaccucmp's standard deviations: from the decision's exact sums where that proves the text
-        # (std_text), else summed here as np.std does
-        self.std = {}
+        # (mean_std_text), else summed here as np.mean and np.std do
+        self.std, self.means = {}, None
         if self.decision:
-            self.std = {"t": std_text(d.tt, self.t_sum.result(), n), "g": std_text(d.gg, self.g_sum.result(), n)}
+            self.std = {"t": mean_std_text(d.tt, d.t_sum, n), "g": mean_std_text(d.gg, d.g_sum, n)}
+        if None in self.std.values() or self.sums is None and not self.std:
+            self._exact_sums()
+        if self.sums is not None:  # np.mean's float64: its buffered sum / the count
+            self.means = []
+            for acc in self.sums:
+                mean = np.array([acc.result()], F64)
+                np.true_divide(mean, count, out=mean, casting="unsafe")
+                self.means.append(mean)
+        if self.decision:
             floor = max(M.SIGNIFICANT_FRACTION * math.sqrt(d.gg / n), math.nextafter(M.EPS, math.inf))
             floor32 = F32(floor)
             if floor32 < floor:  # the smallest float32 >= floor: |g| >= it in float32 is |g| >= floor
                 floor32 = np.nextafter(floor32, F32(np.inf))
-        variances = [(side, mean, key) for side, mean, key in (("t", self.t_mean, "t_var"), ("g", self.g_mean, "g_var"))
+        variances = [(side, mean, key) for side, mean, key in zip("tg", self.means or (None, None), ("t_var", "g_var"))
                      if self.std.get(side) is None]
         add = np.add.reduce
+        filled = False
         for t, g, w, n in self.blocks():
             x, y = w.f32[0][:n], w.f32[1][:n]
             w64 = w.f64[0][:n]
+            if self.decision and not filled:
+                w.floor.fill(floor32)
+                filled = True
             np.divide(t, self.t_norm, out=x)
             np.divide(g, self.g_norm, out=y)
             np.multiply(x, y, out=x)
             s["cos"].append(add(x))
-            s["pt"].append(add(self._pdf(t, t_lo, t_spread, x)))
-            s["pg"].append(add(self._pdf(g, g_lo, g_spread, x)))
+            s["pt"].append(add(self._pdf(t, t_lo, t_spread, x, w.kl_floor)))
+            s["pg"].append(add(self._pdf(g, g_lo, g_spread, x, w.kl_floor)))
             for side, mean, key in variances:
                 np.subtract(t if side == "t" else g, mean, out=w64)  # float64, as np.std's arr - arrmean
                 np.square(w64, out=w64)
@@ -333,21 +355,22 @@ class _Pair:
             np.abs(y, out=y)
             np.abs(g, out=x)
             np.greater_equal(x, floor32, out=mask)
-            np.maximum(x, floor32, out=x)
+            np.maximum(x, w.floor[:n], out=x)
             np.divide(y, x, out=y)
             np.multiply(y, mask, out=y)
-            d.significant_rel += _f64_sum(y, w64)
+            d.significant_rel += float(np.add.reduce(y))  # float32 within a block: 1e-6 of a mean, compared with 1.0
             d.significant += int(np.count_nonzero(mask))
 
     @staticmethod
-    def _pdf(x, low, spread, out):
-        """msaccucmp's min-max normalised pdf of one block (``msaccucmp._kl_pdf``)."""
+    def _pdf(x, low, spread, out, kl_floor):
+        """msaccucmp's min-max normalised pdf of one block (``msaccucmp._kl_pdf``); ``kl_floor``: a
+        block of its floor (float32's eps)."""
         if spread != 0:
             np.subtract(x, low, out=out)
             np.divide(out, spread, out=out)
         else:
             np.copyto(out, x)
-        np.maximum(out, C.KL_FLOOR, out=out)
+        np.maximum(out, kl_floor[: out.size], out=out)
         return out
 
     # --- pass C ------------------------------------------------------------------------------------
@@ -357,8 +380,8 @@ class _Pair:
         t_lo, g_lo = self.lo["t_lo"], self.lo["g_lo"]
         for t, g, w, n in self.blocks():
             x, y = w.f32[0][:n], w.f32[1][:n]
-            pt = self._pdf(t, t_lo, self.t_spread, x)
-            pg = self._pdf(g, g_lo, self.g_spread, y)
+            pt = self._pdf(t, t_lo, self.t_spread, x, w.kl_floor)
+            pg = self._pdf(g, g_lo, self.g_spread, y, w.kl_floor)
             np.divide(pt, pt_total, out=pt)
             np.divide(pg, pg_total, out=pg)
             np.divide(pt, pg, out=pg)
@@ -380,13 +403,14 @@ class _Pair:
         # msaccucmp's "all zero" test of each pdf cannot hold: the pdf is floored at float32's eps
         # (alg_KullbackLeiblerDivergence.py:42), so only an empty tensor passes it, and this one is not
         results["KullbackLeiblerDivergence"] = C.kl_cell(np.bool_(False), np.bool_(False), self.pass_c, t_file, g_file)
-        stds = []
-        for side, mean, key in (("t", self.t_mean, "t_var"), ("g", self.g_mean, "g_var")):
-            std = self.std.get(side)
-            if std is None:
-                std = F64(np.sqrt(F64(total(s[key], F64) / count)))
-            stds += [F64(mean[0]), std]
-        results["StandardDeviation"] = C.std_cell(stds)
+        parts = []
+        for k, (side, key) in enumerate((("t", "t_var"), ("g", "g_var"))):
+            proved = self.std.get(side)
+            if proved is not None:
+                parts += list(proved)
+            else:
+                parts += [F64(self.means[k][0]), F64(np.sqrt(F64(total(s[key], F64) / count)))]
+        results["StandardDeviation"] = C.std_cell(parts)
 
         def mean_of(parts):  # np.mean of a float32 array: its float32 sum / the count, as float32
             return F32(total(parts) / count)
@@ -408,7 +432,6 @@ class _Pair:
         if not self.decision:
             return M._not_compared(result)
         d = self.d
-        d.t_sum, d.g_sum = float(self.t_sum.result()), float(self.g_sum.result())
         d.all_zero = d.gg == 0.0 and d.tt == 0.0  # exact float64 squares of float32 values: 0 only for zeros
         result = M._finish(result, d)
         for key in NOT_COMPUTED:
@@ -420,29 +443,33 @@ NOT_COMPUTED = ("max_abs_error", "mean_abs_error", "max_rel_error", "mean_rel_er
 _UNIT = 2.0**-53
 
 
-def std_text(squares: float, total: float, n: int) -> F64 | None:
-    """The standard deviation np.std(x, dtype=float64) gives, as far as msaccucmp's cell shows it
-    (``"%.3f"``, below 0.001 written as 0), from sum(x^2) and sum(x) in float64; None when the sums
-    cannot prove the text (then the caller sums (x - mean)^2 as np.std does).
+def mean_std_text(squares: float, total: float, n: int) -> tuple[F64, F64] | None:
+    """(mean, std) giving the text of np.mean(x, dtype=float64) and np.std(x, dtype=float64) in
+    msaccucmp's StandardDeviation cell (``"%.3f"``, below 0.001 written as 0), from sum(x^2) and
+    sum(x) in float64; None when the sums cannot prove the text (the caller then sums as numpy does).
 
-    np.std sums (x_i - m)^2 pairwise, m its float64 mean; this reads E[x^2] - mean^2. Both are the
-    exact variance V within K u E[x^2] (u = 2^-53; K bounds the roundings each sum accumulates:
-    numpy's pairwise depth (< 64), the float64 sums of the blocks added in order (n / 32768) and of
-    the 8192-element buffers (n / 8192), and the few operations after); E[x^2] bounds V, mean^2 and
-    (m - mean)^2 alike. So np.std's value lies in [sqrt(V' - B), sqrt(V' + B)] for our V', B = 8 K u
-    E[x^2]; the text is a monotonic function of the value, so when both ends give the same text,
-    np.std's value gives it too."""
+    numpy's mean is its buffered float64 sum / n; np.std sums (x_i - m)^2 pairwise, m that mean.
+    Ours are sum(x) / n and E[x^2] - mean^2 from sums added in another order. Each is the exact value
+    within K u E[x^2] (variance) or K u sqrt(E[x^2]) (mean), u = 2^-53, where K bounds the roundings a
+    sum accumulates: numpy's pairwise depth (< 64), blocks added in order (n / 32768), 8192-element
+    buffers (n / 8192), and the few operations after; E[x^2] bounds V, mean^2 and numpy's (m - mean)^2
+    alike. So numpy's value lies within our value +- B (B: 8x those bounds, for the variance under a
+    square root); the text is a monotonic function of the value, so when both ends of that interval
+    give the same text, numpy's value gives it too."""
     if not (math.isfinite(squares) and math.isfinite(total)) or n <= 0:
         return None
     mean = total / n
     power = squares / n
+    k = 8.0 * (64 + n / 4096) * _UNIT
     var = max(power - mean * mean, 0.0)
-    bound = 8.0 * (64 + n / 4096) * _UNIT * power
-    low = math.sqrt(max(var - bound, 0.0)) * (1 - 4 * _UNIT)
-    high = math.sqrt(var + bound) * (1 + 4 * _UNIT)
-    if C.std_cell([low] * 4) != C.std_cell([high] * 4):
+    var_bound = k * power
+    low = math.sqrt(max(var - var_bound, 0.0)) * (1 - 4 * _UNIT)
+    high = math.sqrt(var + var_bound) * (1 + 4 * _UNIT)
+    mean_bound = k * math.sqrt(power) + 4 * _UNIT * abs(mean)
+    if (C.std_cell([low] * 4) != C.std_cell([high] * 4)
+            or C.std_cell([mean - mean_bound] * 4) != C.std_cell([mean + mean_bound] * 4)):
         return None
-    return F64(math.sqrt(var))
+    return F64(mean), F64(math.sqrt(var))
 
 
 def pair_pass(golden: np.ndarray, target: np.ndarray, *, decision: bool = True, target_file: str = "",

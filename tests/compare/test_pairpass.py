@@ -117,21 +117,33 @@ def test_every_block_is_handed_back_in_every_pass():
     assert all(a[1] == b[0] for a, b in zip(one_pass, one_pass[1:]))  # contiguous: every element once
 
 
-def test_std_text_proves_the_cell_or_declines():
+def test_mean_std_text_proves_the_cell_or_declines():
     rng = np.random.default_rng(6)
     proved = 0
     for _ in range(300):
         n = int(rng.integers(2, 5000))
         x = (rng.standard_normal(n) * 10.0 ** rng.uniform(-5, 3) + rng.choice([0, 1, 1e3, 1e6])).astype(np.float32)
         x64 = x.astype(np.float64)
-        got = pairpass.std_text(float(np.sum(x64 * x64)), float(np.add.reduce(x, dtype=np.float64)), n)
+        got = pairpass.mean_std_text(float(np.sum(x64 * x64)), float(np.sum(x64[::-1])), n)
         if got is None:
             continue
         proved += 1
-        assert msaccucmp._std_cell([got] * 4) == msaccucmp._std_cell([np.std(x, dtype=np.float64)] * 4)
+        numpy_cell = msaccucmp._std_cell([np.mean(x, dtype=np.float64), np.std(x, dtype=np.float64)] * 2)
+        assert msaccucmp._std_cell(list(got) * 2) == numpy_cell
     assert proved > 200
     # a mean of 1e6 and a spread near a rounding boundary of the third decimal: not provable from the sums
-    assert pairpass.std_text(1e12 * 1000 + 1000 * 0.0005**2, 1e6 * 1000, 1000) is None
+    assert pairpass.mean_std_text(1e12 * 1000 + 1000 * 0.0005**2, 1e6 * 1000, 1000) is None
+    # a mean on a boundary of the third decimal
+    assert pairpass.mean_std_text(1000 * 0.0125**2, 1000 * 0.0125, 1000) is None
+
+
+def test_unprovable_means_and_deviations_are_summed_as_numpy_does(monkeypatch):
+    rng = np.random.default_rng(12)
+    g = (rng.standard_normal(100_000) + 1e4).astype(np.float32)  # a large mean over a small spread
+    t = g.astype(np.float16)
+    monkeypatch.setattr(pairpass, "mean_std_text", lambda *a: None)  # every side summed again
+    cells, _, _, _ = pairpass.pair_pass(g, t, block=1 << 14)
+    assert cells == whole(g, t)[0]
 
 
 def test_the_runner_reads_large_pairs_in_one_pass_with_the_same_row(tmp_path, monkeypatch):

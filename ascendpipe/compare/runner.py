@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ascendpipe.compare import advisor, mapping, mechanism, msaccucmp, order, pairpass, thresholds as thr
+from ascendpipe.compare import advisor, mapping, mechanism, msaccucmp, npymap, order, pairpass, thresholds as thr
 from ascendpipe.compare.mechanism import FP16_MIN_NORMAL
 from ascendpipe.compare.metrics import FP16_MAX, magnitude_max, tensor_metrics
 from ascendpipe.compare.pairpass import pair_pass
@@ -44,14 +44,14 @@ def load_index(dump_dir, what: str = "dump") -> dict:
     return index
 
 
-def _load_tensor(dump_dir, entry: dict) -> np.ndarray:
+def _load_tensor(dump_dir, entry: dict) -> npymap.Mapped:
     """A dump's tensor; from a folder, memory-mapped (read-only): the compare reads it block by block,
-    and its pages are the page cache's, dropped with the map when the row is done."""
+    and its pages are the page cache's, handed back as it goes (``npymap``) or with the map."""
     if hasattr(dump_dir, "load_tensor"):
-        return dump_dir.load_tensor(entry["file"])
+        return npymap.Mapped(dump_dir.load_tensor(entry["file"]))
     path = Path(dump_dir) / entry["file"]
     try:
-        return np.load(path, mmap_mode="r", allow_pickle=False)
+        return npymap.map_npy(path)
     except (OSError, ValueError) as exc:
         from ascendpipe.inputs import npy_error
 
@@ -165,19 +165,29 @@ def _row(pos: int, pair: mapping.Pair, golden_dir, target_dir, limits: dict, out
     cells, messages = dict.fromkeys(msaccucmp.ALGORITHMS, msaccucmp.NAN), []  # msaccucmp's cells for a one-sided row
     if g and t and t.get("not_compared"):  # a device tensor not laid out as the golden: no number (acl_dump)
         row["note"] = "; ".join(x for x in (row["note"], f"not compared ({t['not_compared']})") if x)
-    elif g and t and _one_pass(golden := _load_tensor(golden_dir, g), target := _load_tensor(target_dir, t)):
+    elif g and t and _one_pass((golden_map := _load_tensor(golden_dir, g)).array,
+                               (target_map := _load_tensor(target_dir, t)).array):
         # float16/float32 beyond a block: msaccucmp's cells and our metrics in one streamed pass
+        golden, target = golden_map.array, target_map.array
         golden_max, target_max = _magnitude(g, golden), _magnitude(t, target)
+
+        def drop(start, stop):  # a large pair's pages are handed back as each pass reads them
+            golden_map.drop(start, stop)
+            target_map.drop(start, stop)
+
+        large = golden.nbytes + target.nbytes > DROP_BYTES
         cells, messages, m, flushed = pair_pass(golden, target, target_file=str(Path(target_dir) / t["file"]),
-                                                golden_file=str(Path(golden_dir) / g["file"]), block=msaccucmp.BLOCK)
+                                                golden_file=str(Path(golden_dir) / g["file"]),
+                                                drop=drop if large else None)
         if m["fail_reason"]:
             row["note"] = "; ".join(x for x in (row["note"], m["fail_reason"]) if x)
         row.update(_value_facts(golden, target, row, flushed=flushed))
-        del golden, target
+        del golden, target, golden_map, target_map, drop
     elif g and t:
         # a float16 side is read as float32 once: both metric modules widen it anyway, each pass would
         # redo numpy's slow float16 cast, and the values are the same
-        golden, target = _widened(np.asarray(golden)), _widened(np.asarray(target))
+        golden, target = _widened(np.asarray(golden_map.array)), _widened(np.asarray(target_map.array))
+        del golden_map, target_map
         golden_max, target_max = _magnitude(g, golden), _magnitude(t, target)
         cells, messages = msaccucmp.cells(golden, target, target_file=str(Path(target_dir) / t["file"]),
                                           golden_file=str(Path(golden_dir) / g["file"]))
@@ -219,6 +229,12 @@ def _row(pos: int, pair: mapping.Pair, golden_dir, target_dir, limits: dict, out
 
 
 EMPTY_NOTE = "not compared (empty)"
+
+
+# a pair above this many bytes hands its pages back as it is read (npymap): two 100 MB rows at once
+# would otherwise hold 300 MB of mapped pages; below it, mapping the pages again in each of the three
+# passes would cost more (~0.7 ns per float32) than the memory is worth
+DROP_BYTES = 64 << 20
 
 
 def _one_pass(golden: np.ndarray, target: np.ndarray) -> bool:

@@ -161,3 +161,46 @@ def test_the_runner_reads_large_pairs_in_one_pass_with_the_same_row(tmp_path, mo
         assert streamed[key] == separate[key], key
     for key, value in separate["decision"].items():
         assert streamed["decision"][key] == pytest.approx(value, rel=1e-5, abs=1e-8), key
+
+
+def _rss_file_kb() -> int | None:
+    try:
+        with open("/proc/self/status") as status:
+            return next(int(line.split()[1]) for line in status if line.startswith("RssFile:"))
+    except (OSError, StopIteration):
+        return None
+
+
+def test_a_mapped_tensor_hands_its_pages_back_and_reads_the_same_after(tmp_path):
+    from ascendpipe.compare import npymap
+
+    x = np.random.default_rng(3).standard_normal((64, 1 << 17)).astype(np.float32)  # 32 MB
+    np.save(tmp_path / "x.npy", x)
+    mapped = npymap.map_npy(tmp_path / "x.npy")
+    assert mapped.array.shape == x.shape and np.array_equal(mapped.array, x)
+    before = _rss_file_kb()
+    if before is None:
+        pytest.skip("no /proc/self/status RssFile here")
+    flat = mapped.array.reshape(-1)
+    mapped.drop(0, flat.size)
+    after = _rss_file_kb()
+    assert before - after > 30_000  # the 32 MB read are no longer resident in this process
+    assert float(flat[:1000].sum()) == float(x.reshape(-1)[:1000].sum())  # read again from the page cache
+    np.save(tmp_path / "f.npy", np.asfortranarray(x))
+    assert np.array_equal(npymap.map_npy(tmp_path / "f.npy").array, x)  # Fortran order: loaded as numpy does
+
+
+def test_a_large_pair_that_hands_its_pages_back_gives_the_same_row(tmp_path, monkeypatch):
+    rng = np.random.default_rng(5)
+    g = (rng.standard_normal((3, 100_000)) * 3).astype(np.float32)
+    t = (g * 1.001).astype(np.float16)
+    write_dump(tmp_path / "g", [("x", "op", "MatMul", g)])
+    write_dump(tmp_path / "t", [("x", "op", "MatMul", t)])
+    kept = runner.compare_dumps(tmp_path / "g", tmp_path / "t", graph={})["rows"][0]
+    drops = []
+    real = pairpass.pair_pass
+    monkeypatch.setattr(runner, "DROP_BYTES", 0)
+    monkeypatch.setattr(runner, "pair_pass", lambda *a, **k: drops.append(k["drop"]) or real(*a, **k))
+    dropped = runner.compare_dumps(tmp_path / "g", tmp_path / "t", graph={})["rows"][0]
+    assert drops and drops[0] is not None
+    assert dropped == kept

@@ -79,6 +79,17 @@ class _Work:
 _LOCAL = threading.local()
 
 
+def _wide(side: str, n: int) -> np.ndarray:
+    """This thread's float32 array for a widened ``side``, at least ``n`` long (grown, never shrunk)."""
+    arrays = getattr(_LOCAL, "wide", None)
+    if arrays is None:
+        arrays = _LOCAL.wide = {}
+    if side not in arrays or arrays[side].size < n:
+        arrays[side] = None  # the old one goes first
+        arrays[side] = np.empty(n, F32)
+    return arrays[side][:n]
+
+
 def _work(size: int) -> _Work:
     work = getattr(_LOCAL, "work", None)
     if work is None or work.size < size:
@@ -160,11 +171,12 @@ class _Pair:
         self.drop = drop
         self.counts = dict.fromkeys(M._COUNT_KEYS, 0)
         self.flushed = 0
-        # a float16 side small enough is widened once (each pass reads it again); a larger one block by block
-        if self.t_src.dtype != F32 and self.n <= WIDEN_WHOLE:
-            self.t_src = widen_into(self.t_src, np.empty(self.n, F32))
-        if self.g_src.dtype != F32 and self.n <= WIDEN_WHOLE:
-            self.g_src = widen_into(self.g_src, np.empty(self.n, F32))
+        # a float16 side small enough is widened once (each pass reads it again), into a per-thread
+        # array kept for the next pair (its pages are touched once); a larger one block by block
+        for side in ("t_src", "g_src"):
+            source = getattr(self, side)
+            if source.dtype != F32 and self.n <= WIDEN_WHOLE:
+                setattr(self, side, widen_into(source, _wide(side, self.n)))
 
     def blocks(self):
         """(t, g, work, n) per span: float32 views of the sources (or widened into scratch)."""

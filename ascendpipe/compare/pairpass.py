@@ -56,6 +56,7 @@ _MIN_NORMAL = F32(2.0**-14)  # fp16's smallest normal (mechanism.FP16_MIN_NORMAL
 # set); measured on the 736 detector's dumps, 256Ki is 10% faster than 64Ki single-threaded (1.72 -> 1.54 s)
 # and 30% on two threads (1.62 -> 1.11 s)
 BLOCK = 1 << 18
+PDF_WHOLE = 1 << 21  # elements: a pair up to this size keeps msaccucmp's two pdfs (16 MB) for its KL pass
 WIDEN_WHOLE = 1 << 23  # elements: a float16 side up to 32 MB as float32 is widened once, a larger one per block
 
 
@@ -226,14 +227,17 @@ class _Pair:
             # finite and the product is +0.0 there, as where() gives)
             np.abs(g, out=x)  # x = |g| from here on
             np.less_equal(x, _MSACCUCMP_EPS, out=mask)
-            np.add(g, mask, out=rel)
-            np.divide(t, rel, out=rel)
+            masked = bool(mask.any())  # else (no zero golden in the block) the quotients need no mask
+            np.add(g, mask, out=rel) if masked else None
+            np.divide(t, rel if masked else g, out=rel)
             np.subtract(rel, _ONE, out=rel)
             np.abs(rel, out=rel)
-            np.logical_not(mask, out=mask)  # |g| > EPS (a NaN g: False, as in msaccucmp)
-            np.multiply(rel, mask, out=rel)
+            if masked:
+                np.logical_not(mask, out=mask)
+                np.multiply(rel, mask, out=rel)
             part = add(rel)
             if not np.isfinite(part):  # an inf or NaN in the block (or a quotient beyond float32): where()
+                np.greater(x, _MSACCUCMP_EPS, out=mask)  # a NaN golden: False, as in msaccucmp
                 rel[...] = np.where(mask, np.abs(t / g - 1), 0)
                 part = add(rel)
             s["rel"].append(part)
@@ -346,6 +350,9 @@ class _Pair:
                      if self.std.get(side) is None]
         add = np.add.reduce
         filled = False
+        # a pair small enough keeps its pdfs for pass C (per-thread arrays), a larger one computes them again
+        pdfs = self.pdfs = (_wide("pt", self.n), _wide("pg", self.n)) if self.n <= PDF_WHOLE else None
+        offset = 0
         for t, g, w, n in self.blocks():
             x, y = w.f32[0][:n], w.f32[1][:n]
             w64 = w.f64[0][:n]
@@ -356,8 +363,10 @@ class _Pair:
             np.divide(g, self.g_norm, out=y)
             np.multiply(x, y, out=x)
             s["cos"].append(add(x))
-            s["pt"].append(add(self._pdf(t, t_lo, t_spread, x, w.kl_floor)))
-            s["pg"].append(add(self._pdf(g, g_lo, g_spread, x, w.kl_floor)))
+            pt, pg = (x, x) if pdfs is None else (pdfs[0][offset : offset + n], pdfs[1][offset : offset + n])
+            offset += n
+            s["pt"].append(add(self._pdf(t, t_lo, t_spread, pt, w.kl_floor)))
+            s["pg"].append(add(self._pdf(g, g_lo, g_spread, pg, w.kl_floor)))
             for side, mean, key in variances:
                 np.subtract(t if side == "t" else g, mean, out=w64)  # float64, as np.std's arr - arrmean
                 np.square(w64, out=w64)
@@ -394,10 +403,12 @@ class _Pair:
         pt_total, pg_total = self.total(self.s["pt"]), self.total(self.s["pg"])
         parts = []
         t_lo, g_lo = self.lo["t_lo"], self.lo["g_lo"]
-        for t, g, w, n in self.blocks():
-            x, y = w.f32[0][:n], w.f32[1][:n]
-            pt = self._pdf(t, t_lo, self.t_spread, x, w.kl_floor)
-            pg = self._pdf(g, g_lo, self.g_spread, y, w.kl_floor)
+        if self.pdfs is not None:
+            blocks = ((self.pdfs[0][a:b], self.pdfs[1][a:b]) for a, b in self.spans)
+        else:
+            blocks = ((self._pdf(t, t_lo, self.t_spread, w.f32[0][:n], w.kl_floor),
+                       self._pdf(g, g_lo, self.g_spread, w.f32[1][:n], w.kl_floor)) for t, g, w, n in self.blocks())
+        for pt, pg in blocks:
             np.divide(pt, pt_total, out=pt)
             np.divide(pg, pg_total, out=pg)
             np.divide(pt, pg, out=pg)

@@ -45,8 +45,9 @@ def test_cells_with_the_decision_equal_the_whole_tensor_cells(monkeypatch, name,
     """The runner's path (decision on: msaccucmp's means from float64 copies, its standard deviations
     from the decision's sums where they prove the text), streamed or widened once."""
     monkeypatch.setattr(msaccucmp, "BLOCK", 1000)
-    if not widen_whole:
+    if not widen_whole:  # streamed: widened block by block, the pdfs computed again for the KL pass
         monkeypatch.setattr(pairpass, "WIDEN_WHOLE", 0)
+        monkeypatch.setattr(pairpass, "PDF_WHOLE", 0)
     cells, messages, metrics, _ = pairpass.pair_pass(golden, target, target_file="t.npy", golden_file="g.npy",
                                                      block=1000)
     assert (cells, messages) == whole(golden, target)
@@ -106,7 +107,8 @@ def test_flushed_counts_golden_values_below_fp16s_normal_range_held_as_zero():
     assert pairpass.pair_pass(g, t)[3] == 7
 
 
-def test_every_block_is_handed_back_in_every_pass():
+def test_every_block_is_handed_back_in_every_pass(monkeypatch):
+    monkeypatch.setattr(pairpass, "PDF_WHOLE", 0)  # as a pair large enough to hand its pages back
     rng = np.random.default_rng(1)
     g = rng.standard_normal(300_000).astype(np.float32)
     seen = []
@@ -144,6 +146,8 @@ def test_unprovable_means_and_deviations_are_summed_as_numpy_does(monkeypatch):
     monkeypatch.setattr(pairpass, "mean_std_text", lambda *a: None)  # every side summed again
     cells, _, _, _ = pairpass.pair_pass(g, t, block=1 << 14)
     assert cells == whole(g, t)[0]
+    g[::3] = 0  # golden zeros in every block: the relative error's masked quotients
+    assert pairpass.pair_pass(g, t, block=1 << 14)[0] == whole(g, t)[0]
 
 
 def test_the_runner_reads_large_pairs_in_one_pass_with_the_same_row(tmp_path, monkeypatch):

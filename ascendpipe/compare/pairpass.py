@@ -80,6 +80,13 @@ class _Work:
 _LOCAL = threading.local()
 
 
+def release() -> None:
+    """Drop this thread's kept arrays (widened sides, pdfs, scratch): a compare ends with them."""
+    for name in ("wide", "work"):
+        if hasattr(_LOCAL, name):
+            delattr(_LOCAL, name)
+
+
 def _wide(side: str, n: int) -> np.ndarray:
     """This thread's float32 array for a widened ``side``, at least ``n`` long (grown, never shrunk)."""
     arrays = getattr(_LOCAL, "wide", None)
@@ -228,7 +235,8 @@ class _Pair:
             np.abs(g, out=x)  # x = |g| from here on
             np.less_equal(x, _MSACCUCMP_EPS, out=mask)
             masked = bool(mask.any())  # else (no zero golden in the block) the quotients need no mask
-            np.add(g, mask, out=rel) if masked else None
+            if masked:
+                np.add(g, mask, out=rel)
             np.divide(t, rel if masked else g, out=rel)
             np.subtract(rel, _ONE, out=rel)
             np.abs(rel, out=rel)

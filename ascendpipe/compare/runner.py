@@ -293,14 +293,17 @@ def _map_rows(make_row, pairs: list) -> list[dict]:
     """``make_row(i, pair)`` for every pair, in order, on ``row_workers()`` threads."""
     workers = min(row_workers(), len(pairs))
     if workers <= 1:
-        return [make_row(i, p) for i, p in enumerate(pairs)]
+        try:
+            return [make_row(i, p) for i, p in enumerate(pairs)]
+        finally:
+            pairpass.release()  # this thread's kept arrays (pairpass): the process may go on without a compare
     from concurrent.futures import ThreadPoolExecutor
 
     pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="compare-row")
     try:
         return list(pool.map(make_row, range(len(pairs)), pairs))
     finally:  # on an error or Ctrl-C, the rows not started are dropped rather than computed first
-        pool.shutdown(wait=True, cancel_futures=True)
+        pool.shutdown(wait=True, cancel_futures=True)  # its threads' kept arrays go with them
 
 
 def batch_rows(golden_dir, target_dir, *, limits: dict, tensor_map: dict, op_map: dict,

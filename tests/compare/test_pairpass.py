@@ -208,3 +208,13 @@ def test_a_large_pair_that_hands_its_pages_back_gives_the_same_row(tmp_path, mon
     dropped = runner.compare_dumps(tmp_path / "g", tmp_path / "t", graph={})["rows"][0]
     assert drops and drops[0] is not None
     assert dropped == kept
+
+
+def test_a_compare_on_the_calling_thread_leaves_no_kept_arrays(tmp_path, monkeypatch):
+    g = np.random.default_rng(0).standard_normal(200_000).astype(np.float32)
+    write_dump(tmp_path / "g", [("x", "op", "Relu", g)])
+    write_dump(tmp_path / "t", [("x", "op", "Relu", g.astype(np.float16))])
+    monkeypatch.setattr(runner, "row_workers", lambda: 1)
+    pairpass._wide("t_src", 10)  # as a previous pair leaves it
+    assert runner.compare_dumps(tmp_path / "g", tmp_path / "t", graph={})["rows"][0]["side"] == "both"
+    assert not hasattr(pairpass._LOCAL, "wide") and not hasattr(pairpass._LOCAL, "work")

@@ -62,6 +62,7 @@ def decision_pairs():
     yield "relu, zeros on both sides", relu, relu.astype(np.float16)
     yield "offset", g + np.float32(300), (g + np.float32(300)).astype(np.float16)
     yield "fp32 target", g, g * np.float32(1.01)
+    yield "target scaled far down", g, (g * np.float32(1e-6) + rng.standard_normal(g.size).astype(np.float32) * 1e-9)
 
 
 @pytest.mark.parametrize("name, golden, target", list(decision_pairs()), ids=[c[0] for c in decision_pairs()])

@@ -299,11 +299,28 @@ def _map_rows(make_row, pairs: list) -> list[dict]:
             pairpass.release()  # this thread's kept arrays (pairpass): the process may go on without a compare
     from concurrent.futures import ThreadPoolExecutor
 
+    # the largest pairs first, so the last rows to finish are small ones and no thread waits alone on a
+    # big one at the end; the rows are returned in order all the same
+    order = _largest_first(pairs)
     pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="compare-row")
     try:
-        return list(pool.map(make_row, range(len(pairs)), pairs))
+        futures = {i: pool.submit(make_row, i, pairs[i]) for i in order}
+        return [futures[i].result() for i in range(len(pairs))]
     finally:  # on an error or Ctrl-C, the rows not started are dropped rather than computed first
         pool.shutdown(wait=True, cancel_futures=True)  # its threads' kept arrays go with them
+
+
+def _largest_first(pairs: list) -> list[int]:
+    """The pairs' positions, the most elements first (a stable sort: equal ones in graph order)."""
+    return sorted(range(len(pairs)), key=lambda i: -_pair_elements(pairs[i]))
+
+
+def _pair_elements(pair) -> int:
+    """The elements a pair compares (0 for a one-sided one, or what is not a ``mapping.Pair``)."""
+    if not isinstance(pair, mapping.Pair) or not (pair.golden and pair.target):
+        return 0
+    shape = pair.target.get("shape") or []
+    return math.prod(shape) if all(isinstance(d, int) for d in shape) else 0
 
 
 def batch_rows(golden_dir, target_dir, *, limits: dict, tensor_map: dict, op_map: dict,

@@ -219,3 +219,14 @@ def test_a_compare_on_the_calling_thread_leaves_no_kept_arrays(tmp_path, monkeyp
     pairpass._wide("t_src", 10)  # as a previous pair leaves it
     assert runner.compare_dumps(tmp_path / "g", tmp_path / "t", graph={})["rows"][0]["side"] == "both"
     assert not hasattr(pairpass._LOCAL, "wide") and not hasattr(pairpass._LOCAL, "work")
+
+
+def test_rows_start_largest_first_and_come_back_in_order(monkeypatch):
+    from ascendpipe.compare.mapping import Pair
+
+    monkeypatch.setattr(runner, "row_workers", lambda: 2)
+    sizes = [3, 50, 7, 1000, 20, 1]
+    pairs = [Pair({"name": f"g{k}", "shape": [n]}, {"name": f"t{k}", "shape": [n]}) for k, n in enumerate(sizes)]
+    pairs.append(Pair({"name": "only", "shape": [10**6]}, None))  # one-sided: nothing to compute
+    assert runner._largest_first(pairs) == [3, 1, 4, 2, 0, 5, 6]
+    assert [r["i"] for r in runner._map_rows(lambda i, p: {"i": i}, pairs)] == list(range(len(pairs)))

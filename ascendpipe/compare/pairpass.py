@@ -4,32 +4,35 @@
 both, so for a pair of float16/float32 tensors larger than a block this module computes both from the
 same float32 blocks (``pair_pass``), in three passes that share every intermediate the two want:
 
-- pass A: msaccucmp's float32 sums (t*t, g*g, (t-g)^2, |t-g|, the relative error), the extremes, the
-  float64 sums of each side (msaccucmp's means: numpy's buffered float64 sum, rebuilt from its 8192
-  element buffers, so a streamed tensor needs no whole-array call); the decision's float64 sums of
-  g*t, g*g, t*t, (t-g)^2 and fp16's rounding error of the golden;
-- pass B (needs pass A's norms, extremes, means and RMS): msaccucmp's cosine, min-max pdf sums and
-  variances; the decision's significant relative error and softmax sums;
+- pass A: msaccucmp's float32 sums (t*t, g*g, (t-g)^2, |t-g|, the relative error) and extremes; the
+  decision's float64 sums of g, t, g*g, t*t, (t-g)^2 (sum g*t follows from them: ``_Pair.metrics``),
+  its softmax sums and fp16's rounding error of the golden;
+- pass B (needs pass A's norms, extremes and RMS): msaccucmp's cosine and min-max pdf sums (a pair up
+  to PDF_WHOLE elements keeps its pdfs for pass C); the decision's significant relative error;
 - pass C (needs pass B's pdf sums): msaccucmp's KL.
 
 msaccucmp's cells are exact: every element gets the operations ``msaccucmp`` performs, in the same
 dtype, and each sum is numpy's pairwise sum rebuilt from the blocks' (``numpy_sums``), so the text is
-the same (tests/compare/test_msaccucmp_blocked.py, test_pairpass.py). Two of them are done with
-cheaper operations proven to give the same bits: the mask |g| > 2^-52 is compared in float32 (2^-52
-is a float32 value, so the comparison has one answer in either dtype), and where(mask, r, 0) is
-r * mask (r >= 0: the same +0.0 or r wherever r is finite; a block where it is not is redone with
-where).
+the same (tests/compare/test_msaccucmp_blocked.py, test_pairpass.py). Some are done with cheaper
+operations proven to give the same bits or the same text:
+- the mask |g| > 2^-52 is compared in float32 (2^-52 is a float32 value: one answer in either dtype),
+  and where(mask, r, 0) is r * mask over quotients t / (g + (|g| <= 2^-52)), all finite (r >= 0: the
+  same +0.0 or r; a block holding inf or NaN is redone with where);
+- np.mean and np.std (StandardDeviation, ``"%.3f"``) come from the decision's float64 sums when an
+  error bound proves the same text (``mean_std_text``); else numpy's buffered sum (``_BufferedSum``)
+  and (x - mean)^2 are summed as numpy does, in passes of their own.
 
-The decision's values (``metrics``' formulas) take float64 products and sums of the exact float32
-values as ``metrics`` does, except four element-wise terms read from the float32 arrays msaccucmp
-needs anyway, each with a relative error of at most 2^-24 per element where it is not exact: |t - g|
-(exact whenever t and g are within a factor 2, Sterbenz), the relative error |t/g - 1|, fp16's
-rounding error of the golden (its Veltkamp split is exact in float32; only its square rounds), and
-the softmax's product e^(g - max) (g - t). None moves a decision: the thresholds' digits are far
-above 2^-24 (tests/compare/test_pairpass.py compares every value with ``tensor_metrics``).
+The decision's values (``metrics``' formulas) take float64 sums of float64 products of the exact
+float32 values as ``metrics`` does, except three, each from float32 elements with a relative error of
+at most 2^-24 and float32 sums within a block: fp16's rounding error of the golden (its Veltkamp
+split is exact in float32; its square rounds), the significant elements' relative error |t - g| / |g|,
+and the softmax's exponentials (float32 in ``metrics`` too). msit's own absolute and relative errors
+are not computed (``NOT_COMPUTED``): the runner reads msaccucmp's cells for those. None moves a
+decision (tests/compare/test_pairpass.py compares every value with ``tensor_metrics``).
 
-A tensor is read only as float32 blocks: a float16 side is widened block by block, never whole, so
-a pair costs its two source arrays (which may be memory maps) and a few blocks of scratch.
+A float16 side up to WIDEN_WHOLE elements is widened once into a per-thread array, a larger one
+block by block; so a pair costs its two source arrays (memory maps, whose pages the runner may hand
+back as a pass moves on: ``drop``), a few blocks of scratch and the arrays kept per thread.
 """
 
 from __future__ import annotations
@@ -270,7 +273,7 @@ class _Pair:
             np.subtract(t64, g64, out=d64)
             d.dd += float(add(np.multiply(d64, d64, out=w64)))
             self._softmax(t, g, d64, float(t_hi), float(g_hi), ad, w64)
-            self._fp16_floor(g, g_hi, g_lo, diff, rel, w64)
+            self._fp16_floor(g, g_hi, g_lo, diff, rel)
         d.n = self.n
 
     def _softmax(self, t, g, d64, t_hi: float, g_hi: float, p, w64) -> None:
@@ -293,7 +296,7 @@ class _Pair:
         np.exp(p, out=p)
         d.zt += _f64_sum(p, w64)
 
-    def _fp16_floor(self, g, g_hi, g_lo, a, b, w64) -> None:
+    def _fp16_floor(self, g, g_hi, g_lo, a, b) -> None:
         """sum of (g rounded to fp16's 11 bits - g)^2: a float32 Veltkamp split (exact), its square rounded."""
         x = g
         if g_hi > _FP16_MAX or g_lo < -_FP16_MAX:

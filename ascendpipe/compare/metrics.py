@@ -314,27 +314,42 @@ def tensor_metrics(golden: np.ndarray, target: np.ndarray) -> dict:
     golden, target = np.asarray(golden), np.asarray(target)
     if golden.size != target.size:
         raise ValueError(f"size mismatch: golden {list(golden.shape)} vs target {list(target.shape)}")
-    result: dict = _nonfinite_counts(golden, target)
-    reasons = []
-    if result["golden_nan"] or result["golden_inf"]:
-        reasons.append(GOLDEN_NONFINITE)
-    if result["target_nan"] or result["target_inf"]:
-        reasons.append(TARGET_NONFINITE)
-    result["fail_reason"] = " ".join(reasons)
-    if reasons or golden.size == 0:
-        result["compared"] = 0
-        result.update(dict.fromkeys(METRIC_NAMES, math.nan), rmse_fp16_floor=math.nan, exact_cosine=math.nan,
-                      significant_mean_rel_error=math.nan, significant_elements=0)
-        result.update(target_mean=math.nan, target_std=math.nan, golden_mean=math.nan, golden_std=math.nan)
-        return result
+    result: dict = _with_fail_reason(_nonfinite_counts(golden, target))
+    if result["fail_reason"] or golden.size == 0:
+        return _not_compared(result)
     with np.errstate(over="ignore", invalid="ignore"):  # squares beyond float64: inf, judged as such below
         floor = max(SIGNIFICANT_FRACTION * math.sqrt(_golden_squares(golden) / golden.size),
                     math.nextafter(EPS, math.inf))
         s = _Sums(floor)
         for gc, tc in _blocks(golden, target):
             s.add(gc, tc)
-    significant_rel, significant = s.significant_rel, s.significant
     s.all_zero = _all_zero(s, golden, target)
+    return _finish(result, s)
+
+
+def _with_fail_reason(counts: dict) -> dict:
+    """The non-finite counts with msit's ``fail_reason`` ("" when both tensors are finite)."""
+    reasons = []
+    if counts["golden_nan"] or counts["golden_inf"]:
+        reasons.append(GOLDEN_NONFINITE)
+    if counts["target_nan"] or counts["target_inf"]:
+        reasons.append(TARGET_NONFINITE)
+    counts["fail_reason"] = " ".join(reasons)
+    return counts
+
+
+def _not_compared(result: dict) -> dict:
+    """``result`` (the non-finite counts and ``fail_reason``) with every metric NaN: nothing compared."""
+    result["compared"] = 0
+    result.update(dict.fromkeys(METRIC_NAMES, math.nan), rmse_fp16_floor=math.nan, exact_cosine=math.nan,
+                  significant_mean_rel_error=math.nan, significant_elements=0)
+    result.update(target_mean=math.nan, target_std=math.nan, golden_mean=math.nan, golden_std=math.nan)
+    return result
+
+
+def _finish(result: dict, s: _Sums) -> dict:
+    """Every metric from the sums of a whole pair (``s.all_zero`` set), into ``result``."""
+    significant_rel, significant = s.significant_rel, s.significant
     norm_g = math.sqrt(s.gg)
     result.update(
         compared=s.n,

@@ -18,9 +18,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ascendpipe.compare import advisor, mapping, mechanism, msaccucmp, order, thresholds as thr
+from ascendpipe.compare import advisor, mapping, mechanism, msaccucmp, npymap, order, pairpass, thresholds as thr
 from ascendpipe.compare.mechanism import FP16_MIN_NORMAL
 from ascendpipe.compare.metrics import FP16_MAX, magnitude_max, tensor_metrics
+from ascendpipe.compare.pairpass import pair_pass
 from ascendpipe.contract import DUMP_FORMAT
 from ascendpipe.errors import Location, UserError
 
@@ -43,12 +44,14 @@ def load_index(dump_dir, what: str = "dump") -> dict:
     return index
 
 
-def _load_tensor(dump_dir, entry: dict) -> np.ndarray:
+def _load_tensor(dump_dir, entry: dict) -> npymap.Mapped:
+    """A dump's tensor; from a folder, memory-mapped (read-only): the compare reads it block by block,
+    and its pages are the page cache's, handed back as it goes (``npymap``) or with the map."""
     if hasattr(dump_dir, "load_tensor"):
-        return dump_dir.load_tensor(entry["file"])
+        return npymap.Mapped(dump_dir.load_tensor(entry["file"]))
     path = Path(dump_dir) / entry["file"]
     try:
-        return np.load(path, allow_pickle=False)
+        return npymap.map_npy(path)
     except (OSError, ValueError) as exc:
         from ascendpipe.inputs import npy_error
 
@@ -162,11 +165,29 @@ def _row(pos: int, pair: mapping.Pair, golden_dir, target_dir, limits: dict, out
     cells, messages = dict.fromkeys(msaccucmp.ALGORITHMS, msaccucmp.NAN), []  # msaccucmp's cells for a one-sided row
     if g and t and t.get("not_compared"):  # a device tensor not laid out as the golden: no number (acl_dump)
         row["note"] = "; ".join(x for x in (row["note"], f"not compared ({t['not_compared']})") if x)
+    elif g and t and _one_pass((golden_map := _load_tensor(golden_dir, g)).array,
+                               (target_map := _load_tensor(target_dir, t)).array):
+        # float16/float32 beyond a block: msaccucmp's cells and our metrics in one streamed pass
+        golden, target = golden_map.array, target_map.array
+        golden_max, target_max = _magnitude(g, golden), _magnitude(t, target)
+
+        def drop(start, stop):  # a large pair's pages are handed back as each pass reads them
+            golden_map.drop(start, stop)
+            target_map.drop(start, stop)
+
+        large = golden.nbytes + target.nbytes > DROP_BYTES
+        cells, messages, m, flushed = pair_pass(golden, target, target_file=str(Path(target_dir) / t["file"]),
+                                                golden_file=str(Path(golden_dir) / g["file"]),
+                                                drop=drop if large else None)
+        if m["fail_reason"]:
+            row["note"] = "; ".join(x for x in (row["note"], m["fail_reason"]) if x)
+        row.update(_value_facts(golden, target, row, flushed=flushed))
+        del golden, target, golden_map, target_map, drop
     elif g and t:
         # a float16 side is read as float32 once: both metric modules widen it anyway, each pass would
         # redo numpy's slow float16 cast, and the values are the same
-        golden = _widened(_load_tensor(golden_dir, g))
-        target = _widened(_load_tensor(target_dir, t))
+        golden, target = _widened(np.asarray(golden_map.array)), _widened(np.asarray(target_map.array))
+        del golden_map, target_map
         golden_max, target_max = _magnitude(g, golden), _magnitude(t, target)
         cells, messages = msaccucmp.cells(golden, target, target_file=str(Path(target_dir) / t["file"]),
                                           golden_file=str(Path(golden_dir) / g["file"]))
@@ -210,13 +231,24 @@ def _row(pos: int, pair: mapping.Pair, golden_dir, target_dir, limits: dict, out
 EMPTY_NOTE = "not compared (empty)"
 
 
-def _value_facts(golden: np.ndarray, target: np.ndarray, row: dict) -> dict:
+# a pair above this many bytes hands its pages back as it is read (npymap): two 100 MB rows at once
+# would otherwise hold 300 MB of mapped pages; below it, mapping the pages again in each of the three
+# passes would cost more (~0.7 ns per float32) than the memory is worth
+DROP_BYTES = 64 << 20
+
+
+def _one_pass(golden: np.ndarray, target: np.ndarray) -> bool:
+    """Whether ``pairpass`` computes the pair: float16/float32, the same size, beyond one block."""
+    return pairpass.supported(golden, target) and golden.size > msaccucmp.BLOCK
+
+
+def _value_facts(golden: np.ndarray, target: np.ndarray, row: dict, flushed: int | None = None) -> dict:
     """What the mechanisms read from the values (see ``mechanism``): ``flushed``, how many nonzero golden
-    values below fp16's normal range the target holds as 0 (an underflow); for a DequantizeLinear
-    output, ``quant_step``: the golden's grid (its smallest gap between distinct values)."""
-    facts: dict = {"flushed": 0}
-    zero = target == 0
-    if zero.any():
+    values below fp16's normal range the target holds as 0 (an underflow; counted here unless given);
+    for a DequantizeLinear output, ``quant_step``: the golden's grid (its smallest gap between distinct values)."""
+    facts: dict = {"flushed": 0 if flushed is None else flushed}
+    zero = target == 0 if flushed is None else None
+    if zero is not None and zero.any():
         g = golden[zero] if golden.shape == target.shape else golden.reshape(-1)[zero.reshape(-1)]
         facts["flushed"] = int(np.count_nonzero((g != 0) & (np.abs(g) < FP16_MIN_NORMAL)))
     if (row.get("golden_op_type") or row.get("op_type")) == "DequantizeLinear" and golden.size > 1:
@@ -261,14 +293,34 @@ def _map_rows(make_row, pairs: list) -> list[dict]:
     """``make_row(i, pair)`` for every pair, in order, on ``row_workers()`` threads."""
     workers = min(row_workers(), len(pairs))
     if workers <= 1:
-        return [make_row(i, p) for i, p in enumerate(pairs)]
+        try:
+            return [make_row(i, p) for i, p in enumerate(pairs)]
+        finally:
+            pairpass.release()  # this thread's kept arrays (pairpass): the process may go on without a compare
     from concurrent.futures import ThreadPoolExecutor
 
+    # the largest pairs first, so the last rows to finish are small ones and no thread waits alone on a
+    # big one at the end; the rows are returned in order all the same
+    order = _largest_first(pairs)
     pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="compare-row")
     try:
-        return list(pool.map(make_row, range(len(pairs)), pairs))
+        futures = {i: pool.submit(make_row, i, pairs[i]) for i in order}
+        return [futures[i].result() for i in range(len(pairs))]
     finally:  # on an error or Ctrl-C, the rows not started are dropped rather than computed first
-        pool.shutdown(wait=True, cancel_futures=True)
+        pool.shutdown(wait=True, cancel_futures=True)  # its threads' kept arrays go with them
+
+
+def _largest_first(pairs: list) -> list[int]:
+    """The pairs' positions, the most elements first (a stable sort: equal ones in graph order)."""
+    return sorted(range(len(pairs)), key=lambda i: -_pair_elements(pairs[i]))
+
+
+def _pair_elements(pair) -> int:
+    """The elements a pair compares (0 for a one-sided one, or what is not a ``mapping.Pair``)."""
+    if not isinstance(pair, mapping.Pair) or not (pair.golden and pair.target):
+        return 0
+    shape = pair.target.get("shape") or []
+    return math.prod(shape) if all(isinstance(d, int) for d in shape) else 0
 
 
 def batch_rows(golden_dir, target_dir, *, limits: dict, tensor_map: dict, op_map: dict,

@@ -108,7 +108,7 @@ ASCENDPIPE_FLOW = r"""
 import json, sys, time
 from pathlib import Path
 from ascendpipe.compare import runner, sources
-from ascendpipe.compare.sources import run_compare
+from ascendpipe.backends.compare_sources import run_compare
 from ascendpipe.compare.thresholds import resolve
 from ascendpipe.compare.writers import write_results
 golden, target, inputs, work = map(Path, sys.argv[1:5])

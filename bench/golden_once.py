@@ -37,7 +37,7 @@ def folder_bytes(folder: Path) -> int:
 
 def run(golden: Path, targets: dict, inputs: Path, work: Path, *, shared: bool, keep: str) -> dict:
     from ascendpipe.backends.onnxruntime import dump as dumpmod
-    from ascendpipe.compare.sources import run_compare
+    from ascendpipe.backends.compare_sources import run_compare
     from ascendpipe.compare.thresholds import resolve
     from ascendpipe.store.dump_cache import DumpCache
 

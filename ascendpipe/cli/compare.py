@@ -55,7 +55,7 @@ def _parse_thresholds(items: list[str]) -> dict:
 def main(args: argparse.Namespace) -> int:
     from ascendpipe.cli.common import batch_axes
     from ascendpipe.compare import thresholds as thr
-    from ascendpipe.compare.sources import run_compare
+    from ascendpipe.backends.compare_sources import run_compare
     from ascendpipe.cli.common import use_color
     from ascendpipe.compare.writers import json_text, terminal_text, write_results
 

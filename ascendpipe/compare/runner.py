@@ -81,8 +81,7 @@ def graph_info(model_path: Path | str | None) -> dict:
         return {}
     import onnx
 
-    from ascendpipe.backends.onnxruntime.dump import graph_summary
-    from ascendpipe.onnxgraph import name_nodes
+    from ascendpipe.onnxgraph import graph_summary, name_nodes
 
     graph = onnx.load(str(model_path), load_external_data=False).graph
     name_nodes(graph)  # as the dump names unnamed ops
@@ -123,9 +122,10 @@ def _overflow(target_entry: dict, m: dict | None, golden_max: float | None, targ
 
 
 def _widened(array: np.ndarray) -> np.ndarray:
-    from ascendpipe.backends.onnxruntime.half import widen
-
-    return widen(array)
+    """A float16 array as float32 (exact, numpy only: ``pairpass.widen_into``); any other as it is."""
+    if array.dtype != np.float16:
+        return array
+    return pairpass.widen_into(np.ascontiguousarray(array), np.empty(array.shape, np.float32))
 
 
 def _magnitude(entry: dict, array: np.ndarray) -> float:

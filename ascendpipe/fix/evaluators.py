@@ -93,7 +93,7 @@ class StandaloneEvaluator:
                  limits: dict | None = None):
         from ascendpipe.compare import thresholds as thr
         from ascendpipe.compare.runner import graph_info
-        from ascendpipe.compare.sources import dump
+        from ascendpipe.backends.compare_sources import dump
 
         self.golden, self.feeds, self.params = Path(golden), feeds, dict(params)
         self.min_cosine, self.work_dir = float(min_cosine), Path(work_dir)
@@ -113,7 +113,7 @@ class StandaloneEvaluator:
     def evaluate(self, remedy: frozenset) -> Result:
         from ascendpipe.backends.onnxruntime.convert import convert_model
         from ascendpipe.compare.runner import compare_dumps
-        from ascendpipe.compare.sources import dump
+        from ascendpipe.backends.compare_sources import dump
         from ascendpipe.precision.settings import resolve
 
         keep, fusion = self.full_remedy(remedy)
@@ -323,7 +323,7 @@ class PipelineEvaluator:
         if not golden or self.workspace is None:
             return None
         from ascendpipe.compare.runner import graph_info
-        from ascendpipe.compare.sources import resolve_side
+        from ascendpipe.backends.compare_sources import resolve_side
 
         try:
             side = resolve_side(Path(self.workspace) / golden, "golden")

@@ -85,7 +85,7 @@ class StandaloneQuantizeEvaluator:
 
         from ascendpipe.backends.onnxruntime.session import make_session
         from ascendpipe.compare.runner import graph_info
-        from ascendpipe.compare.sources import dump
+        from ascendpipe.backends.compare_sources import dump
         from ascendpipe.quantize.artifacts import quantizable_layers
         from ascendpipe.quantize.config import QUANTIZABLE_TYPES
 
@@ -111,7 +111,7 @@ class StandaloneQuantizeEvaluator:
         from ascendpipe.backends.onnxruntime.session import make_session
         from ascendpipe.compare.advisor import quantization_losses, skip_layers_advice
         from ascendpipe.compare.runner import compare_dumps
-        from ascendpipe.compare.sources import dump
+        from ascendpipe.backends.compare_sources import dump
         from ascendpipe.quantize.artifacts import annotate_for_dump
         from ascendpipe.quantize.config import resolve
 

@@ -50,7 +50,7 @@ def fix_standalone(golden: str | Path, *, input_path: str | Path | None = None, 
                    batch_axes: dict | None = None) -> FixReport:
     """Search on one model: emulated conversion + compare of the final outputs (onnxruntime backend).
     ``soc_version``: the SoC converted for (which decides, e.g., whether a kept cube op reads fp32)."""
-    from ascendpipe.compare.sources import make_feeds, resolve_side
+    from ascendpipe.backends.compare_sources import make_feeds, resolve_side
     from ascendpipe.fix.evaluators import StandaloneEvaluator
     from ascendpipe.precision.settings import resolve
 

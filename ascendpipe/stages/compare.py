@@ -52,7 +52,7 @@ class CompareKind(StageKind):
     def run(self, ctx: StageContext) -> StageResult:
         from ascendpipe.backends import registry
         from ascendpipe.compare import thresholds as thr
-        from ascendpipe.compare.sources import run_compare
+        from ascendpipe.backends.compare_sources import run_compare
         from ascendpipe.compare.writers import terminal_text, write_results
         from ascendpipe.fsutil import write_json_atomic, write_text_atomic
         from ascendpipe.store.dump_cache import OBJECT_REFS, DumpCache, refs_document
@@ -61,7 +61,7 @@ class CompareKind(StageKind):
         where = Location(stage=ctx.name, field="params.thresholds")
         limits = thr.resolve(ctx.thresholds, ctx.params.get("thresholds"), location=where)
         upstream = ctx.upstream.get("target")
-        # None: a dump target names the stage behind it (compare.sources, source.json), else 'convert'
+        # None: a dump target names the stage behind it (backends.compare_sources, source.json), else 'convert'
         convert_stage = upstream.stage if upstream is not None and upstream.kind == "convert" else None
         result, note = run_compare(
             ctx.inputs["golden"], ctx.inputs["target"], input_path=ctx.inputs.get("inputs"), work_dir=ctx.out_dir,

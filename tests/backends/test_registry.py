@@ -10,7 +10,7 @@ import pytest
 from ascendpipe.backends import registry
 from ascendpipe.backends.base import Backend
 from ascendpipe.cli.common import add_pipeline_args
-from ascendpipe.compare.sources import Side, dump_om_side
+from ascendpipe.backends.compare_sources import Side, dump_om_side
 from ascendpipe.errors import UserError
 
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from ascendpipe.compare import aipp_check, paste
-from ascendpipe.compare.sources import run_compare
+from ascendpipe.backends.compare_sources import run_compare
 from ascendpipe.compare.thresholds import resolve
 from ascendpipe.precision import aipp
 from tests import modelzoo as mz

@@ -12,7 +12,7 @@ import pytest
 from ascendpipe.compare import metrics as M
 from ascendpipe.compare import order, thresholds as thr, writers
 from ascendpipe.compare.runner import compare_dumps
-from ascendpipe.compare.sources import run_compare
+from ascendpipe.backends.compare_sources import run_compare
 from tests import modelzoo as mz
 from tests.compare.dumps import write_dump
 

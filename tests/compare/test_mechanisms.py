@@ -37,7 +37,7 @@ def _convert(model, out, **params):
 
 def _compare(tmp_path, build, inputs, thresholds=None, **params):
     from ascendpipe.compare import thresholds as thr
-    from ascendpipe.compare.sources import run_compare
+    from ascendpipe.backends.compare_sources import run_compare
 
     model = build(tmp_path / "m.onnx")
     feeds = inputs(0)

@@ -9,7 +9,7 @@ import pytest
 
 from ascendpipe.compare import writers
 from ascendpipe.compare.runner import compare_dumps
-from ascendpipe.compare.sources import run_compare
+from ascendpipe.backends.compare_sources import run_compare
 from ascendpipe.compare.thresholds import resolve
 from ascendpipe.errors import UserError
 from tests import modelzoo as mz

@@ -59,7 +59,7 @@ class AscendBackend(Backend):
 
     def compare_extras(self, ctx, result: dict) -> dict:
         """``msit debug compare`` on the same OM and feeds, beside ours (see om_compare.py)."""
-        from ascendpipe.compare.sources import compare_feeds, resolve_side
+        from ascendpipe.backends.compare_sources import compare_feeds, resolve_side
 
         golden, target = resolve_side(ctx.inputs["golden"], "golden"), resolve_side(ctx.inputs["target"], "target")
         if target.om_dir is None:

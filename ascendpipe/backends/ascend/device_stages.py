@@ -15,7 +15,7 @@ from ascendpipe.backends.ascend.host import host_onnx, on_host
 from ascendpipe.backends.ascend.plan import converted_om, dump_plan, infer_plan, input_specs, located, profile_plan
 from ascendpipe.backends.ascend.runner import runner_for
 from ascendpipe.backends.ascend.toolkit import Toolkit, discover
-from ascendpipe.compare.sources import DUMP_SOURCE
+from ascendpipe.backends.compare_sources import DUMP_SOURCE
 from ascendpipe.contract import FUSED_MAP, MODEL_STEM
 from ascendpipe.errors import UserError
 from ascendpipe.fsutil import write_json_atomic

@@ -73,7 +73,7 @@ def run_stage(ctx):
         shared, made = cache.get_or_make(_dump.cache_key(model, feeds, fusions=bool(fusions)), make)
         shared.copy_to(ctx.out_dir)
         if upstream is not None:  # the stage that made the model: a compare of this dump advises on it
-            write_json_atomic(ctx.out_dir / "source.json", {  # compare.sources.DUMP_SOURCE
+            write_json_atomic(ctx.out_dir / "source.json", {  # backends.compare_sources.DUMP_SOURCE
                 "stage": upstream.stage, "kind": upstream.kind,
                 "model_dir": os.path.relpath(model.parent, ctx.final_out_dir)})
         ctx.say(f"dump: {'made' if made else 'taken from the shared dump cache'} (key {shared.key[:12]}, "

@@ -141,7 +141,7 @@ def test_msit_double_checks_its_argv(cann_env, om_dir, tmp_path):
 
 
 def test_om_target_needs_the_ascend_backend(cann_env, om_dir, tmp_path):
-    from ascendpipe.compare.sources import run_compare
+    from ascendpipe.backends.compare_sources import run_compare
 
     out, model, x = om_dir
     with pytest.raises(UserError) as err:
@@ -150,7 +150,7 @@ def test_om_target_needs_the_ascend_backend(cann_env, om_dir, tmp_path):
 
 
 def test_om_dir_without_convert_json_is_a_user_error(tmp_path):
-    from ascendpipe.compare.sources import om_input_specs, resolve_side
+    from ascendpipe.backends.compare_sources import om_input_specs, resolve_side
 
     (tmp_path / "model.om").write_bytes(b"om")
     assert resolve_side(tmp_path, "target").om_dir == tmp_path
@@ -160,7 +160,7 @@ def test_om_dir_without_convert_json_is_a_user_error(tmp_path):
 
 
 def test_flat_settings_lifts_the_ascend_settings():
-    from ascendpipe.compare.sources import flat_settings
+    from ascendpipe.backends.compare_sources import flat_settings
 
     record = {"backend": "ascend", "settings": {"keep_dtype": ["/ReduceSum"], "aipp": []}, "inputs": [{"name": "x"}]}
     assert flat_settings(record) == {"backend": "ascend", "keep_dtype": ["/ReduceSum"], "aipp": [], "inputs": [{"name": "x"}]}

@@ -199,7 +199,7 @@ def test_dump_layout_matches_contract_and_compares_clean(converted, module_model
 def test_dump_names_the_convert_stage_so_compare_advises_on_it(converted, make_ctx, tmp_path):
     """source.json as the onnxruntime dump stage writes it: compare of this dump reads the conversion's
     settings, fused map and OM JSON in the convert folder and names that stage in its advice."""
-    from ascendpipe.compare.sources import resolve_side
+    from ascendpipe.backends.compare_sources import resolve_side
 
     cctx = converted[0]
     _feeds(tmp_path)

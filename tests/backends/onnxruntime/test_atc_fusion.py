@@ -66,7 +66,7 @@ def test_keeping_the_matmul_and_its_reader_fixes_attention(tmp_path, convert):
 
 def test_compare_names_the_attention_matmul_first(tmp_path, convert):
     from ascendpipe.compare.runner import compare_dumps, graph_info
-    from ascendpipe.compare.sources import dump
+    from ascendpipe.backends.compare_sources import dump
 
     model, feeds = attention_model(tmp_path / "m.onnx"), attention_inputs()
     result = convert(model)

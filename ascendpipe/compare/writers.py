@@ -141,7 +141,25 @@ def contract(result: dict, input_note: str | None = None) -> dict:
 
 
 def json_text(result: dict, input_note: str | None = None) -> str:
-    return json.dumps(contract(result, input_note), indent=2, allow_nan=False) + "\n"
+    return document_text(contract(result, input_note))
+
+
+_ROWS = "\u2063ascendpipe rows\u2063"  # stands for the rows while the rest is indented
+
+
+def document_text(doc: dict) -> str:
+    """result.json's text: indented, each row on a line of its own. The same JSON as indenting it all,
+    written by json's C encoder row by row (the indenting encoder is pure Python: a 270-row compare's
+    700 kB took 0.12 s of its 0.13 s there)."""
+    rows = doc.get("rows")
+    if not isinstance(rows, list) or not rows:
+        return json.dumps(doc, indent=2, allow_nan=False) + "\n"
+    head = json.dumps({**doc, "rows": _ROWS}, indent=2, allow_nan=False)
+    marker = json.dumps(_ROWS)
+    if head.count(marker) != 1:  # a value holding the marker itself: indent it all
+        return json.dumps(doc, indent=2, allow_nan=False) + "\n"
+    body = ",\n".join("    " + json.dumps(row, allow_nan=False) for row in rows)
+    return head.replace(marker, "[\n" + body + "\n  ]") + "\n"
 
 
 def write_results(result: dict, out_dir: Path, input_note: str | None = None) -> dict[str, Path]:
@@ -152,7 +170,7 @@ def write_results(result: dict, out_dir: Path, input_note: str | None = None) ->
     doc = contract(result, input_note)
     return {
         "csv": write_text_atomic(out_dir / COMPARE_CSV, csv_text(result)),
-        "json": write_text_atomic(out_dir / COMPARE_RESULT, json.dumps(doc, indent=2, allow_nan=False) + "\n"),
+        "json": write_text_atomic(out_dir / COMPARE_RESULT, document_text(doc)),
         "html": write_text_atomic(out_dir / "report.html", report_html(result, doc)),
     }
 

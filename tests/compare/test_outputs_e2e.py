@@ -95,6 +95,21 @@ def test_json_contract(small_result, tmp_path):
         "http://www.w3.org/2000/svg", "")
 
 
+def test_result_json_is_the_indented_document_with_a_row_per_line(small_result, tmp_path):
+    """result.json's text (rows written one to a line by json's C encoder) reads as the same JSON as
+    indenting the whole document, row order and key order included; a row is one line."""
+    doc = writers.contract(small_result)
+    text = writers.document_text(doc)
+    assert json.loads(text) == json.loads(json.dumps(doc, indent=2))
+    assert list(json.loads(text)) == list(doc)
+    row_lines = [line for line in text.splitlines() if line.startswith('    {"')]
+    assert [json.loads(line.rstrip(","))["op_name"] for line in row_lines] == ["mul", "add", "cast"]
+    written = writers.write_results(small_result, tmp_path / "out")["json"].read_text()
+    assert json.loads(written) == json.loads(text)
+    odd = {**doc, "verdict": writers._ROWS}  # a value holding the marker: the whole document indented
+    assert json.loads(writers.document_text(odd)) == json.loads(json.dumps(odd))
+
+
 def test_terminal_table_is_coloured_only_when_asked(small_result):
     assert "\033[31m" in writers.terminal_text(small_result, color=True)
     plain = writers.terminal_text(small_result)

@@ -107,7 +107,8 @@ def build_resnet18_reid(path: Path, batch: int = 8) -> Path:
 ASCENDPIPE_FLOW = r"""
 import json, sys, time
 from pathlib import Path
-from ascendpipe.compare import runner, sources
+from ascendpipe.compare import runner
+from ascendpipe.backends import compare_sources as sources
 from ascendpipe.backends.compare_sources import run_compare
 from ascendpipe.compare.thresholds import resolve
 from ascendpipe.compare.writers import write_results

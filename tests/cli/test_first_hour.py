@@ -234,12 +234,18 @@ def _line_of(ws, text: str) -> int:
 USE = {"use": {"kind": "run", "cmd": "cat data/prep/scalez.txt", "deps": ["data/prep/scalez.txt"], "outs": ["o.txt"]}}
 
 
-def test_a_wrong_path_inside_a_built_output_is_refused_by_validate_at_its_line(tmp_path, chdir_to, capsys):
+def _built_then_used_wrongly(tmp_path, chdir_to) -> Workspace:
+    """prep built and fresh, then a stage naming a path its output does not hold."""
     ws = Workspace(tmp_path / "ws")
     _only(ws, {})
     ws.build()
     _only(ws, USE)
     chdir_to(ws.root)
+    return ws
+
+
+def test_a_wrong_path_inside_a_built_output_is_refused_by_validate_at_its_line(tmp_path, chdir_to, capsys):
+    ws = _built_then_used_wrongly(tmp_path, chdir_to)
     assert cli(["validate", "pipeline.yaml"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"ascendpipe: error: pipeline.yaml:{_line_of(ws, '- data/prep/scalez.txt')}:")
@@ -252,11 +258,7 @@ def test_a_wrong_path_inside_a_built_output_is_refused_by_validate_at_its_line(t
 def test_a_wrong_path_inside_a_built_output_refuses_the_build_in_one_line(tmp_path, chdir_to, capsys):
     """Built and fresh upstream, deciding meets the path: one located line and exit 2, as validate
     says it, not a list of every stage `skipped ... stopped at a failure` first; the run is recorded."""
-    ws = Workspace(tmp_path / "ws")
-    _only(ws, {})
-    ws.build()
-    _only(ws, USE)
-    chdir_to(ws.root)
+    ws = _built_then_used_wrongly(tmp_path, chdir_to)
     assert cli(["build", "pipeline.yaml"]) == 2
     captured = capsys.readouterr()
     assert captured.out == ""

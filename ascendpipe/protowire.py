@@ -1,7 +1,7 @@
 """The protobuf wire format, read by hand (pure logic): varints and the fields of one message.
 
-Two readers use it: the dump's weight slicing (``backends.onnxruntime.wire``: where each initializer's
-bytes lie in an ONNX file) and the device dump reader (``backends.ascend.dump_data``: the runtime's
+Two readers use it: ONNX's (``onnxwire``: where each initializer's bytes lie in an ONNX file, for
+the dump's weight slicing and graph-only reads) and the device dump reader (``backends.ascend.dump_data``: the runtime's
 ``DumpData`` files). Neither needs a generated message class, and both must refuse bytes that are
 not the message they expect rather than read past them.
 """

@@ -79,11 +79,9 @@ def graph_info(model_path: Path | str | None) -> dict:
     """Graph outputs and op edges of an ONNX model: {"outputs", "output_ops", "producers"}; {} if unreadable."""
     if not model_path or not str(model_path).endswith(".onnx") or not Path(model_path).is_file():
         return {}
-    import onnx
+    from ascendpipe.onnxgraph import graph_summary, load_graph, name_nodes
 
-    from ascendpipe.onnxgraph import graph_summary, name_nodes
-
-    graph = onnx.load(str(model_path), load_external_data=False).graph
+    graph = load_graph(model_path).graph  # the nodes only: no weight is read
     name_nodes(graph)  # as the dump names unnamed ops
     return graph_summary(graph)
 

@@ -15,7 +15,7 @@ in place under a running dump is not supported). Otherwise the file's bytes are 
 Memory: onnxruntime returns a run's marked outputs all at once, so one run of a big model holds
 all its activations. Above ``memory_budget_bytes`` the model runs in consecutive segments
 (``segments.py``): each a sub-model of its own nodes and the weights they read (sliced from the
-model's bytes, ``wire.py``), whose dumped tensors (estimated by ONNX shape inference with the feed's
+model's bytes, ``onnxwire.py``), whose dumped tensors (estimated by ONNX shape inference with the feed's
 shapes) plus weights (counted twice) fit the budget. A segment is fed the graph inputs and the
 earlier segments' tensors it reads, each kept until its last reader has run, so every tensor is
 computed once: time ~ one run plus a session set-up per segment (a few ms each), peak ~ a few
@@ -377,7 +377,7 @@ def _model_bytes(model_path: Path) -> tuple[bytes, Path | None, tuple | None]:
     Otherwise, and for weights already external, the file's bytes as they are.
     """
     from ascendpipe.backends.onnxruntime.session import weights_dir_supported
-    from ascendpipe.backends.onnxruntime.wire import weights_by_reference
+    from ascendpipe.onnxwire import weights_by_reference
 
     if weights_dir_supported():
         # the file itself (a link resolved): onnxruntime refuses weights outside the folder it is given

@@ -130,7 +130,7 @@ class _SegmentBuilder:
     def __init__(self, model, model_bytes: bytes):
         import onnx
 
-        from ascendpipe.backends.onnxruntime.wire import initializer_spans
+        from ascendpipe.onnxwire import initializer_spans
 
         graph = model.graph
         self.bytes, self.spans = memoryview(model_bytes), initializer_spans(model_bytes)
@@ -149,7 +149,7 @@ class _SegmentBuilder:
         import onnx
         from onnx import helper
 
-        from ascendpipe.backends.onnxruntime.wire import join_model
+        from ascendpipe.onnxwire import join_model
 
         sub = onnx.GraphProto(name=self.name)
         sub.node.extend(self.nodes[i] for i in seg.nodes)

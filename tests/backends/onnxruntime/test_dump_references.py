@@ -1,4 +1,4 @@
-"""A dump reads a model's weights by reference into its file (``wire.weights_by_reference``): the
+"""A dump reads a model's weights by reference into its file (``onnxwire.weights_by_reference``): the
 same bytes as when the whole file is read and copied into the session."""
 
 import json
@@ -12,7 +12,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from ascendpipe.backends.onnxruntime import dump as D
 from ascendpipe.backends.onnxruntime import session as S
-from ascendpipe.backends.onnxruntime.wire import REFERENCE_MIN_BYTES, weights_by_reference
+from ascendpipe.onnxwire import REFERENCE_MIN_BYTES, weights_by_reference
 from ascendpipe.errors import UserError
 from tests import modelzoo
 

@@ -5,7 +5,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from ascendpipe.backends.onnxruntime.wire import WireError, initializer_spans, join_model
+from ascendpipe.onnxwire import WireError, initializer_spans, join_model
 
 
 def _model():

@@ -14,6 +14,7 @@ import numpy as np
 from ascendpipe.compare.mechanism import MOVE_OPS
 from ascendpipe.fix.search import KEEP, Candidate, Result, propose
 from tests.compare import mechanism_models as mm
+from tests.fix.workspaces import classification_pipeline
 
 
 def _cosine(a, b) -> float:
@@ -128,19 +129,7 @@ def test_contained_rows_are_no_evidence():
     assert propose(result, frozenset({Candidate(KEEP, "o")}), 1)[0] == [Candidate(KEEP, "s")]
 
 
-PIPELINE = {
-    "backend": "onnxruntime",
-    "stages": {
-        "infer_golden": {"kind": "infer", "model": "model.onnx", "inputs": "data/in"},
-        "eval_golden": {"kind": "eval", "outputs": "infer_golden", "labels": "data/labels",
-                        "params": {"task": "classification", "topk": [1]}},
-        "to_om": {"kind": "convert", "model": "model.onnx", "params": {"precision_mode": "force_fp16"}},
-        "infer": {"kind": "infer", "model": "to_om", "inputs": "data/in"},
-        "compare": {"kind": "compare", "golden": "model.onnx", "target": "to_om", "inputs": "data/in/x.npy"},
-        "eval": {"kind": "eval", "outputs": "infer", "labels": "data/labels", "golden": "eval_golden",
-                 "params": {"task": "classification", "topk": [1]}},
-    },
-}
+PIPELINE = classification_pipeline("to_om", {"params": {"precision_mode": "force_fp16"}})
 
 
 def test_pipeline_fix_says_why_on_the_default_soc_and_fixes_on_a2(tmp_path, monkeypatch):

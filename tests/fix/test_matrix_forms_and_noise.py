@@ -10,22 +10,9 @@ import pytest
 
 import ascendpipe
 from ascendpipe.fix.resolution import bootstrap_resolution, judge, paired_interval
-from tests.fix.workspaces import l2norm_workspace
+from tests.fix.workspaces import classification_pipeline, l2norm_workspace
 
-PIPELINE = {
-    "backend": "onnxruntime",
-    "stages": {
-        "infer_golden": {"kind": "infer", "model": "model.onnx", "inputs": "data/in"},
-        "eval_golden": {"kind": "eval", "outputs": "infer_golden", "labels": "data/labels",
-                        "params": {"task": "classification", "topk": [1]}},
-        "convert": {"kind": "convert", "model": "model.onnx",
-                    "matrix": {"precision_mode": ["force_fp32", "force_fp16"]}},
-        "infer": {"kind": "infer", "model": "convert", "inputs": "data/in"},
-        "compare": {"kind": "compare", "golden": "model.onnx", "target": "convert", "inputs": "data/in/x.npy"},
-        "eval": {"kind": "eval", "outputs": "infer", "labels": "data/labels", "golden": "eval_golden",
-                 "params": {"task": "classification", "topk": [1]}},
-    },
-}
+PIPELINE = classification_pipeline("convert", {"matrix": {"precision_mode": ["force_fp32", "force_fp16"]}})
 
 
 @pytest.fixture

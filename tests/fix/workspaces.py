@@ -9,6 +9,24 @@ import yaml
 from tests import modelzoo
 
 
+def classification_pipeline(convert_name: str, convert: dict) -> dict:
+    """The fix tests' pipeline: golden infer + eval, the convert stage under test (``convert_name``:
+    its params or matrix in ``convert``), its infer, compare and eval against the golden (top-1)."""
+    return {
+        "backend": "onnxruntime",
+        "stages": {
+            "infer_golden": {"kind": "infer", "model": "model.onnx", "inputs": "data/in"},
+            "eval_golden": {"kind": "eval", "outputs": "infer_golden", "labels": "data/labels",
+                            "params": {"task": "classification", "topk": [1]}},
+            convert_name: {"kind": "convert", "model": "model.onnx", **convert},
+            "infer": {"kind": "infer", "model": convert_name, "inputs": "data/in"},
+            "compare": {"kind": "compare", "golden": "model.onnx", "target": convert_name, "inputs": "data/in/x.npy"},
+            "eval": {"kind": "eval", "outputs": "infer", "labels": "data/labels", "golden": "eval_golden",
+                     "params": {"task": "classification", "topk": [1]}},
+        },
+    }
+
+
 def l2norm_workspace(tmp_path, monkeypatch, pipeline: dict):
     import onnxruntime as ort
 

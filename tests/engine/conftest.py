@@ -90,3 +90,13 @@ stages:
     deps: [data/model.txt]
     outs: [data/report.txt]
 """
+
+
+def built_chain(ws) -> dict:
+    """``CHAIN`` built once in ``ws`` (its run record); the run log emptied."""
+    ws.write("input.txt", "hello")
+    ws.pipeline(CHAIN)
+    first = ws.build()
+    assert first["state"] == "done"
+    ws.ran()
+    return first

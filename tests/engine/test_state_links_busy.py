@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import sqlite3
 import subprocess
 import sys
 import time
@@ -14,22 +13,13 @@ import time
 import pytest
 
 import ascendpipe
-from tests.engine.conftest import CHAIN
+from tests.engine.conftest import CHAIN, built_chain as _built
 
 
 def _cli(cwd, *args, env=None):
     return subprocess.run([sys.executable, "-m", "ascendpipe", *args], cwd=cwd, capture_output=True, text=True,
                           env={**os.environ, "PYTHONPATH": os.getcwd() if os.path.isdir("ascendpipe") else
                                os.environ.get("PYTHONPATH", ""), **(env or {})})
-
-
-def _built(ws):
-    ws.write("input.txt", "hello")
-    ws.pipeline(CHAIN)
-    first = ws.build()
-    assert first["state"] == "done"
-    ws.ran()
-    return first
 
 
 def _digest(path) -> str:

@@ -9,20 +9,11 @@ import subprocess
 import sys
 
 import ascendpipe
-from tests.engine.conftest import CHAIN
+from tests.engine.conftest import built_chain as _built
 
 
 def _cli(cwd, *args):
     return subprocess.run([sys.executable, "-m", "ascendpipe", *args], cwd=cwd, capture_output=True, text=True)
-
-
-def _built(ws):
-    ws.write("input.txt", "hello")
-    ws.pipeline(CHAIN)
-    first = ws.build()
-    assert first["state"] == "done"
-    ws.ran()
-    return first
 
 
 def _assert_restored_not_rerun(ws, first):
@@ -56,7 +47,7 @@ def test_a_database_that_is_not_sqlite_is_rebuilt_from_cache(ws):
 
 
 def test_a_malformed_page_is_a_clear_error_then_repaired(ws):
-    first = _built(ws)
+    _built(ws)
     db = ws.root / ".ascendpipe" / "ascendpipe.db"
     data = bytearray(db.read_bytes())
     page = 4096

@@ -38,6 +38,7 @@ from typing import Sequence, Union
 import numpy as np
 
 from ascendpipe.errors import Location, UserError
+from ascendpipe.npyheader import read_array_header
 
 Dim = Union[int, str, None]  # int: static; str: a named dynamic dim; None: an unnamed dynamic dim
 
@@ -224,8 +225,7 @@ def _header_bytes(fh, size: int, what: str, where: Location) -> None:
     fmt = np.lib.format
     try:
         version = fmt.read_magic(fh)
-        reader = fmt.read_array_header_1_0 if version == (1, 0) else fmt.read_array_header_2_0
-        shape, _, dtype = reader(fh)
+        shape, _, dtype = read_array_header(fh, version)
     except (ValueError, OSError, EOFError, SyntaxError, TypeError) as exc:
         raise UserError(f"cannot read input file{what}: {npy_error(exc)}", where) from None
     if dtype.hasobject:

@@ -209,3 +209,12 @@ def test_npy_header_claiming_more_than_the_file_holds_is_refused_before_allocati
     with pytest.raises(UserError) as err:
         load_inputs(tmp_path / "g.npz", [InputSpec("x", (None, 3), "float32")])
     assert "member 'x'" in str(err.value) and "damaged or truncated" in str(err.value)
+
+
+def test_npy_whose_header_is_cut_is_one_located_line(tmp_path):
+    """numpy's reader gives up on a cut header with tokenize's TokenError, which was a traceback."""
+    path = tmp_path / "x.npy"
+    path.write_bytes(b"\x93NUMPY\x01\x00" + (20).to_bytes(2, "little") + b"{'descr': '<f4', 'fo")
+    with pytest.raises(UserError) as err:
+        load_inputs(path, [InputSpec("x", (None, 3), "float32")])
+    assert err.value.location.file == str(path) and "cannot read input file" in str(err.value)

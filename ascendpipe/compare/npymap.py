@@ -17,6 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ascendpipe.npyheader import read_array_header
+
 PAGE = mmap.PAGESIZE
 
 
@@ -46,9 +48,8 @@ def map_npy(path: Path | str) -> Mapped:
     fmt = np.lib.format
     with open(path, "rb") as handle:
         version = fmt.read_magic(handle)
-        reader = {(1, 0): fmt.read_array_header_1_0, (2, 0): fmt.read_array_header_2_0}.get(version)
-        if reader is not None:
-            shape, fortran, dtype = reader(handle)
+        if version in ((1, 0), (2, 0)):
+            shape, fortran, dtype = read_array_header(handle, version)
             offset = handle.tell()
             count = int(np.prod(shape, dtype=np.int64)) if shape else 1
             if not fortran and not dtype.hasobject and count * dtype.itemsize > 0:

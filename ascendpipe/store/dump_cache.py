@@ -149,10 +149,10 @@ class CachedDump:
 
         data = self.read_bytes(rel)
         stream = io.BytesIO(data)
-        fmt = np.lib.format
-        version = fmt.read_magic(stream)
-        read_header = fmt.read_array_header_1_0 if version == (1, 0) else fmt.read_array_header_2_0
-        shape, fortran, dtype = read_header(stream)
+        from ascendpipe.npyheader import read_array_header
+
+        version = np.lib.format.read_magic(stream)
+        shape, fortran, dtype = read_array_header(stream, version)
         count = int(np.prod(shape, dtype=np.int64)) if shape else 1
         array = np.frombuffer(data, dtype=dtype, count=count, offset=stream.tell())
         return array.reshape(shape[::-1]).T if fortran else array.reshape(shape)

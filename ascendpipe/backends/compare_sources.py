@@ -7,6 +7,7 @@ are imported only when a model has to be dumped.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -156,10 +157,10 @@ def make_feeds(model: Path | None, input_path: Path | None, seed: int, *, field:
     return batches[0], note
 
 
-def dump(model: Path, feeds: dict, out_dir: Path, *, fusions: bool) -> Path:
+def dump(model: Path, feeds: dict, out_dir: Path, *, fusions: bool, gate=None) -> Path:
     from ascendpipe.backends.onnxruntime.dump import dump_model
 
-    index = Path(dump_model(model, feeds, out_dir, fusions=fusions))
+    index = Path(dump_model(model, feeds, out_dir, fusions=fusions, gate=gate))
     return index.parent if index.name == "index.json" else index
 
 
@@ -258,16 +259,16 @@ def _batch_dir(work_dir: Path, name: str, k: int) -> Path:
     return Path(work_dir) / (name if k == 0 else f"{name}_b{k}")
 
 
-def golden_dump(model: Path, feeds: dict, folder: Path, cache) -> tuple[object, bool]:
+def golden_dump(model: Path, feeds: dict, folder: Path, cache, gate=None) -> tuple[object, bool]:
     """The golden's dump for ``feeds``: from the shared cache (``store.dump_cache.DumpCache``: made
     once for every compare stage that wants it), or, without a cache, dumped into ``folder``.
     Returns (the dump: a folder or a ``CachedDump``, whether this call ran the model)."""
     if cache is None:
-        return dump(model, feeds, folder, fusions=False), True
+        return dump(model, feeds, folder, fusions=False, gate=gate), True
     from ascendpipe.backends.onnxruntime.dump import cache_key
 
     return cache.get_or_make(cache_key(model, feeds, fusions=False),
-                             lambda scratch: dump(model, feeds, scratch, fusions=False))
+                             lambda scratch: dump(model, feeds, scratch, fusions=False, gate=gate))
 
 
 def run_compare(golden: Path, target: Path, *, input_path: Path | None, work_dir: Path, limits: dict,
@@ -330,29 +331,38 @@ def run_compare(golden: Path, target: Path, *, input_path: Path | None, work_dir
         if t.om_dir is not None:
             target_dumps.append(dump_om_side(t, feeds, _batch_dir(work_dir, "target_dump", k), backend=backend,
                                              log=log, run_command=run_command, stage=stage))
-        else:
-            target_dumps.append(t.dump_dir or dump(t.model, feeds, _batch_dir(work_dir, "target_dump", k),
-                                                   fusions=True))
+        elif t.dump_dir is not None:
+            target_dumps.append(t.dump_dir)
         pre_rows.append(pre.rows)
     graph = graph_info(g.model) if g.model else None
     made = []
 
-    def golden_dumps():
+    def golden_dumps(gate=None):
         if g.dump_dir is not None:
             return [g.dump_dir] * len(batches)
         dumps = []
         for k, feeds in enumerate(golden_feeds_by_batch):
-            found, ran = golden_dump(g.model, feeds, _batch_dir(work_dir, "golden_dump", k), dump_cache)
+            found, ran = golden_dump(g.model, feeds, _batch_dir(work_dir, "golden_dump", k), dump_cache, gate)
             dumps.append(found)
             made.append(ran)
         return dumps
+
+    def target_model_dumps(gate=None):
+        return [dump(t.model, feeds, _batch_dir(work_dir, "target_dump", k), fusions=True, gate=gate)
+                for k, feeds in enumerate(batches)]
 
     def compare(goldens):
         return compare_dumps(goldens, target_dumps, limits=limits, strategy=strategy, fused_map=t.fused_map,
                              om_json=t.om_json, precision_plan=t.precision_plan, graph=graph,
                              convert_stage=convert_stage, target_settings=t.settings, pre_rows=pre_rows)
 
-    goldens = golden_dumps()
+    if t.om_dir is not None or t.dump_dir is not None:
+        goldens = golden_dumps()
+    elif g.dump_dir is not None or _cores() < 2:
+        target_dumps = target_model_dumps()
+        goldens = golden_dumps()
+    else:
+        target_dumps, goldens = _dump_both(target_model_dumps, golden_dumps)
     try:
         result = compare(goldens)
     except CorruptObject as exc:  # a shared golden's object went bad: it was removed; dump it again
@@ -383,6 +393,46 @@ def run_compare(golden: Path, target: Path, *, input_path: Path | None, work_dir
     if events is not None:
         events["golden_dumped"] = list(made)
     return result, "; ".join(notes) or None
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def _dump_both(target_dumps, golden_dumps) -> tuple[list, list]:
+    """``target_dumps(gate)`` on a worker thread and ``golden_dumps(gate)`` on this one, at the same
+    time, sharing one memory gate (``memory_gate``: each fills the cores the other leaves idle while
+    it writes, within a memory allowance of a few segments). The dumps are the same as made one
+    after the other. A failure (or Ctrl-C) on either side closes the gate, so the other dump stops
+    at its next run; the target's own failure is raised first, as it would be made one after the other."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from ascendpipe.backends.onnxruntime.dump import TOGETHER_BYTES
+    from ascendpipe.backends.onnxruntime.memory_gate import GateClosed, MemoryGate
+
+    gate = MemoryGate(TOGETHER_BYTES)
+
+    def target_side():
+        try:
+            return target_dumps(gate)
+        except BaseException:
+            gate.close()
+            raise
+
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="target-dump") as pool:
+        target = pool.submit(target_side)
+        try:
+            goldens = golden_dumps(gate)
+            return target.result(), goldens
+        except BaseException:  # either side failed, or Ctrl-C while waiting for either
+            gate.close()
+            error = target.exception()
+            if error is not None and not isinstance(error, GateClosed):
+                raise error from None
+            raise
 
 
 def _refuse_nothing_compared(result: dict, target: Path) -> None:

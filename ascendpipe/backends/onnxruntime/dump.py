@@ -63,6 +63,10 @@ DEFAULT_MEMORY_BUDGET = 16 << 20  # bytes a segment holds: its dumped tensors an
 # a session (25% more time on a ResNet-18 in 16 segments), and below this the memory saved is less
 # than the process already holds for its libraries and the model.
 ONE_RUN_BYTES = 128 << 20
+# Two dumps made at once (a compare's target and golden) hold at most this together, by their runs'
+# estimates (``memory_gate``): a few segments' worth, so the overlap adds little to one dump's peak
+# (measured: BERT-shaped encoders at 1x512, 2x128, 4x128 stay within issue 32's bound)
+TOGETHER_BYTES = 4 * DEFAULT_MEMORY_BUDGET
 AUTO = "auto"
 # Bump when the bytes of a dump change for the same model and feeds (part of a shared dump's key).
 # 2: no path or run count in index.json, graph facts in it, fp16 ops' outputs stored as fp16
@@ -255,7 +259,8 @@ def marked_model_bytes(model_bytes: bytes, names: Sequence[str]) -> bytes:
 
 
 def dump_model(model_path, feeds: dict[str, np.ndarray], out_dir, *, fusions: bool,
-               memory_budget_bytes: int | str | None = AUTO, log=None, stats: dict | None = None) -> Path:
+               memory_budget_bytes: int | str | None = AUTO, log=None, stats: dict | None = None,
+               gate=None) -> Path:
     """Dump every op output of the model for ``feeds``; return the path of ``index.json``.
 
     The index depends only on the model's content and the feeds (no path, time or process id in
@@ -264,6 +269,8 @@ def dump_model(model_path, feeds: dict[str, np.ndarray], out_dir, *, fusions: bo
     (``chunks``: segments, 1 for one run), the seconds spent and the seconds of session set-up.
     ``memory_budget_bytes``: the most a segment holds; None: one run; "auto": one run when the
     dump's tensors total at most ``ONE_RUN_BYTES``, else segments of ``DEFAULT_MEMORY_BUDGET``.
+    ``gate``: a ``memory_gate.MemoryGate`` shared with a dump made at the same time (each run holds
+    its estimated bytes there; the dump's content is the same with or without).
     """
     import time
 
@@ -311,7 +318,7 @@ def dump_model(model_path, feeds: dict[str, np.ndarray], out_dir, *, fusions: bo
     entries: list[dict | None] = _write_inputs(specs, feeds, out_dir / TENSORS_DIR, input_entries)
     entries.extend([None] * len(plan))
     run = _Runner(plan, feeds, out_dir, entries, first_position=len(specs), fusions=fusions,
-                  runtime_dir=model_path.parent, weights_dir=weights_dir, log=log, write=_write_tensor)
+                  runtime_dir=model_path.parent, weights_dir=weights_dir, log=log, write=_write_tensor, gate=gate)
     if len(segments) > 1:
         builder = _SegmentBuilder(model, model.SerializeToString() if external else raw)
         del model, raw  # the weights stay in memory once (or in the file), as the bytes each segment slices

@@ -4,6 +4,7 @@ comes (split from ``dump``, which reads and plans the model, writes each tensor 
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
 from pathlib import Path
 
 from ascendpipe.backends.onnxruntime.dump_write import Planned
@@ -15,17 +16,23 @@ class _Runner:
     Writing (page cache copies) and the stats passes release the GIL: two writer threads overlap
     them. A segment's tensors are written before the next segment runs: overlapping the writes with
     the next run measured no faster (onnxruntime's threads already use every core) and holds two
-    segments' tensors instead of one.
+    segments' tensors instead of one. Another dump made at the same time (``gate``, see
+    ``memory_gate``) does fill those gaps: each run holds its estimated bytes in the shared gate
+    until its tensors are written, and its session takes one thread while the other's run is at work.
     """
 
     def __init__(self, plan: list[Planned], feeds: dict, out_dir: Path, entries: list, *, first_position: int,
-                 fusions: bool, runtime_dir: Path, weights_dir: Path | None, log, write):
+                 fusions: bool, runtime_dir: Path, weights_dir: Path | None, log, write, gate=None):
         self.plan, self.feeds, self.out_dir, self.entries = plan, feeds, out_dir, entries
         self.position = {p.name: first_position + i for i, p in enumerate(plan)}
         self.planned = {p.name: p for p in plan}
         self.fusions, self.runtime_dir, self.weights_dir, self.log = fusions, runtime_dir, weights_dir, log
         self.write = write  # (Planned, value, out_dir, position) -> its index entry, on a writer thread
         self.session_seconds, self.model_bytes = 0.0, 0
+        self.gate = gate  # a memory_gate.MemoryGate shared with a dump made at the same time, or None
+
+    def _hold(self, nbytes: int):
+        return nullcontext() if self.gate is None else self.gate.hold(nbytes)
 
     def _run(self, model_bytes: bytes, names: list[str], feeds: dict) -> list:
         import time
@@ -36,11 +43,20 @@ class _Runner:
         # a ResNet-18 at batch 8, ORT_ENABLE_ALL's faster convolutions are paid back by its longer session
         # set-up (0.94 s vs 0.91 s, under load), so the golden keeps the plain kernels and its values.
         started, self.model_bytes = time.perf_counter(), len(model_bytes)
+        shared = self.gate is not None and self.gate.crowded()
         session = make_session(model_bytes, fusions=self.fusions, runtime_dir=self.runtime_dir, shared_arena=True,
-                               weights_dir=self.weights_dir)
+                               weights_dir=self.weights_dir, threads=1 if shared else None)
         self.session_seconds += time.perf_counter() - started
         del model_bytes
         return session.run(names, feeds)
+
+    def _whole_bytes(self) -> int:
+        """What one run of the whole model holds: its tensors' estimated bytes (an unknown size counts
+        as the largest known one, as segments count it); with no estimate, more than any gate holds."""
+        known = [p.size for p in self.plan if p.size is not None]
+        if not known:
+            return _ALONE
+        return sum(max(known) if p.size is None else p.size for p in self.plan)
 
     def _submit(self, pool, names: list[str], values: list) -> list:
         values.reverse()  # pop() from the end hands them out in order, each freed once written
@@ -59,10 +75,12 @@ class _Runner:
     def whole(self, marked_model: bytes) -> None:
         """One run of the whole model with every dumped tensor marked."""
         names = [p.name for p in self.plan]
-        values = self._run(marked_model, names, self.feeds)
-        del marked_model
-        with ThreadPoolExecutor(max_workers=2) as pool:
-            self._collect(self._submit(pool, names, values))
+        with self._hold(self._whole_bytes()):
+            values = self._run(marked_model, names, self.feeds)
+            del marked_model
+            with ThreadPoolExecutor(max_workers=2) as pool:
+                self._collect(self._submit(pool, names, values))
+            del values
         _release_memory()
         if self.log is not None:
             self.log.write(f"dump: 1 run: {len(names)} tensors\n")
@@ -75,16 +93,18 @@ class _Runner:
         freed = 0  # bytes the runs since the last release held (outputs, sub-model weights x 2)
         with ThreadPoolExecutor(max_workers=2) as pool:
             for number, seg in enumerate(segments, start=1):
-                feeds = {n: self.feeds[n] if n in self.feeds else carried[n] for n in seg.inputs}
-                values = self._run(builder.build(seg, feeds), seg.outputs, feeds)
-                del feeds
-                for name in seg.releases:
-                    carried.pop(name, None)
-                for name, value in zip(seg.outputs, values):
-                    if name in later:
-                        carried[name] = value
-                freed += 2 * self.model_bytes + sum(getattr(v, "nbytes", 0) for v in values)
-                self._collect(self._submit(pool, seg.outputs, values))
+                with self._hold(seg.bytes):
+                    feeds = {n: self.feeds[n] if n in self.feeds else carried[n] for n in seg.inputs}
+                    values = self._run(builder.build(seg, feeds), seg.outputs, feeds)
+                    del feeds
+                    for name in seg.releases:
+                        carried.pop(name, None)
+                    for name, value in zip(seg.outputs, values):
+                        if name in later:
+                            carried[name] = value
+                    freed += 2 * self.model_bytes + sum(getattr(v, "nbytes", 0) for v in values)
+                    self._collect(self._submit(pool, seg.outputs, values))
+                    del values
                 if freed >= RELEASE_AFTER_BYTES:  # see _release_memory
                     _release_memory()
                     freed = 0
@@ -92,6 +112,9 @@ class _Runner:
                     self.log.write(f"dump: segment {number}/{len(segments)}: {len(seg.nodes)} nodes, "
                                    f"{sum(1 for n in seg.outputs if n in self.position)} tensors\n")
         _release_memory()
+
+
+_ALONE = 1 << 62  # more than any gate's capacity: a run holding it waits until nothing else is held
 
 
 def _release_memory() -> None:

@@ -33,6 +33,7 @@ class Segment:
     initializers: list[str] = field(default_factory=list)
     outputs: list[str] = field(default_factory=list)
     releases: list[str] = field(default_factory=list)  # fed values read by no later segment
+    bytes: int = 0  # what its run holds by the estimate the budget was planned with (see plan_segments)
 
 
 def _subgraphs(node) -> list:
@@ -121,8 +122,11 @@ def plan_segments(nodes: Sequence, sizes: dict[str, int | None], crossable: set[
             total += cost[i]
     cuts.append(n)
     spans = _fed_spans([(a, b) for a, b in zip(cuts, cuts[1:]) if b > a], reads, constant, producer, set(graph_inputs))
-    return _describe(nodes, reads, constant, producer, spans, graph_inputs=graph_inputs,
-                     initializers=initializers, graph_outputs=graph_outputs, sizes=sizes)
+    segments = _describe(nodes, reads, constant, producer, spans, graph_inputs=graph_inputs,
+                         initializers=initializers, graph_outputs=graph_outputs, sizes=sizes)
+    for segment, (a, b) in zip(segments, spans):
+        segment.bytes = sum(cost[a:b])
+    return segments
 
 
 def _fed_spans(spans: list, reads, constant, producer, feeds: set[str]) -> list:

@@ -122,14 +122,15 @@ def session_options(runtime: dict[str, Any] | None, *, fusions: bool, profile_pr
 
 def make_session(model_path: str | Path | bytes, *, fusions: bool = True, runtime: dict | None = None,
                  profile_prefix: str | None = None, runtime_dir: Path | None = None, shared_arena: bool = False,
-                 weights_dir: Path | None = None):
+                 weights_dir: Path | None = None, threads: int | None = None):
     """An ``InferenceSession`` on the CPU provider.
 
     ``model_path`` may also be serialized model bytes (a dump's marked copy); then ``runtime_dir``
     says where to look for ``runtime.json``, and ``weights_dir`` the folder its external weights
     (references into the model file, ``wire.weights_by_reference``) are read from. ``runtime``
     given explicitly wins over the file. ``shared_arena``: allocate from the process's one shared
-    arena (``use_shared_arena``) rather than the session's own.
+    arena (``use_shared_arena``) rather than the session's own. ``threads``: onnxruntime's
+    intra-op threads unless ``runtime.json`` sets them (a dump sharing the cores with another).
     """
     import onnxruntime as ort
 
@@ -145,6 +146,8 @@ def make_session(model_path: str | Path | bytes, *, fusions: bool = True, runtim
         runtime = read_runtime(runtime_file)
     where = Location(file=str(runtime_file.parent / RUNTIME_FILE) if runtime_file else None)
     opts, disabled = session_options(runtime, fusions=fusions, profile_prefix=profile_prefix, where=where)
+    if threads is not None and "intra_op_num_threads" not in (runtime or {}):
+        opts.intra_op_num_threads = threads
     if shared_arena and use_shared_arena():
         opts.add_session_config_entry("session.use_env_allocators", "1")
     if weights_dir is not None:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import re
 import threading
-from tokenize import TokenError
 
 import numpy as np
 
@@ -40,6 +39,8 @@ def read_array_header(stream, version: tuple[int, int]) -> tuple[tuple[int, ...]
             descr, fortran, shape = match.groups()
             return tuple(int(d) for d in shape.replace(",", " ").split()), fortran == "True", np.dtype(descr)
     stream.seek(start)
+    from tokenize import TokenError  # only here: the fast path imports nothing more
+
     fmt = np.lib.format
     reader = fmt.read_array_header_1_0 if version == (1, 0) else fmt.read_array_header_2_0
     with _NUMPY_READER:  # its literal_eval: never two of ours at once (see the module's docstring)

@@ -45,7 +45,7 @@ import numpy as np
 
 from ascendpipe.backends.onnxruntime.dump_run import _Runner, _SegmentBuilder
 from ascendpipe.backends.onnxruntime.dump_write import (Planned, _entry, _save_npy, _write_inputs,  # noqa: F401
-                                                        compact, tensor_stats)
+                                                        compact, planned_bytes, tensor_stats)
 from ascendpipe.backends.onnxruntime.segments import plan_segments
 from ascendpipe.contract import DUMP_FORMAT, DUMP_INDEX, DUMP_TENSORS_DIR
 from ascendpipe.errors import Location, UserError
@@ -300,7 +300,7 @@ def dump_model(model_path, feeds: dict[str, np.ndarray], out_dir, *, fusions: bo
         for planned, size in zip(plan, _estimate_sizes(model, feeds, [p.name for p in plan])):
             planned.size = size
         if auto:
-            memory_budget_bytes = None if _total_bytes(plan) <= ONE_RUN_BYTES else DEFAULT_MEMORY_BUDGET
+            memory_budget_bytes = None if planned_bytes(plan) <= ONE_RUN_BYTES else DEFAULT_MEMORY_BUDGET
         segments = [] if memory_budget_bytes is None else plan_segments(model.graph.node, {p.name: p.size for p in plan},
                                  crossable(plan, internal, model.graph.node), memory_budget_bytes,
                                  graph_inputs=[s.name for s in specs],
@@ -412,13 +412,6 @@ def _read_plan(folder: Path) -> dict | None:
         return json.loads((folder / PRECISION_PLAN).read_text())
     except (OSError, ValueError):
         return None  # no plan: nothing is stored compactly beyond the emulation's own roundings
-
-
-def _total_bytes(plan: list) -> int:
-    """The dump's estimated bytes: an unknown size counts as the largest known one (as segments do)."""
-    known = [p.size for p in plan if p.size is not None]
-    fallback = max(known, default=0)
-    return sum(fallback if p.size is None else p.size for p in plan)
 
 
 def fits_without_estimate(model, feeds: dict[str, np.ndarray], tensors: int, budget: int | None) -> bool:

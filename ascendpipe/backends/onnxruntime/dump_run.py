@@ -7,7 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
 from pathlib import Path
 
-from ascendpipe.backends.onnxruntime.dump_write import Planned
+from ascendpipe.backends.onnxruntime.dump_write import Planned, planned_bytes
 
 
 class _Runner:
@@ -51,12 +51,8 @@ class _Runner:
         return session.run(names, feeds)
 
     def _whole_bytes(self) -> int:
-        """What one run of the whole model holds: its tensors' estimated bytes (an unknown size counts
-        as the largest known one, as segments count it); with no estimate, more than any gate holds."""
-        known = [p.size for p in self.plan if p.size is not None]
-        if not known:
-            return _ALONE
-        return sum(max(known) if p.size is None else p.size for p in self.plan)
+        """What one run of the whole model holds: its tensors' estimate; with none, more than any gate holds."""
+        return planned_bytes(self.plan) if any(p.size is not None for p in self.plan) else _ALONE
 
     def _submit(self, pool, names: list[str], values: list) -> list:
         values.reverse()  # pop() from the end hands them out in order, each freed once written

@@ -29,6 +29,13 @@ class Planned:
     device_fp16: bool = False  # its op runs in fp16 on the device: stored as fp16 when that is exact
 
 
+def planned_bytes(plan: list[Planned]) -> int:
+    """The tensors' estimated bytes: an unknown size counts as the largest known one (as segments do)."""
+    known = [p.size for p in plan if p.size is not None]
+    fallback = max(known, default=0)
+    return sum(fallback if p.size is None else p.size for p in plan)
+
+
 def compact(value: np.ndarray, item: Planned) -> np.ndarray:
     """The array as stored: float16 where the device holds float16 and the values are exactly that.
 

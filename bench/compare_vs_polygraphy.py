@@ -270,7 +270,9 @@ def main() -> int:
             print(f"polygraphy layerwise (median of {args.repeat}): {save_wall:.2f} s save + {load_wall:.2f} s "
                   f"load/compare = {poly_wall:.2f} s, peak {poly_peak:.0f} MB")
             print(onnx_import_note(args.polygraphy))
-            print(f"polygraphy / ascendpipe: time {poly_wall / ours_wall:.2f}x (target >= 12x), "
+            per_run = sorted((r[1]["wall"] + r[2]["wall"]) / r[0]["wall"] for r in runs)  # each run's own ratio
+            print(f"polygraphy / ascendpipe: time {poly_wall / ours_wall:.2f}x (runs {per_run[0]:.1f}x-{per_run[-1]:.1f}x; "
+                  f"target >= 12x), "
                   f"peak memory {poly_peak / ours_peak:.2f}x (target >= 6x); "
                   f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
         if args.big_dump:

@@ -105,7 +105,7 @@ def test_the_readme_record_commands_on_a_fresh_workspace(workspace, monkeypatch,
     assert code == 0 and "30 stages: 30 fresh" in out, out  # checkout then build runs nothing
     code, out, err = seen["export"]
     if importlib.util.find_spec("mlflow") is None:
-        assert code == 2 and err.strip() == "ascendpipe: error: exporting to MLflow needs the mlflow package: pip install 'ascendpipe[mlflow]'"
+        assert code == 2 and err.strip() == "ascendpipe: error: exporting to MLflow needs the mlflow package: pip install mlflow-skinny (or a full mlflow)"
     else:
         assert code == 0 and "3 run(s) exported" in out
 

@@ -8,7 +8,7 @@ HELP = "export recorded runs to another tracker (mlflow)"
 DESCRIPTION = (
     "Export runs as MLflow runs: params and metrics per stage, remedy files and reports as artifacts, "
     "stage keys as tags. Idempotent: a run already exported from this workspace is skipped. "
-    "Needs the mlflow extra: pip install 'ascendpipe[mlflow]'."
+    "Needs MLflow's tracking client: pip install mlflow-skinny."
 )
 
 
@@ -26,8 +26,10 @@ def main(args) -> int:
     from ascendpipe.api import export_mlflow
     from ascendpipe.explorer.mlflow_export import require_mlflow
 
-    require_mlflow()  # before the workspace is opened: nothing to do without the extra
+    # the user's own arguments are checked first (a store over the records is wrong with or without
+    # mlflow installed); then the extra, before the workspace's records are read
     _refuse_store_over_records(args.tracking_uri, args.workspace)
+    require_mlflow()
     result = export_mlflow(args.runs, tracking_uri=args.tracking_uri, experiment=args.experiment, workspace=args.workspace)
     if args.json:
         print_json(result)

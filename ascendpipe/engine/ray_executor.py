@@ -38,7 +38,7 @@ class RayRunner:
         try:
             import ray
         except ImportError:
-            raise UserError("--executor ray needs Ray: pip install 'ascendpipe[ray]'") from None
+            raise UserError("--executor ray needs Ray: pip install ray (in a clone: pip install -e '.[ray]')") from None
         from ascendpipe.engine.worker import run_job
 
         if not ray.is_initialized():

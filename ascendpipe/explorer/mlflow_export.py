@@ -71,7 +71,9 @@ def _ms(text: str | None) -> int | None:
         return None
 
 
-MISSING = "exporting to MLflow needs the mlflow package: pip install 'ascendpipe[mlflow]'"
+# ascendpipe is installed from its clone, not an index, so the hint names the package itself (the
+# `mlflow` extra of pyproject.toml is the same requirement: `pip install -e '.[mlflow]'` in the clone)
+MISSING = "exporting to MLflow needs the mlflow package: pip install mlflow-skinny (or a full mlflow)"
 
 
 def require_mlflow() -> None:

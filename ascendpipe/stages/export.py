@@ -35,7 +35,7 @@ from ascendpipe.errors import Location, StageFailed, UserError
 from ascendpipe.fsutil import write_json_atomic
 from ascendpipe.stages.base import StageContext, StageKind, StageResult, package_version, write_metrics
 
-TORCH_MISSING = "the export stage needs PyTorch; install it with: pip install 'ascendpipe[torch]' (or pip install torch)"
+TORCH_MISSING = "the export stage needs PyTorch; install it with: pip install torch (the quickstart pins torch==2.13.0)"
 
 
 def cosine_and_max_error(reference, candidate) -> tuple[float, float]:

@@ -384,14 +384,14 @@ def _filesystem(protocol: str, url: str):
     try:
         import fsspec
     except ImportError:
-        raise UserError(f"remote cache {url} needs fsspec: pip install 'ascendpipe[remote]'") from None
+        raise UserError(f"remote cache {url} needs fsspec: pip install s3fs (in a clone: pip install -e '.[remote]')") from None
     if protocol == "file":
         return fsspec.filesystem("file")
     if protocol in ("s3", "s3a", "obs"):
         try:
             import s3fs  # noqa: F401
         except ImportError:
-            raise UserError(f"remote cache {url} needs s3fs: pip install 'ascendpipe[remote]'") from None
+            raise UserError(f"remote cache {url} needs s3fs: pip install s3fs (in a clone: pip install -e '.[remote]')") from None
         # credentials, region and endpoint from botocore's usual chain (env, ~/.aws/config,
         # ~/.aws/credentials); botocore's retries kept short so a dead endpoint fails fast
         return fsspec.filesystem("s3", config_kwargs=dict(_S3_CONFIG), skip_instance_cache=True)

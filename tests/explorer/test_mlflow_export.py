@@ -8,7 +8,7 @@ import ascendpipe
 from ascendpipe.explorer.mlflow_export import TAG_RUN, TAG_WORKSPACE, mlflow_key
 from ascendpipe.explorer.shape import flat, is_number
 
-mlflow = pytest.importorskip("mlflow", reason="the mlflow extra is not installed (pip install 'ascendpipe[mlflow]'; .ci/run does)")
+mlflow = pytest.importorskip("mlflow", reason="the mlflow extra is not installed (pip install mlflow-skinny; .ci/run does)")
 
 
 def exported(uri: str) -> list:

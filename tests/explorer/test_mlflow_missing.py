@@ -29,5 +29,5 @@ def test_cli_without_mlflow_is_one_line_and_exit_2(monkeypatch, tmp_path, capsys
     code = main(["export", "mlflow", "--tracking-uri", f"file://{tmp_path}/mlruns"])
     err = capsys.readouterr().err
     assert code == 2
-    assert err.strip().splitlines() == ["ascendpipe: error: exporting to MLflow needs the mlflow package: pip install 'ascendpipe[mlflow]'"]
+    assert err.strip().splitlines() == ["ascendpipe: error: exporting to MLflow needs the mlflow package: pip install mlflow-skinny (or a full mlflow)"]
     assert not (tmp_path / ".ascendpipe").exists()  # nothing written where the user stood

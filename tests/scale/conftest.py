@@ -104,7 +104,7 @@ def make_ws(tmp_path):
 @pytest.fixture(scope="session")
 def s3_server():
     """A moto S3 server on 127.0.0.1 and the environment that points botocore at it."""
-    pytest.importorskip("s3fs", reason="remote cache tests need s3fs (pip install 'ascendpipe[remote]')")
+    pytest.importorskip("s3fs", reason="remote cache tests need s3fs (pip install -e '.[remote]' in the clone; .ci/run does)")
     moto_server = pytest.importorskip("moto.server", reason="remote cache tests need moto[server]")
     import logging
 
@@ -146,7 +146,7 @@ def ray_local(s3_server, tmp_path_factory):
     """A small local Ray instance (4 logical CPUs, 2 NPUs, 100 MB object store, no dashboard).
 
     Started after the S3 environment so its workers inherit it."""
-    ray = pytest.importorskip("ray", reason="Ray executor tests need ray (pip install 'ascendpipe[ray]')")
+    ray = pytest.importorskip("ray", reason="Ray executor tests need ray (pip install -e '.[ray]' in the clone; .ci/run does)")
     os.environ["ASCENDPIPE_WORKER_CACHE"] = str(tmp_path_factory.mktemp("worker-cache"))
     ray.init(
         # two NPUs declared as a node with two Ascend devices would report them (none are used)

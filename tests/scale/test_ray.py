@@ -352,7 +352,7 @@ cluster.shutdown()
 def test_a_lost_node_is_survived(make_ws, retries):
     """A two-node cluster on this machine (ray.cluster_utils); its own process, as one process
     holds one Ray connection."""
-    pytest.importorskip("ray", reason="needs ray (pip install 'ascendpipe[ray]')")
+    pytest.importorskip("ray", reason="needs ray (pip install -e '.[ray]' in the clone; .ci/run does)")
     import subprocess
     import sys
 

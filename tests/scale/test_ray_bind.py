@@ -62,7 +62,7 @@ json.dump(sorted(found), open(sys.argv[1], "w"))
 
 
 def test_a_local_ray_listens_on_loopback_only(tmp_path):
-    pytest.importorskip("ray", reason="Ray executor tests need ray (pip install 'ascendpipe[ray]')")
+    pytest.importorskip("ray", reason="Ray executor tests need ray (pip install -e '.[ray]' in the clone; .ci/run does)")
     if not (tmp_path / "x").parent.exists() or not __import__("os").path.exists("/proc/net/tcp"):
         pytest.skip("needs /proc (Linux)")
     root = tmp_path / "ws"

@@ -163,12 +163,15 @@ def dump_run(cfg, model, outputs: dict, feeds: dict, om_stem: str, run_dir: Path
             continue
         outs, ins = [], []
         if cfg["dump_mode"] in ("output", "all"):
-            for t in op["outputs"]:
+            for k, t in enumerate(op["outputs"]):
                 if t in produced:
                     array = produced[t]
                     if op["name"] in half and array.dtype == np.float32:  # this op ran in fp16 on the "device"
                         array = array.astype(np.float16)
-                    outs.append(dd.tensor_fields(array, forced.get(op["name"]) or dd.device_format(array, op["type"])))
+                    # original_op: the op (and output) this output stands for, as the OM JSON's
+                    # _datadump_origin_name gives it (the runtime writes it from the same op desc attrs)
+                    outs.append(dd.tensor_fields(array, forced.get(op["name"]) or dd.device_format(array, op["type"]),
+                                                 original_op=(op["origin"], k)))
         if cfg["dump_mode"] in ("input", "all"):
             for t in op["inputs"]:
                 if t in weights:

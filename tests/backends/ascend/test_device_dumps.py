@@ -18,6 +18,7 @@ import pytest
 from ascendpipe.backends.ascend import device_layout
 from ascendpipe.backends.ascend.acl_dump import device_tensor
 from ascendpipe.backends.ascend.dump_data import DumpFormatError, read_dump_bytes
+from ascendpipe.compare.writers import terminal_text
 from tests.backends.ascend.conftest import PYLIB
 
 sys.path.insert(0, str(PYLIB))
@@ -156,7 +157,7 @@ def layout_om(cann_env, tmp_path_factory):
     next(factory, None)
 
 
-def _compare(make_ctx, layout_om, monkeypatch, env: dict, name="compare__fp32"):
+def _compare(make_ctx, layout_om, monkeypatch, env: dict, name="compare__fp32", *, with_doc=False):
     from ascendpipe.stages.compare import CompareKind
 
     for key, value in env.items():
@@ -167,7 +168,8 @@ def _compare(make_ctx, layout_om, monkeypatch, env: dict, name="compare__fp32"):
     result = CompareKind().run(ctx)
     rows = json.loads((ctx.out_dir / "result.json").read_text())["rows"]
     index = json.loads((ctx.out_dir / "target_dump/index.json").read_text())
-    return result, {r["tensor"]: r for r in rows}, {t["name"]: t for t in index["tensors"]}
+    found = result, {r["tensor"]: r for r in rows}, {t["name"]: t for t in index["tensors"]}
+    return (*found, json.loads((ctx.out_dir / "result.json").read_text())) if with_doc else found
 
 
 def test_compare_fp32_reads_every_device_layout_as_the_golden(cann_env, layout_om, make_ctx, monkeypatch):
@@ -199,13 +201,32 @@ def test_a_real_fp16_difference_is_still_found(cann_env, layout_om, make_ctx, mo
 
 
 def test_a_layout_not_converted_reads_not_compared(cann_env, layout_om, make_ctx, monkeypatch):
-    result, rows, dumped = _compare(make_ctx, layout_om, monkeypatch, {"CANN_DOUBLE_DUMP_FORMAT": "conv16=FRACTAL_Z_3D"},
-                                    name="compare__z3d")
+    result, rows, dumped, doc = _compare(make_ctx, layout_om, monkeypatch,
+                                         {"CANN_DOUBLE_DUMP_FORMAT": "conv16=FRACTAL_Z_3D"}, name="compare__z3d",
+                                         with_doc=True)
     row = rows["c16"]
     assert dumped["c16"]["not_compared"] == "device format FRACTAL_Z_3D"
     assert "not compared (device format FRACTAL_Z_3D)" in row["note"]
     assert row["cosine"] is None and row["max_abs_error"] is None and not row["failed"]
+    assert row["not_compared"] == "device format FRACTAL_Z_3D"
     assert f"{rows['c33']['cosine']:.6f}" == "1.000000"
+    assert doc["summary"]["not_compared"] == 1 and "1 tensor not compared (device layout)" in doc["verdict"]
+    text = terminal_text(doc)
+    assert "1 tensors not compared: the device dump's layout was not read as the golden's" in text
+    assert "no op fails the thresholds, but 1 tensors were not compared" in text
+
+
+def test_a_compare_that_could_compare_nothing_says_so(cann_env, layout_om, make_ctx, monkeypatch):
+    every_op = ",".join(f"{op}=FRACTAL_Z_3D" for op in ("wconst", "conv8", "conv16", "conv33", "tohalf", "tofloat",
+                                                        "quant", "dequant", "gap", "flat", "mm", "scale"))
+    result, rows, dumped, doc = _compare(make_ctx, layout_om, monkeypatch, {"CANN_DOUBLE_DUMP_FORMAT": every_op},
+                                         name="compare__none", with_doc=True)
+    paired = [r for r in rows.values() if r["side"] == "both"]
+    assert paired and all(r["not_compared"] == "device format FRACTAL_Z_3D" for r in paired)
+    assert doc["verdict"].startswith(f"nothing could be compared: all {len(paired)} paired tensors were not compared")
+    assert not doc["verdict"].startswith("every output passes")
+    text = terminal_text(doc)
+    assert "nothing could be compared" in text and "no op fails the thresholds" not in text
 
 
 # ---- the schema: reader, double and protobuf's own decoding of the published .proto agree ----

@@ -62,8 +62,9 @@ def to_golden(flat: np.ndarray, fmt: int, shape: list[int], original: list[int],
     if flat.size < count:
         return None, f"device format {name}: {flat.size} values do not fill the dumped shape {shape}"
     stored = flat[:count].reshape(shape)
-    if sub_format >= 2 and name not in PLAIN:
-        return None, f"group conv: device format {name} with sub_format {sub_format} (groups)"
+    groups = max(int(sub_format), (int(fmt) >> 8) & 0xFFFF)  # GE may also carry it in the format's upper bits
+    if groups >= 2 and name not in PLAIN:
+        return None, f"group conv: device format {name} with sub_format {groups} (groups)"
     convert = _CONVERTERS.get(name)
     if name in PLAIN or (convert is None and not original):
         if name not in PLAIN:

@@ -467,3 +467,34 @@ def test_a_dumps_original_op_that_the_om_json_contradicts_is_not_compared(tmp_pa
     naming = OpNaming.from_om({"conv8": "Conv2D"}, {}, {("conv8", 0): ("conv8", 0)})
     (entry,) = json.loads(index_from_device_dumps(leaf, tmp_path / "out2", naming, model="m.om", feeds={}).read_text())["tensors"]
     assert "not_compared" not in entry and entry["origin"] == ["conv8", 0]
+
+
+def test_without_the_om_json_the_dumps_original_op_pairs_the_fused_output(cann_env, layout_om, make_ctx, monkeypatch,
+                                                                           tmp_path):
+    """The device dump alone (no model.json, no fused_map.json beside it): conv8's fused output still pairs with
+    relu8's tensor, through the original_op the runtime wrote, and reads as msaccucmp would compare it."""
+    import shutil
+
+    from ascendpipe.backends.onnxruntime.dump import dump_model
+    from ascendpipe.compare.runner import compare_dumps
+
+    _compare(make_ctx, layout_om, monkeypatch, {}, name="compare__origin")
+    target = tmp_path / "target_alone"
+    shutil.copytree(tmp_path / "build" / "compare__origin" / "target_dump", target)
+    for name in ("model.json", "fused_map.json"):
+        (target / name).unlink(missing_ok=True)
+    index = json.loads((target / "index.json").read_text())
+    for entry in index["tensors"]:  # named as index_from_device_dumps names them without an OM JSON
+        if entry["op_type"] != "Input":
+            k = [e for e in index["tensors"] if e["op_name"] == entry["op_name"]].index(entry)
+            entry["name"] = f"{entry['op_name']}:output:{k}"
+    assert next(e for e in index["tensors"] if e["op_name"] == "conv8")["origin"] == ["relu8", 0]
+    (target / "index.json").write_text(json.dumps(index))
+    _, model, x = layout_om
+    golden = dump_model(model, {"x": np.load(x)}, tmp_path / "golden", fusions=False).parent
+    rows = {r["tensor"]: r for r in compare_dumps(golden, target)["rows"]}
+    fused = rows["conv8:output:0"]
+    assert fused["golden_tensor"] == "r8" and f"{fused['cosine']:.6f}" == "1.000000"
+    assert rows["c8"]["side"] == "golden_only"
+    assert rows["conv16:output:0"]["golden_tensor"] == "c16" and rows["mm:output:0"]["golden_tensor"] == "out"
+    assert all(r["side"] == "both" for t, r in rows.items() if t.endswith(":output:0"))

@@ -498,3 +498,13 @@ def test_without_the_om_json_the_dumps_original_op_pairs_the_fused_output(cann_e
     assert rows["c8"]["side"] == "golden_only"
     assert rows["conv16:output:0"]["golden_tensor"] == "c16" and rows["mm:output:0"]["golden_tensor"] == "out"
     assert all(r["side"] == "both" for t, r in rows.items() if t.endswith(":output:0"))
+
+
+def test_a_damaged_device_dump_fails_the_compare_with_the_file_and_field(cann_env, layout_om, make_ctx, monkeypatch):
+    from ascendpipe.errors import UserError
+
+    with pytest.raises(UserError) as caught:
+        _compare(make_ctx, layout_om, monkeypatch, {"CANN_DOUBLE_DUMP_NEGATIVE_DIM": "conv16"}, name="compare__bad")
+    err = caught.value
+    assert "output[0].shape.dim[0] = -1: a dim cannot be negative" in str(err)
+    assert ".conv16." in err.location.file and err.location.field == "output[0].shape.dim[0]"

@@ -242,7 +242,8 @@ def _check_shape(tensor: DumpTensor, file_size: int) -> None:
     if count > _INT64_MAX:
         raise DumpFormatError(f"{tensor.where}.shape {tensor.shape}: {count} elements overflow int64",
                               f"{tensor.where}.shape")
-    if known is not None and count * np.dtype(known[1]).itemsize > file_size:
+    # a tensor listed without its bytes (size 0, no inline data) is not refused here: it reads "not compared"
+    if known is not None and (tensor.size or tensor.data) and count * np.dtype(known[1]).itemsize > file_size:
         raise DumpFormatError(f"{tensor.where}.shape {tensor.shape}: {count} {known[0]} values need "
                               f"{count * np.dtype(known[1]).itemsize} bytes, more than the whole file "
                               f"({file_size} bytes)", f"{tensor.where}.shape")

@@ -55,7 +55,9 @@ def pair_tensors(
 ) -> list[Pair]:
     """Pair every tensor. ``tensor_map``: target tensor -> original tensor (fused_map.json "tensors").
     ``op_map``: target op -> original ops (fused_map.json "fused", or ``om_original_op_names``).
-    ``origins``: (OM op, output k) -> (original op, output index) from the OM JSON (``om_output_origins``).
+    ``origins``: (OM op, output k) -> (original op, output index) from the OM JSON (``om_output_origins``);
+    where it does not describe an output, a device dump entry's own ``origin`` (the runtime's
+    ``original_op``) stands in.
 
     A target tensor pairs with the golden tensor of the same (mapped) name; failing that, an OM op's
     output pairs as msaccucmp pairs it, through its origin (none when the OM gives it none); an op
@@ -78,6 +80,9 @@ def pair_tensors(
         match = by_name.get(tensor_map.get(entry["name"], entry["name"]))
         note = "no golden tensor for this target op"
         origin, described = origin_of(origins, op, position)
+        if not described and isinstance(entry.get("origin"), list) and len(entry["origin"]) == 2:
+            # a device dump's own original_op (acl_dump): the same (op, output) msaccucmp reads from the OM JSON
+            origin, described = (str(entry["origin"][0]), int(entry["origin"][1])), True
         if (match is None or match["name"] in used) and described:
             outputs = by_op.get(origin[0], []) if origin else []
             match = outputs[origin[1]] if origin and origin[1] < len(outputs) else None

@@ -195,7 +195,8 @@ def reaching(rows: list[dict], producers: dict[str, list[str]] | None) -> tuple[
     """(positions of the failing rows whose divergence reaches a failing output, whether every compared
     output passes: None when no output was compared). Without op edges, every failing row before a
     failing output reaches it (graph order)."""
-    outputs = [i for i, r in enumerate(rows) if r.get("is_output") and r.get("side") == "both"]
+    # a device tensor not laid out as the golden (acl_dump's not_compared) has no number: not a compared output
+    outputs = [i for i, r in enumerate(rows) if r.get("is_output") and r.get("side") == "both" and not r.get("not_compared")]
     failing = {i for i, r in enumerate(rows) if r.get("failed")}
     if not outputs:
         return failing, None
@@ -310,6 +311,13 @@ def verdict(rows: list[dict], failures: list[dict], outputs_pass: bool | None) -
     """One line, what matters first: do the outputs pass; if not, the failure that reaches them."""
     contained = sum(1 for r in rows if r.get("contained"))
     tail = f"; {contained} op{'s' if contained != 1 else ''} beyond thresholds contained (listed apart)" if contained else ""
+    paired = [r for r in rows if r.get("side") == "both"]
+    unread = [r for r in paired if r.get("not_compared")]
+    if paired and len(unread) == len(paired) and not failures:
+        return (f"nothing could be compared: all {len(paired)} paired tensors were not compared "
+                f"(first: #{unread[0]['index']} {unread[0]['op_name']}, {unread[0]['not_compared']}): no verdict")
+    if unread:
+        tail += f"; {len(unread)} tensor{'s' if len(unread) != 1 else ''} not compared (device layout)"
     if failures:
         first = failures[0]
         return (f"outputs fail: first failure reaching them #{first['index']} {first['op_name']} ({first['op_type']}), "

@@ -163,6 +163,7 @@ def _row(pos: int, pair: mapping.Pair, golden_dir, target_dir, limits: dict, out
     cells, messages = dict.fromkeys(msaccucmp.ALGORITHMS, msaccucmp.NAN), []  # msaccucmp's cells for a one-sided row
     if g and t and t.get("not_compared"):  # a device tensor not laid out as the golden: no number (acl_dump)
         row["note"] = "; ".join(x for x in (row["note"], f"not compared ({t['not_compared']})") if x)
+        row["not_compared"] = t["not_compared"]  # no verdict reads this row as passing (summary, terminal)
     elif g and t and _one_pass((golden_map := _load_tensor(golden_dir, g)).array,
                                (target_map := _load_tensor(target_dir, t)).array):
         # float16/float32 beyond a block: msaccucmp's cells and our metrics in one streamed pass
@@ -500,6 +501,8 @@ def summarize(rows: list[dict], failures: list[dict]) -> dict:
         # pairs without metrics because the golden itself holds NaN/inf (msit computes none either):
         # NaN or inf in the inputs, or the fp32 model overflowing on its own
         "golden_nonfinite": sum(1 for r in rows if _golden_nonfinite(r)),
+        # paired device tensors whose layout could not be read as the golden's (acl_dump): no number for them
+        "not_compared": sum(1 for r in rows if r.get("not_compared")),
         "golden_only": sum(1 for r in rows if r["side"] == "golden_only"),
         "target_only": sum(1 for r in rows if r["side"] == "target_only"),
     }

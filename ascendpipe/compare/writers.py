@@ -35,7 +35,7 @@ EXTRA_ROW_KEYS = ("golden_tensor", "golden_ops", "golden_dtype", "side", "fused"
                   "golden_mean", "golden_std", "golden_nan", "golden_inf", "target_nan", "target_inf", "golden_abs_max",
                   "exact_cosine", "significant_mean_rel_error", "batch", "batches", "failed_batches",
                   "output_index", "compare_fail_reason", "msit_precision_error", "decision",
-                  "mechanism", "reaches_output", "contained", "flushed", "quant_step", "empty")
+                  "mechanism", "reaches_output", "contained", "flushed", "quant_step", "empty", "not_compared")
 
 
 def _num(value) -> str:
@@ -237,6 +237,12 @@ def terminal_text(result: dict, *, color: bool = False, worst: int = 10, input_n
         line = (f"{r['index']:>4}  {name:<{width}} {r['op_type'][:18]:<18} {_short(r['cosine']):>10} "
                 f"{_short(r['max_rel_error']):>10} {_short(r['rmse']):>10}  {status}")
         lines.append(paint(_RED if r["failed"] else (_YELLOW if r["overflow"] else _GREEN), line))
+    unread = s.get("not_compared") or 0
+    if unread:
+        first_unread = next(r for r in result["rows"] if r.get("not_compared"))
+        lines.append(paint(_YELLOW, f"{unread} tensors not compared: the device dump's layout was not read as the "
+                                    f"golden's (first: #{first_unread['index']} {first_unread['op_name']}, "
+                                    f"{first_unread['not_compared']})"))
     unmeasured = s.get("golden_nonfinite") or 0
     if unmeasured:
         from ascendpipe.compare.runner import first_golden_nonfinite
@@ -255,7 +261,10 @@ def terminal_text(result: dict, *, color: bool = False, worst: int = 10, input_n
         divergence = result.get("first_divergence") or {}
         lines.append(paint(_GREEN, "no failure reaches an output" + (
             f" (first divergence #{divergence['index']} {divergence['op_name']}, contained)" if divergence else "")))
+    elif first is None and s.get("compared_tensors") and unread >= s["compared_tensors"]:
+        lines.append(paint(_YELLOW, "nothing could be compared: no op is known to pass or fail"))
     elif first is None:
+        unmeasured += unread
         lines.append(paint(_YELLOW, f"no op fails the thresholds, but {unmeasured} tensors were not compared")
                      if unmeasured else paint(_GREEN, "no op fails the thresholds"))
     else:

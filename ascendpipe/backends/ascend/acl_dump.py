@@ -10,7 +10,7 @@ A tensor whose device format cannot be converted is kept as dumped and flagged `
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -135,10 +135,14 @@ class OpNaming:
     om_names: dict[str, str]  # sanitize(om op name) -> om op name
     op_types: dict[str, str]  # om op name -> type
     tensor_names: dict[tuple[str, int], str]  # (om op name, output index) -> ONNX tensor name
+    # (om op name, output k) -> (original op, its output index) or None: the OM JSON's _datadump_origin_name
+    # (compare.mapping.om_output_origins); the dump's own original_op is checked against it
+    origins: dict = field(default_factory=dict)
 
     @classmethod
-    def from_om(cls, op_types: dict[str, str], tensor_names: dict[tuple[str, int], str] | None = None):
-        return cls({sanitize(n): n for n in op_types}, dict(op_types), dict(tensor_names or {}))
+    def from_om(cls, op_types: dict[str, str], tensor_names: dict[tuple[str, int], str] | None = None,
+                origins: dict | None = None):
+        return cls({sanitize(n): n for n in op_types}, dict(op_types), dict(tensor_names or {}), dict(origins or {}))
 
 
 def build_index(converted_dir: Path, out_dir: Path, naming: OpNaming, *, model: str,
@@ -201,9 +205,11 @@ def device_tensor(tensor) -> tuple[Any, str | None]:
         import numpy as np
 
         return np.frombuffer(tensor.data, dtype=np.uint8).copy(), f"device dtype {tensor.dtype_name}"
-    array, reason = device_layout.to_golden(flat, tensor.format, tensor.shape, tensor.original_shape)
+    array, reason = device_layout.to_golden(flat, tensor.format, tensor.shape, tensor.original_shape,
+                                            sub_format=tensor.sub_format)
     if array is None:
-        return (flat.reshape(tensor.shape) if flat.size == _prod(tensor.shape) else flat), reason
+        count = _prod(tensor.shape)
+        return (flat[:count].reshape(tensor.shape) if flat.size >= count else flat), reason
     return array, None
 
 
@@ -213,39 +219,90 @@ def _prod(shape) -> int:
     return math.prod(int(d) for d in shape)
 
 
+def _read_headers(leaf: Path) -> list[tuple[DumpFile, Any]]:
+    """Every dump file's header, each checked against its file (sizes, shapes, tensor count) before a
+    tensor is read or a file written: a damaged header is an error naming the file and the field."""
+    from ascendpipe.backends.ascend.dump_data import DumpFormatError, header_bytes_needed, read_dump_header
+    from ascendpipe.errors import Location, UserError
+
+    headers = []
+    for dumped in dump_files(leaf):
+        try:
+            size = dumped.path.stat().st_size
+            with open(dumped.path, "rb") as fh:
+                head = fh.read(8)
+                head += fh.read(max(0, min(header_bytes_needed(head), size) - len(head)))
+            headers.append((dumped, read_dump_header(head, size)))
+        except DumpFormatError as exc:
+            raise UserError(f"cannot read the device dump {dumped.path.name}: {exc}",
+                            Location(file=str(dumped.path), field=exc.field),
+                            hint="the dump may be cut short (disk full?) or not a DumpData file; run the dump "
+                                 "again") from None
+        except OSError as exc:
+            raise UserError(f"cannot read the device dump {dumped.path.name}: {exc}", Location(file=str(dumped.path)),
+                            hint="check the dump folder is readable") from None
+    return headers
+
+
+def _origin_check(naming: OpNaming, om_name: str, index: int, tensor) -> tuple[list | None, str | None]:
+    """The dump's ``original_op`` as [name, output index], and a reason where the OM JSON's
+    ``_datadump_origin_name`` names another op for the same output (then neither is trusted)."""
+    op = tensor.original_op
+    origin = [op.name, int(op.output_index)] if op is not None and op.name else None
+    if origin is None or not naming.origins:
+        return origin, None
+    from ascendpipe.compare.mapping import origin_of
+
+    expected, described = origin_of(naming.origins, om_name, index)
+    if described and expected is not None and [expected[0], int(expected[1])] != origin:
+        return origin, (f"the dump's original_op {origin[0]}:{origin[1]} is not the OM JSON's "
+                        f"_datadump_origin_name {expected[0]}:{expected[1]}")
+    return origin, None
+
+
 def index_from_device_dumps(leaf: Path, out_dir: Path, naming: OpNaming, *, model: str,
                             feeds: dict[str, Any]) -> Path:
     """Our dump layout straight from the device's dump files in ``leaf`` (outputs, in execution order):
     each tensor in the golden's layout and shape, in the dtype it was dumped in; one whose format cannot be
-    converted is kept as dumped with ``not_compared: "device format X"`` (compare shows no number for it)."""
+    converted is kept as dumped with ``not_compared: "device format X"`` (compare shows no number for it).
+    Each output's ``original_op`` (the op a fused kernel's output stands for) is kept as ``origin``:
+    compare pairs by it where no OM JSON is at hand. Every header is checked before anything is written."""
     from ascendpipe.backends.ascend import device_layout
-    from ascendpipe.backends.ascend.dump_data import DumpFormatError, read_dump_bytes
     from ascendpipe.errors import Location, UserError
 
+    headers = _read_headers(leaf)
     (out_dir / "tensors").mkdir(parents=True, exist_ok=True)
     entries = [_entry_for(out_dir, k, array, name=name, op_name=name, op_type="Input", topo_index=-1)
                for k, (name, array) in enumerate(feeds.items())]
-    topo = 0
-    for dumped in dump_files(leaf):
-        try:
-            record = read_dump_bytes(dumped.path.read_bytes())
-        except (DumpFormatError, OSError) as exc:
-            raise UserError(f"cannot read the device dump {dumped.path.name}: {exc}", Location(file=str(dumped.path)),
-                            hint="the dump may be cut short (disk full?); run the dump again") from None
+    for topo, (dumped, record) in enumerate(headers):
         om_name = record.op_name if record.op_name in naming.op_types else naming.om_names.get(dumped.op_name,
                                                                                              dumped.op_name)
+        try:
+            with open(dumped.path, "rb") as fh:
+                for tensor in record.outputs:
+                    if tensor.offset >= 0:
+                        fh.seek(tensor.offset)
+                        tensor.data = fh.read(tensor.size)
+        except OSError as exc:
+            raise UserError(f"cannot read the device dump {dumped.path.name}: {exc}", Location(file=str(dumped.path)),
+                            hint="check the dump folder is readable") from None
         for index, tensor in enumerate(record.outputs):
             array, reason = device_tensor(tensor)
+            tensor.data = b""  # the bytes are in the array now
+            origin, disagreement = _origin_check(naming, om_name, index, tensor)
             fields = {"name": naming.tensor_names.get((om_name, index), f"{om_name}:output:{index}"),
                       "op_name": om_name, "op_type": naming.op_types.get(om_name, dumped.op_type), "topo_index": topo,
                       "device_format": device_layout.format_name(tensor.format),
                       "device_shape": [int(d) for d in tensor.shape]}
+            if tensor.sub_format:
+                fields["device_sub_format"] = int(tensor.sub_format)
+            if origin is not None:
+                fields["origin"] = origin
             if tensor.dtype_name == "bfloat16" or (reason or "").startswith("device dtype"):
                 fields["dtype"] = tensor.dtype_name  # bf16: widened exactly to float32 in the file; else raw bytes
-            if reason:
-                fields["not_compared"] = reason
+            if reason or disagreement:
+                fields["not_compared"] = reason or disagreement
             entries.append(_entry_for(out_dir, len(entries), array, **fields))
-        topo += 1
     index = {"format": DUMP_FORMAT, "model": model, "backend": "ascend",
              "inputs": {n: {"shape": list(a.shape), "dtype": str(a.dtype)} for n, a in feeds.items()},
              "tensors": entries}

@@ -14,8 +14,13 @@ documents them (C0 read from the dumped shape, so fp16's 16 and int8's 32 both w
 - NCHW / ND / NCDHW / NC: the golden's own order; NHWC / NDHWC / HWCN: a transpose, where the original
   shape says which way.
 
-Anything else (FRACTAL_Z_3D, C04 weights, a group conv's FRACTAL_Z, shapes that do not fit) gives a reason,
-``device format X ...``: the row then reads "not compared", never a number read in the wrong order.
+Anything else (FRACTAL_Z_3D, C04 weights, shapes that do not fit) gives a reason, ``device format X ...``: the
+row then reads "not compared", never a number read in the wrong order. A group conv's weight (the dump's
+``sub_format`` carries the group count, msaccucmp ``cmp_utils/common.py:103-113`` ``get_sub_format``) is laid
+out per group; no CANN document gives that layout for reading back, and msaccucmp refuses it too (its
+``FRACTAL_Z`` converters take no group: ``format_manager.py:110-116`` calls them with one and fails), so any
+converted format with ``sub_format`` >= 2 reads "not compared (group conv)", even where the dumped shape would
+also fit the plain layout.
 """
 
 from __future__ import annotations
@@ -46,13 +51,20 @@ def _ceil(a: int, b: int) -> int:
     return -(-a // b)
 
 
-def to_golden(flat: np.ndarray, fmt: int, shape: list[int], original: list[int]) -> tuple[np.ndarray | None, str | None]:
-    """(array in the original layout and shape, None), or (None, reason) where it cannot be laid out so."""
+def to_golden(flat: np.ndarray, fmt: int, shape: list[int], original: list[int],
+              sub_format: int = 0) -> tuple[np.ndarray | None, str | None]:
+    """(array in the original layout and shape, None), or (None, reason) where it cannot be laid out so.
+    ``flat`` may run past the shape (a ``size`` rounded up): the shape's first values are the tensor, as
+    msaccucmp reads them (``dump_parse/dump_data_object.py:41-47``)."""
     name = format_name(fmt)
     shape, original = [int(d) for d in shape], [int(d) for d in original]
-    if flat.size != math.prod(shape):
+    count = math.prod(shape)
+    if flat.size < count:
         return None, f"device format {name}: {flat.size} values do not fill the dumped shape {shape}"
-    stored = flat.reshape(shape)
+    stored = flat[:count].reshape(shape)
+    groups = max(int(sub_format), (int(fmt) >> 8) & 0xFFFF)  # GE may also carry it in the format's upper bits
+    if groups >= 2 and name not in PLAIN:
+        return None, f"group conv: device format {name} with sub_format {groups} (groups)"
     convert = _CONVERTERS.get(name)
     if name in PLAIN or (convert is None and not original):
         if name not in PLAIN:

@@ -133,7 +133,11 @@ def dump_with_ais(ctx, tk: Toolkit, om: Path, feeds: dict, input_names: list[str
     for key, tensor in tensors.items():
         op_name, _, index = key.rpartition(":output:")
         named[(op_name, int(index))] = tensor
-    naming = acl_dump.OpNaming.from_om(info.op_types(), named)
+    from ascendpipe.compare.mapping import om_output_origins
+
+    # the OM JSON's per-output origins, which each dumped output's original_op is checked against
+    origins = om_output_origins(json.loads((om.parent / f"{MODEL_STEM}.json").read_text()))
+    naming = acl_dump.OpNaming.from_om(info.op_types(), named, origins)
     # the device's dump files read in-process, each tensor in the golden's layout (acl_dump, device_layout)
     index_path = acl_dump.index_from_device_dumps(leaves[0], out, naming, model=str(om), feeds=dict(feeds))
     for name in (f"{MODEL_STEM}.json", FUSED_MAP, "precision_plan.json"):

@@ -163,12 +163,15 @@ def dump_run(cfg, model, outputs: dict, feeds: dict, om_stem: str, run_dir: Path
             continue
         outs, ins = [], []
         if cfg["dump_mode"] in ("output", "all"):
-            for t in op["outputs"]:
+            for k, t in enumerate(op["outputs"]):
                 if t in produced:
                     array = produced[t]
                     if op["name"] in half and array.dtype == np.float32:  # this op ran in fp16 on the "device"
                         array = array.astype(np.float16)
-                    outs.append(dd.tensor_fields(array, forced.get(op["name"]) or dd.device_format(array, op["type"])))
+                    # original_op: the op (and output) this output stands for, as the OM JSON's
+                    # _datadump_origin_name gives it (the runtime writes it from the same op desc attrs)
+                    outs.append(dd.tensor_fields(array, forced.get(op["name"]) or dd.device_format(array, op["type"]),
+                                                 original_op=(op["origin"], k)))
         if cfg["dump_mode"] in ("input", "all"):
             for t in op["inputs"]:
                 if t in weights:
@@ -176,6 +179,9 @@ def dump_run(cfg, model, outputs: dict, feeds: dict, om_stem: str, run_dir: Path
                     ins.append(dd.tensor_fields(array, "FRACTAL_Z" if op["type"] == "Conv2D" and array.ndim == 4 else "ND"))
                 elif t in produced:
                     ins.append(dd.tensor_fields(produced[t], dd.device_format(produced[t], op["type"])))
+        if op["name"] in set(filter(None, os.environ.get("CANN_DOUBLE_DUMP_NEGATIVE_DIM", "").split(","))) and outs:
+            # a damaged header: -1 written into the uint64 dim (protobuf stores 2**64 - 1), the tensor's bytes unchanged
+            outs[0] = {**outs[0], "shape": [(1 << 64) - 1, *outs[0]["shape"][1:]]}
         safe = lambda s: s.replace(".", "_").replace("/", "_").replace("\\", "_").replace(" ", "_")
         name = f"{safe(op['type'])}.{safe(op['name'])}.{task + 1}.0.{d.timestamp_us() + task}"
         if len(name) >= 255:  # too long for a file name: a digits-only hash plus a 'hash,name' row in mapping.csv

@@ -187,18 +187,19 @@ class Rounding:
                 internal.append(out)
             return out
 
-        a = op("Abs", [x], "abs")
+        a = op("Abs", [x], "abs")  # rounded as |x|, the sign put back by a factor of +-1 (keeps -0)
         big = op("Greater", [a, c("ufp_big", f.UFP_BIG)], "big")
         one = c("one", 1.0)
-        xs = op("Mul", [x, op("Where", [big, c("ufp_down", f.UFP_DOWN), one], "down")], "xs")
-        q = op("Mul", [op("Abs", [xs], "axs"), c("ufp_phi", f.UFP_PHI)], "q")
+        xs = op("Mul", [a, op("Where", [big, c("ufp_down", f.UFP_DOWN), one], "down")], "xs")
+        q = op("Mul", [xs, c("ufp_phi", f.UFP_PHI)], "q")
         ufp = op("Abs", [op("Sub", [q, op("Mul", [q, c("ufp_1mu", f.UFP_ONE_MINUS_U)], "qu")], "d")], "ufp")
         ufp = op("Max", [ufp, c("fp32_min_normal", f.FP32_MIN_NORMAL)], "ufpn")
         magic = op("Mul", [ufp, c(f"magic_{bits}", f.magic_factor(bits))], "c")
-        y = op("Sub", [op("Add", [xs, magic], "add"), magic], "sub")
-        y = op("Mul", [y, op("Where", [big, c("ufp_up", f.UFP_UP), one], "up")], "y")
-        zero = c("zero", 0.0)
-        y = op("Where", [op("Equal", [y, zero], "is0"), op("Mul", [x, zero], "x0"), y], "signed")
+        r = op("Sub", [op("Add", [xs, magic], "add"), magic], "sub")
+        r = op("Mul", [r, op("Where", [big, c("ufp_up", f.UFP_UP), one], "up")], "r")
+        # the sign of x, -0 included (1 / -0 is -inf): onnxruntime's Where does not keep a -0 it selects
+        negative = op("Less", [op("Div", [one, x], "inv"), c("zero", 0.0)], "neg")
+        y = op("Mul", [r, op("Where", [negative, c("minus_one", -1.0), one], "sign")], "signed")
         op("Where", [op("Greater", [a, c("fp32_max", f.FP32_MAX)], "inf"), x, y], "out", dst)
         return nodes, internal
 
@@ -283,8 +284,9 @@ def _apply_rounding(graph, decisions: dict[str, Decision], floats: set[str], rou
     held = dict(scope.held)
     readers: dict[str, list] = {}
     for node in graph.node:
-        for t in node.input:
-            readers.setdefault(t, []).append(decisions[node.name].reads)
+        for i, t in enumerate(node.input):
+            reads = decisions[node.name].reads
+            readers.setdefault(t, []).append(None if reads == "hf32" and i >= 2 else reads)
         for _, sub in _subgraphs(node):  # a body's reads of this graph's weights count too
             for t, fmt in _outer_reads(sub, decisions):
                 readers.setdefault(t, []).append(fmt)
@@ -319,6 +321,8 @@ def _apply_rounding(graph, decisions: dict[str, Decision], floats: set[str], rou
         if fmt:
             for i, t in enumerate(node.input):
                 if not t or t not in floats or produced.get(t) == fmt or held.get(t) == fmt:
+                    continue
+                if fmt == "hf32" and i >= 2:  # HF32 rounds what the cube reads from L0A/L0B; the bias is added in fp32
                     continue
                 if t in inits and all(r == fmt for r in readers[t]):  # one format reads it: round the weight itself
                     inits[t].CopyFrom(numpy_helper.from_array(rounding.values(numpy_helper.to_array(inits[t]), fmt), t))

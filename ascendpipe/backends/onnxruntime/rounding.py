@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ascendpipe.errors import Location, UserError
 from ascendpipe.onnxgraph import subgraphs as _subgraphs
 from ascendpipe.precision import lists as oplists
 from ascendpipe.precision.policy import Decision
@@ -187,20 +188,30 @@ class Rounding:
                 internal.append(out)
             return out
 
-        a = op("Abs", [x], "abs")  # rounded as |x|, the sign put back by a factor of +-1 (keeps -0)
-        big = op("Greater", [a, c("ufp_big", f.UFP_BIG)], "big")
-        one = c("one", 1.0)
-        xs = op("Mul", [a, op("Where", [big, c("ufp_down", f.UFP_DOWN), one], "down")], "xs")
+        if self.opset < 8:  # Min/Max broadcast from opset 8
+            raise UserError(f"rounding to {short} needs opset 8 or later (this model imports opset {self.opset})",
+                            Location(op=tensor))
+        one, zero = c("one", 1.0), c("zero", 0.0)
+        # rounded as |x| (inf as float32's max, which rounds up to inf; NaN passes through Min, Max and the
+        # arithmetic), the sign put back by a factor of +-1 (keeps -0); no Where: opset 8 has none
+        a = op("Min", [op("Abs", [x], "abs"), c("fp32_max", f.FP32_MAX)], "absc")
+        big = op("Cast", [op("Greater", [a, c("ufp_big", f.UFP_BIG)], "gt")], "big")
+        nodes[-1].attribute.append(helper.make_attribute("to", 1))  # FLOAT
+        small = op("Sub", [one, big], "small")
+        down = op("Add", [small, op("Mul", [big, c("ufp_down", f.UFP_DOWN)], "bd")], "down")
+        up = op("Add", [small, op("Mul", [big, c("ufp_up", f.UFP_UP)], "bu")], "up")
+        xs = op("Mul", [a, down], "xs")
         q = op("Mul", [xs, c("ufp_phi", f.UFP_PHI)], "q")
         ufp = op("Abs", [op("Sub", [q, op("Mul", [q, c("ufp_1mu", f.UFP_ONE_MINUS_U)], "qu")], "d")], "ufp")
         ufp = op("Max", [ufp, c("fp32_min_normal", f.FP32_MIN_NORMAL)], "ufpn")
         magic = op("Mul", [ufp, c(f"magic_{bits}", f.magic_factor(bits))], "c")
-        r = op("Sub", [op("Add", [xs, magic], "add"), magic], "sub")
-        r = op("Mul", [r, op("Where", [big, c("ufp_up", f.UFP_UP), one], "up")], "r")
-        # the sign of x, -0 included (1 / -0 is -inf): onnxruntime's Where does not keep a -0 it selects
-        negative = op("Less", [op("Div", [one, x], "inv"), c("zero", 0.0)], "neg")
-        y = op("Mul", [r, op("Where", [negative, c("minus_one", -1.0), one], "sign")], "signed")
-        op("Where", [op("Greater", [a, c("fp32_max", f.FP32_MAX)], "inf"), x, y], "out", dst)
+        r = op("Mul", [op("Sub", [op("Add", [xs, magic], "add"), magic], "sub"), up], "r")
+        # x's sign, -0 and -inf included (1 / -0 is -inf, x < 0 for -inf)
+        negative = op("Or", [op("Less", [x, zero], "lt0"), op("Less", [op("Div", [one, x], "inv"), zero], "inv0")], "neg")
+        negative = op("Cast", [negative], "negf")
+        nodes[-1].attribute.append(helper.make_attribute("to", 1))
+        sign = op("Sub", [one, op("Mul", [negative, c("two", 2.0)], "neg2")], "sign")
+        op("Mul", [r, sign], "out", dst)
         return nodes, internal
 
     def saturate_nodes(self, src: str, dst: str, tensor: str):
@@ -219,18 +230,21 @@ class Rounding:
                 np.where(np.isnan(array), np.float32(0), array), -FP16_MAX, FP16_MAX)
         return round_to(array, fmt, self.hf32_bits)
 
-    def write_constants(self, graph) -> None:
-        """The bounds and constants the rounding nodes read, once, in the main graph (bodies see them)."""
+    def write_constants(self, graph) -> list:
+        """The bounds and constants the rounding nodes read, once, in the main graph (bodies see them):
+        fp16's saturation bounds as initializers; the others as Constant nodes (returned, to go first),
+        which a model of IR version < 4 (initializers must be inputs there) takes as well."""
         import numpy as np
-        from onnx import numpy_helper
+        from onnx import helper, numpy_helper
 
-        names = {i.name for i in graph.initializer}
-        wanted = dict(self.constants)
+        names = {i.name for i in graph.initializer} | {t for n in graph.node for t in n.output}
         if self.clipped:
-            wanted.update({f"{EMU}/sat_min": -FP16_MAX, f"{EMU}/sat_max": FP16_MAX})
-        for name, value in wanted.items():
-            if name not in names:
-                graph.initializer.append(numpy_helper.from_array(np.array(value, np.float32), name))
+            for name, value in ((f"{EMU}/sat_min", -FP16_MAX), (f"{EMU}/sat_max", FP16_MAX)):
+                if name not in names:
+                    graph.initializer.append(numpy_helper.from_array(np.array(value, np.float32), name))
+        return [helper.make_node("Constant", [], [name], name=f"{EMU}/const/{name}",
+                                 value=numpy_helper.from_array(np.array(value, np.float32), name))
+                for name, value in self.constants.items() if name not in names]
 
 
 @dataclass
@@ -354,7 +368,9 @@ def _apply_rounding(graph, decisions: dict[str, Decision], floats: set[str], rou
                 new_nodes += pair
                 internal += [raw, *half]
     if not scope.prefix:  # the bounds and constants live in the main graph; bodies see them
-        rounding.write_constants(graph)
+        constants = rounding.write_constants(graph)
+        new_nodes = constants + new_nodes
+        internal += [n.output[0] for n in constants]
     del graph.node[:]
     graph.node.extend(new_nodes)
     return internal

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 
-from ascendpipe.precision.formats import HF32_MANTISSA
+HF32_MANTISSA = 11  # Atlas A2/A3 (GE --allow_hf32.md: "mantissa precision (11 bits)"); 950: 10 (Ascend C HF32.md)
 
 # bf16: "only supported on" Atlas A2, A3, 200I/500 A2 (310B) and 950 (GE --precision_mode_v2.md
 # L89-107); ATC refuses it elsewhere: "Current soc not support dtype of BFloat16" (GE

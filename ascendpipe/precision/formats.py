@@ -23,7 +23,7 @@ import numpy as np
 FP16_MAX = 65504.0
 FP32_MAX = float(np.finfo(np.float32).max)
 BF16_MANTISSA = 7
-HF32_MANTISSA = 11  # Atlas A2/A3; Ascend 950's HF32 keeps 10 (Ascend C HF32.md)
+from ascendpipe.precision.chips import HF32_MANTISSA  # noqa: E402 (11 on Atlas A2/A3; 10 on Ascend 950)
 
 
 def format_max(fmt: str, mantissa: int | None = None) -> float:

@@ -59,8 +59,6 @@ MODE_V2_POLICY = {
     "mixed_bfloat16": "mixed_bf16",
 }
 BF16_POLICIES = frozenset({"mixed_bf16", "fp32_to_bf16", "bf16"})
-V1_TWIN = {"fp16": "force_fp16", "origin": "must_keep_origin_dtype", "mixed_float16": "allow_mix_precision",
-           "cube_fp16in_fp32out": "force_fp32", "mixed_bfloat16": "allow_mix_precision_bf16"}
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,10 @@
-"""The fp16 emulation's rounding points: which tensors are float (the only ones a Cast pair may
-take), and the ``Cast(FLOAT16) -> Cast(FLOAT)`` pairs (a ``Clip`` to +-65504 first in saturation
-mode) written where the device holds a tensor in fp16, in the main graph and every If/Loop/Scan
-body. Split from ``convert`` (which plans, fuses and writes the model).
+"""The emulation's rounding points: which tensors are float (the only ones a Cast pair may take),
+and the nodes written where the device holds a tensor in a reduced format, in the main graph and every
+If/Loop/Scan body: ``Cast(FLOAT16) -> Cast(FLOAT)`` for fp16, ``Cast(BFLOAT16) -> Cast(FLOAT)`` for
+bf16, and for HF32 (an fp32 cube input on Atlas A2/A3) the arithmetic of ``formats.round_mantissa``.
+In saturation mode each point maps NaN to 0 and clips to the format's largest finite first, and an
+fp32 op's float outputs saturate too (``ascendpipe_emu/sat32_*``). Split from ``convert`` (which
+plans, fuses and writes the model).
 
 Sequence, optional and map values are never rounded (a Cast takes tensors only): their float
 elements are fp16 values where an fp16 op made them from rounded tensors, and ``non_tensor_values``

@@ -73,7 +73,7 @@ def test_the_atc_double_refuses_what_atc_refuses(cann_env, tiny_model, tmp_path,
     from tests.backends.ascend.conftest import DOUBLES
 
     done = subprocess.run([sys.executable, str(DOUBLES / "toolkit/bin/atc"), "--framework=5", f"--model={tiny_model}",
-                           f"--output={tmp_path}/m", *extra], capture_output=True, text=True)
+                           f"--output={tmp_path}/m", *extra], capture_output=True, text=True, cwd=tmp_path)
     assert done.returncode == 2 and message in done.stderr, done.stderr
 
 
@@ -82,5 +82,5 @@ def test_the_atc_double_takes_bf16_and_allow_hf32_on_a2(cann_env, tiny_model, tm
 
     done = subprocess.run([sys.executable, str(DOUBLES / "toolkit/bin/atc"), "--framework=5", f"--model={tiny_model}",
                            f"--output={tmp_path}/m", "--soc_version=Ascend910B1", "--precision_mode_v2=mixed_bfloat16",
-                           "--allow_hf32=true"], capture_output=True, text=True)
+                           "--allow_hf32=true"], capture_output=True, text=True, cwd=tmp_path)
     assert done.returncode == 0, done.stderr

@@ -2,6 +2,8 @@
 
 Run: python bench/onnx_node_tests.py [--sample N] [--match REGEX] [--modes force_fp16,...] [--json FILE]
      python bench/onnx_node_tests.py --per-family   (one test per op family: the CI sample)
+     python bench/onnx_node_tests.py --modes force_lowerprecision,allow_mix_precision_bf16 --soc-version Ascend910B1
+       (the bf16 modes, against the per-tensor bf16 reference)
 
 Each test of ``onnx.backend.test.loader.load_model_tests(kind="node")`` (the wheel ships the models
 and their data sets inline; nothing is downloaded) is written as model.onnx + inputs.npz, then run as
@@ -23,6 +25,11 @@ several nodes, whose intermediates are rounded too -- within 1% of the output's 
 with the same NaN/inf positions. Integer, bool and string outputs must be equal (integers of a
 test of several nodes within one step: a quantised value computed from fp16 intermediates). Tests onnxruntime
 cannot run in fp32 (types or ops it lacks) are skipped, not counted.
+
+The bf16 modes (``BF16_MODES``) are judged the same way against a per-tensor bf16 reference (the feeds
+rounded to bf16 by ``ml_dtypes``, written apart from the emulation's own rounding; the outputs
+likewise) within one bf16 step (2^-7 relative), and a test of several nodes within 8% of the output's
+largest magnitude (fp16's 1%, scaled by the 8x coarser step).
 """
 
 from __future__ import annotations
@@ -43,6 +50,9 @@ from pathlib import Path
 import numpy as np
 
 MODES = ("force_fp16", "allow_fp32_to_fp16", "allow_mix_precision", "must_keep_origin_dtype", "force_fp32")
+BF16_MODES = ("force_lowerprecision", "allow_mix_precision_bf16", "allow_fp32_to_bf16")
+# per reference: (relative step, absolute step, a multi-node test's share of the output's largest magnitude)
+STEPS = {"float16": (2 ** -10, 2 ** -24, 0.01), "bfloat16": (2 ** -7, 2 ** -126, 0.08)}
 
 
 def family(case) -> str:
@@ -112,12 +122,19 @@ def ort_run(model_bytes: bytes, feeds: dict):
     return names, session.run(names, feeds)
 
 
-def fp16_reference(model_bytes: bytes, feeds: dict):
-    """The op computed by a device holding its float tensors in fp16: rounded feeds, rounded outputs."""
+def fp16_reference(model_bytes: bytes, feeds: dict, fmt: str = "float16"):
+    """The op computed by a device holding its float tensors in fp16 (or bf16): rounded feeds, rounded outputs."""
+    if fmt == "bfloat16":
+        import ml_dtypes
+
+        low = ml_dtypes.bfloat16
+    else:
+        low = np.float16
+
     def rnd(v):
         if isinstance(v, np.ndarray) and v.dtype == np.float32:
-            with np.errstate(over="ignore", under="ignore"):
-                return v.astype(np.float16).astype(np.float32)
+            with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+                return v.astype(low).astype(np.float32)
         return v
 
     names, values = ort_run(model_bytes, {k: rnd(v) for k, v in feeds.items()})
@@ -139,8 +156,10 @@ def _close(got: np.ndarray, ref: np.ndarray, rtol: float, atol: float) -> bool:
     return bool(np.all(np.abs(g[both] - r[both]) <= atol + rtol * np.abs(r[both])))
 
 
-def judge(got: np.ndarray, fp32: np.ndarray, fp16: np.ndarray | None, nodes: int) -> str | None:
-    """None when ``got`` is within the mode's expected error, else why not."""
+def judge(got: np.ndarray, fp32: np.ndarray, fp16: np.ndarray | None, nodes: int, fmt: str = "float16") -> str | None:
+    """None when ``got`` is within the mode's expected error, else why not (``fp16``: the per-tensor
+    reference in ``fmt``)."""
+    rel, absolute, share = STEPS[fmt]
     if not isinstance(fp32, np.ndarray):
         return None  # a sequence/optional output: onnxruntime's own, not read back from a file
     if got.shape != fp32.shape:
@@ -150,12 +169,12 @@ def judge(got: np.ndarray, fp32: np.ndarray, fp16: np.ndarray | None, nodes: int
             return f"dtype {got.dtype} != {fp32.dtype}"
         if _close(got, fp32, 1e-5, 1e-6):
             return None
-        if fp16 is not None and _close(got, fp16, 2 ** -10, 2 ** -24):
+        if fp16 is not None and _close(got, fp16, rel, absolute):
             return None
         if nodes > 1:
             finite = np.abs(fp32[np.isfinite(fp32)]).astype(np.float64)
             scale = float(finite.max()) if finite.size else 1.0
-            if _close(got, fp32, 0.0, 0.01 * max(scale, 1e-6)):
+            if _close(got, fp32, 0.0, share * max(scale, 1e-6)):
                 return None
         diff = np.abs(got.astype(np.float64) - fp32.astype(np.float64))
         return f"values differ (max abs {np.nanmax(diff) if diff.size else 0:.3g})"
@@ -186,8 +205,9 @@ def cli(argv: list[str]) -> tuple[int, str]:
     return code, err.getvalue().strip().splitlines()[-1] if err.getvalue().strip() else ""
 
 
-def run_case(case, modes, work: Path) -> dict:
-    """{mode: (verdict, detail)} for one test, or {'skip': reason}."""
+def run_case(case, modes, work: Path, soc_version: str | None = None) -> dict:
+    """{mode: (verdict, detail)} for one test, or {'skip': reason}. ``soc_version``: passed to convert
+    (the bf16 modes need a SoC that has bf16, or none)."""
     import onnx
 
     model_bytes = case.model.SerializeToString()
@@ -196,10 +216,12 @@ def run_case(case, modes, work: Path) -> dict:
         names, fp32 = ort_run(model_bytes, feeds)
     except Exception as exc:  # noqa: BLE001 - onnxruntime cannot run the test itself
         return {"skip": f"onnxruntime fp32: {str(exc).splitlines()[0][:120]}"}
-    try:
-        fp16 = fp16_reference(model_bytes, feeds)
-    except Exception:  # noqa: BLE001 - rounded inputs out of the op's domain
-        fp16 = None
+    references = {}
+    for fmt in {"bfloat16" if m in BF16_MODES else "float16" for m in modes}:
+        try:
+            references[fmt] = fp16_reference(model_bytes, feeds, fmt)
+        except Exception:  # noqa: BLE001 - rounded inputs out of the op's domain
+            references[fmt] = None
     nodes = len(case.model.graph.node)
     folder = work / case.name
     folder.mkdir(parents=True, exist_ok=True)
@@ -211,7 +233,10 @@ def run_case(case, modes, work: Path) -> dict:
     result = {}
     for mode in modes:
         conv, out = folder / f"conv_{mode}", folder / f"infer_{mode}"
-        code, line = cli(["convert", "--model", str(model_path), "--output", str(conv), "--precision-mode", mode])
+        fmt = "bfloat16" if mode in BF16_MODES else "float16"
+        fp16 = references[fmt]
+        soc = ["--soc-version", soc_version] if soc_version else []
+        code, line = cli(["convert", "--model", str(model_path), "--output", str(conv), "--precision-mode", mode, *soc])
         if code == 0:
             argv = ["infer", "--model", str(conv), "--output", str(out), "--warmup", "0"]
             code, line = cli(argv + (["--input", str(inputs_path)] if feeds else []))
@@ -229,7 +254,7 @@ def run_case(case, modes, work: Path) -> dict:
                 why = f"output {name} missing"
                 break
             got = np.load(out / entry["file"], allow_pickle=False)
-            why = judge(got, fp32[index], fp16[index] if fp16 is not None else None, nodes)
+            why = judge(got, fp32[index], fp16[index] if fp16 is not None else None, nodes, fmt)
             if why:
                 why = f"{name}: {why}"
                 break
@@ -245,6 +270,7 @@ def main(argv=None) -> int:
     parser.add_argument("--modes", default=",".join(MODES))
     parser.add_argument("--json", type=Path, help="write every (test, mode) verdict here")
     parser.add_argument("--show", type=int, default=8, help="examples shown per non-ok verdict")
+    parser.add_argument("--soc-version", help="passed to convert (e.g. Ascend910B1 for the bf16 modes)")
     args = parser.parse_args(argv)
     os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
     import onnxruntime
@@ -262,7 +288,7 @@ def main(argv=None) -> int:
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="ascendpipe-node-tests-") as tmp:
         for case in cases:
-            result = run_case(case, modes, Path(tmp))
+            result = run_case(case, modes, Path(tmp), args.soc_version)
             if "skip" in result:
                 skipped[case.name] = result["skip"]
                 continue

@@ -11,8 +11,8 @@ HELP = "convert an ONNX model into the emulated fp16 device model (ATC-style fla
 _FLAGS = [
     ("model", "ONNX model to convert", True),
     ("output", "output directory (model.onnx, precision_plan.json, fused_map.json, remedy files)", True),
-    ("precision-mode", "force_fp16 (default), allow_fp32_to_fp16, allow_mix_precision, ...", False),
-    ("precision-mode-v2", "fp16, origin, mixed_float16, cube_fp16in_fp32out", False),
+    ("precision-mode", "force_fp16 (default), allow_fp32_to_fp16, allow_mix_precision, ..._bf16, ...", False),
+    ("precision-mode-v2", "fp16, origin, mixed_float16, cube_fp16in_fp32out, mixed_bfloat16", False),
     ("keep-dtype", "keep_dtype file, or a comma list of op names / OpType::T", False),
     ("fusion-switch-file", "fusion switch file (either ATC format; ATC pass names)", False),
     ("insert-op-conf", "AIPP config (aipp_op { ... })", False),
@@ -21,6 +21,7 @@ _FLAGS = [
     ("input-format", "NCHW, NHWC, ND...", False),
     ("soc-version", "e.g. Ascend310P3: the passes that apply and the default overflow mode", False),
     ("overflow-mode", "inf_nan or saturation (default: the SoC's)", False),
+    ("allow-hf32", "true/false: fp32 Conv and MatMul read HF32 on Atlas A2/A3 (default: conv on, matmul off)", False),
     ("tune-bank", "tune knowledge bank JSON (its 'session' goes to runtime.json)", False),
     ("dynamic-batch-size", "ATC batch gears, e.g. 1,2,4,8 (with -1 at dim 0 of --input-shape)", False),
     ("dynamic-image-size", "ATC image-size gears, e.g. 224,224;448,448 (-1 at H and W)", False),
@@ -96,7 +97,8 @@ def main(args: argparse.Namespace) -> int:
                     "remedy_files": {k: str(v) for k, v in sorted(result.remedy_files.items())},
                     "atc_argv": list(result.atc_argv)})
         return 0
-    print(f"{result.model_path}: {c['float16']} ops fp16, {c['float32']} ops fp32, {c['other']} non-float "
+    bf16 = f", {c['bfloat16']} ops bf16" if c.get("bfloat16") else ""
+    print(f"{result.model_path}: {c['float16']} ops fp16{bf16}, {c['float32']} ops fp32, {c['other']} non-float "
           f"({settings.precision_mode_v2 or settings.precision_mode})")
     for name, path in sorted(result.remedy_files.items()):
         print(f"  {name}: {path}")

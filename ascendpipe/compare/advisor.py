@@ -66,6 +66,8 @@ def describe_failure(
         if cause == "saturated_mask":  # the mask's own value is what fp16 cannot hold
             advice[0]["message"] += ("; or give the mask a value fp16 holds (e.g. -1e4 instead of float32's lowest): "
                                      "Softmax weighs it as 0 all the same")
+    elif cause in ("hf32_rounding", "bf16_rounding") and not _likely_harmless(rows, position):
+        kind, advice = cause, _low_format_advice(rows, position, cause, plan_nodes, stage, existing_keep, known, settings)
     elif _likely_harmless(rows, position):
         kind, advice = "harmless", [_harmless_advice(row)]
     elif row.get("fused") and _fp16_kernel_passes((fusion_rules or {}).get(row["op_name"])):
@@ -367,6 +369,33 @@ def _loss_advice(rows, position, plan_nodes, stage, existing_keep, known, mode=N
             "set": paste.set_line(stage, ["precision_mode"], "allow_fp32_to_fp16"),
             "yaml": paste.yaml_lines(stage, {"precision_mode": "allow_fp32_to_fp16"}),
         })
+    return advice
+
+
+def _low_format_advice(rows, position, cause, plan_nodes, stage, existing_keep, known, settings) -> list[dict]:
+    """In the SoC's terms (Atlas A2/A3): an HF32 cube op -> allow_hf32 false; a bf16 op -> keep it in
+    fp32, or the fp32 mode (origin) in the key the stage already uses (never both precision options)."""
+    row = rows[position]
+    ops = _ops_of(row)
+    if cause == "hf32_rounding":
+        item = {"kind": "allow_hf32",
+                "message": (f"op '{row['op_name']}' ({row['op_type']}) loses accuracy to HF32: Atlas A2/A3 round an "
+                            "fp32 Conv's inputs to an 11-bit mantissa by default (allow_hf32: conv on, matmul off); "
+                            "allow_hf32 false computes fp32 Conv and MatMul in fp32")}
+        if "allow_hf32" in known:
+            item["set"] = paste.set_line(stage, ["allow_hf32"], False)
+            item["yaml"] = paste.yaml_lines(stage, {"allow_hf32": False})
+        return [item]
+    message = (f"op '{row['op_name']}' ({row['op_type']}) loses accuracy in bf16 (8 mantissa bits; its range is "
+               "fp32's): keep it in fp32")
+    advice = [_keep_dtype_item(_unique(list(existing_keep or []) + ops), stage, message, added=ops,
+                               existing=existing_keep)]
+    key = "precision_mode_v2" if settings.get("precision_mode_v2") else "precision_mode"
+    value = "origin" if key == "precision_mode_v2" else "must_keep_origin_dtype"
+    if key in known:
+        advice.append({"kind": "precision_mode",
+                       "message": f"or compute every op in its original fp32 (Conv in HF32): {key} {value}",
+                       "set": paste.set_line(stage, [key], value), "yaml": paste.yaml_lines(stage, {key: value})})
     return advice
 
 

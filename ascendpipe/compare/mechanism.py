@@ -10,7 +10,10 @@ A row beyond the thresholds is one of:
 - ``cancellation``: the op subtracts near-equal operands, so their fp16 rounding is all that is left;
 - ``quantisation``: a quantised tensor (a DequantizeLinear output, a QuantizeLinear output, or the
   float tensor a QuantizeLinear reads) judged against its QDQ pair's step: within it, not a failure;
-- ``precision_loss``: fp16 rounding otherwise.
+- ``precision_loss``: fp16 rounding otherwise;
+- ``hf32_rounding`` / ``bf16_rounding``: where the precision plan says the op (or the failing op feeding
+  an fp32 op) reads HF32 (an fp32 Conv/MatMul on Atlas A2/A3, ``--allow_hf32``) or computes in bf16,
+  the loss is that rounding, not fp16's.
 
 A failure *reaches* a failing output when a chain of failing tensors (ops without a compared row
 count as links) joins it to that output; one that does not is *contained*, listed apart with why
@@ -138,8 +141,25 @@ def quantisation(rows: list[dict], producers: dict[str, list[str]] | None) -> No
             r["mechanism"] = "quantisation"
 
 
-def classify(rows: list[dict], producers: dict[str, list[str]] | None) -> None:
+def _low_format(row: dict, plan_nodes: dict) -> str | None:
+    """'hf32' / 'bfloat16' where the plan says the row's op reads or computes in that format."""
+    for op in ops_of(row):
+        node = plan_nodes.get(op) or {}
+        if node.get("reads") in ("hf32", "bfloat16"):
+            return node["reads"]
+        if node.get("dtype") == "bfloat16":
+            return "bfloat16"
+    return None
+
+
+def _fp32_op(row: dict, plan_nodes: dict) -> bool:
+    nodes = [plan_nodes.get(op) for op in ops_of(row)]
+    return bool(nodes) and all(n and n.get("dtype") == "float32" and not n.get("reads_fp16") for n in nodes)
+
+
+def classify(rows: list[dict], producers: dict[str, list[str]] | None, precision_plan: dict | None = None) -> None:
     """Set ``mechanism`` on every failing row (see the module docstring)."""
+    plan_nodes = (precision_plan or {}).get("nodes") or {}
     by_op = _rows_by_op(rows)
     types = op_types(rows)
     for i, r in enumerate(rows):
@@ -166,9 +186,14 @@ def classify(rows: list[dict], producers: dict[str, list[str]] | None) -> None:
                 (x.get("golden_abs_max") or 0.0) >= CANCELLATION_RATIO * peak for x in inputs):
             r["mechanism"] = "cancellation"
         else:
-            r["mechanism"] = "precision_loss"
+            low = _low_format(r, plan_nodes)
+            if low is None and _fp32_op(r, plan_nodes):  # an fp32 op carries what its failing input lost
+                low = next((LOW_FORMAT_OF[x["mechanism"]] for x in inputs if x.get("failed")
+                            and x.get("mechanism") in LOW_FORMAT_OF), None)
+            r["mechanism"] = {"hf32": "hf32_rounding", "bfloat16": "bf16_rounding"}.get(low, "precision_loss")
 
 
+LOW_FORMAT_OF = {"hf32_rounding": "hf32", "bf16_rounding": "bfloat16"}
 FLUSHED_SHARE = 0.01  # a row whose failure is an underflow: at least this share of its values flushed to 0
 
 
@@ -268,13 +293,15 @@ def contained_items(rows: list[dict]) -> list[dict]:
             for r in rows if r.get("contained")]
 
 
-def annotate(rows: list[dict], producers: dict[str, list[str]] | None) -> tuple[set[int], bool | None]:
-    """Quantisation steps, mechanisms, reach and containment on ``rows`` (in place); returns ``reaching``'s answer."""
+def annotate(rows: list[dict], producers: dict[str, list[str]] | None,
+             precision_plan: dict | None = None) -> tuple[set[int], bool | None]:
+    """Quantisation steps, mechanisms, reach and containment on ``rows`` (in place); returns ``reaching``'s
+    answer. ``precision_plan``: the target's (bf16 / HF32 ops get their own mechanism)."""
     for r in rows:
         r.setdefault("mechanism", None)
         r.setdefault("contained", None)
     quantisation(rows, producers)
-    classify(rows, producers)
+    classify(rows, producers, precision_plan)
     reword(rows)
     reach, outputs_pass = reaching(rows, producers)
     contain(rows, producers, reach)
@@ -288,6 +315,9 @@ MECHANISM_TEXT = {
     "cancellation": "cancellation (near-equal operands subtracted: their fp16 rounding is what is left)",
     "quantisation": "quantisation error beyond its QDQ step",
     "precision_loss": "fp16 rounding",
+    "hf32_rounding": "HF32 rounding (an fp32 Conv/MatMul reads its inputs with an 11-bit mantissa on Atlas A2/A3: "
+                     "allow_hf32)",
+    "bf16_rounding": "bf16 rounding (bf16 keeps fp32's range with an 8-bit mantissa)",
 }
 
 

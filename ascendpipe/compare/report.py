@@ -191,7 +191,7 @@ def device_dtypes(rows: list[dict], precision_plan: dict | None) -> list[str | N
     out = []
     for r in rows:
         dtype = (nodes.get(r.get("op_name")) or {}).get("dtype")
-        out.append(dtype if dtype in ("float16", "float32") else None)
+        out.append(dtype if dtype in ("float16", "bfloat16", "float32") else None)
     return out
 
 

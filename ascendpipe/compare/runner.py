@@ -420,7 +420,7 @@ def compare_dumps(
     for r in rows:  # the ATC fusion pass that made a fused op (fused_map.json "rules", the OM's pass_name)
         r["pass_name"] = rules.get(r["op_name"]) if r.get("fused") else None
     producers = graph.get("producers")
-    reach, outputs_pass = mechanism.annotate(rows, producers)
+    reach, outputs_pass = mechanism.annotate(rows, producers, precision_plan)
     pre_failed = [i for i, r in enumerate(rows) if r.get("pre") and r["failed"]]
     # a failing preprocessing check feeds every input: it is picked ahead of the ops, as before
     picked = order.select_failures(rows, strategy, output_ops=graph.get("output_ops"), producers=producers,

@@ -105,7 +105,11 @@ NOTES: dict[tuple[str, str], str] = {
     ("convert", "fusion_switch_file"): "ATC's fusion switch file (`{\"Switch\": {...}}`)",
     ("convert", "aipp"): "AIPP settings (aipp_op fields) as a mapping, or a list of them",
     ("convert", "insert_op_conf"): "an AIPP config file (aipp_op { ... })",
-    ("convert", "soc_version"): "e.g. Ascend310P3: which passes apply, the default overflow mode; required by atc",
+    ("convert", "soc_version"): "e.g. Ascend310P3: which passes apply, the default overflow mode, the SoC class "
+                                "(fp32 cube and HF32 on Atlas A2/A3, bf16 where the SoC has it); required by atc",
+    ("convert", "precision_mode_v2"): "ATC's `--precision_mode_v2` (v1's values renamed; never with `precision_mode`)",
+    ("convert", "allow_hf32"): "Atlas A2/A3: fp32 Conv/MatMul read HF32; true/false (both) or `{conv, matmul}`; "
+                               "default conv on, matmul off",
     ("compare", "strategy"): "which failures are reported first (msit's default: first-overall)",
     ("compare", "thresholds"): "per-stage overrides of the failure thresholds",
     ("compare", "seed"): "seed of the random input when `inputs` is not given",

@@ -39,10 +39,11 @@ CUBE_FP32_INPUT_FAMILIES = frozenset({"A2", "A3"})
 
 
 def cube_reads_fp32(soc_version: str | None) -> bool:
-    """Whether a cube op kept by keep_dtype reads fp32 on this SoC (else fp16 in, fp32 out)."""
-    from ascendpipe.precision.atc_passes import soc_family
+    """Whether a cube op kept by keep_dtype reads fp32 on this SoC (else fp16 in, fp32 out): the C32
+    class of precision/chips.py (Atlas A2/A3, and Ascend 950)."""
+    from ascendpipe.precision.chips import soc_class
 
-    return soc_family(soc_version) in CUBE_FP32_INPUT_FAMILIES
+    return soc_class(soc_version) == "C32"
 
 BLACK_LIST = frozenset({
     "ReduceSum", "ReduceSumSquare", "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp",

@@ -9,7 +9,16 @@ The modes of ATC's ``--precision_mode`` / ``--precision_mode_v2`` fold into five
 - ``cube_fp16in_fp32out``: everything fp32, but cube ops read fp16 and write fp32 (force_fp32,
   cube_fp16in_fp32out: "preferred input float16, output float32" for cube ops on every SoC,
   hiascend CANN ``atlasatcparam_16_0067``).
-- ``origin``: everything in its original dtype (must_keep_origin_dtype, v2 origin).
+- ``origin``: everything in its original dtype (must_keep_origin_dtype, v2 origin); on a C32 SoC
+  (Atlas A2/A3) an fp32 cube op reads HF32 where ``--allow_hf32`` says (conv on, matmul off).
+- ``fp32_to_bf16``: as origin: fp32 kept where the op has an fp32 kernel, bf16 only where it lacks one
+  (allow_fp32_to_bf16; every op we emulate has an fp32 kernel on the SoCs that take bf16).
+- ``mixed_bf16``: mixed with bf16 in place of fp16 (allow_mix_precision_bf16, v2 mixed_bfloat16).
+- ``bf16``: every float op in bf16 (ATC's undocumented force_lowerprecision: "Match bf16 if original
+  Dtype is fp32", GE op_dtype_selection_strategy_force_lowerprecision.cc).
+
+The SoC's cube rules (``CubeRules``, precision/chips.py) decide what an fp32 cube op reads: C32 SoCs
+take fp32 (HF32 per ``allow_hf32``), the others fp16.
 
 ``keep_dtype`` (names, and op types) wins over every policy and keeps the node fp32, also when the
 node it names was fused into another one (then the fused node stays fp32). ATC keeps an op's
@@ -24,6 +33,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ascendpipe.precision.chips import ALLOW_HF32_DEFAULT, cube_kind
 from ascendpipe.precision.lists import CUBE_OPS, NON_FP16_OPS
 
 CONTROL_FLOW_OPS = frozenset({"If", "Loop", "Scan"})
@@ -36,13 +46,34 @@ MODE_POLICY = {
     "must_keep_origin_dtype": "origin",
     "force_fp32": "cube_fp16in_fp32out",
     "cube_fp16in_fp32out": "cube_fp16in_fp32out",
+    "allow_mix_precision_bf16": "mixed_bf16",
+    "allow_fp32_to_bf16": "fp32_to_bf16",
+    "force_lowerprecision": "bf16",  # accepted by ATC's code, not in its docs (a warning says so)
 }
+# v2 is a renaming of v1 (GE fe_context_utils.cc L27-44, kPrecisionModeMap), plus the hif8 modes
 MODE_V2_POLICY = {
     "fp16": "fp16",
     "origin": "origin",
     "mixed_float16": "mixed",
     "cube_fp16in_fp32out": "cube_fp16in_fp32out",
+    "mixed_bfloat16": "mixed_bf16",
 }
+BF16_POLICIES = frozenset({"mixed_bf16", "fp32_to_bf16", "bf16"})
+
+
+@dataclass(frozen=True)
+class CubeRules:
+    """What a cube op reads on the SoC: ``fp32_input`` (a C32 SoC: Atlas A2/A3), the ``--allow_hf32``
+    switches there, and what force_fp32 makes a cube op read (precision/chips.py's choice)."""
+
+    fp32_input: bool = False
+    hf32: tuple[tuple[str, bool], ...] = tuple(ALLOW_HF32_DEFAULT.items())  # ('conv', True), ('matmul', False)
+    force_fp32_reads: str = "float16"
+
+    def fp32_read(self, op_type: str) -> str:
+        """'hf32' where the SoC's cube reads this fp32 op's inputs as HF32, else '' (exact fp32)."""
+        kind = cube_kind(op_type)
+        return "hf32" if self.fp32_input and kind and dict(self.hf32).get(kind) else ""
 
 
 @dataclass(frozen=True)
@@ -57,9 +88,15 @@ class NodeInfo:
 
 @dataclass(frozen=True)
 class Decision:
-    dtype: str  # 'float16' | 'float32' | 'other': what the node computes in and writes
+    dtype: str  # 'float16' | 'bfloat16' | 'float32' | 'other': what the node computes in and writes
     reason: str
     reads_fp16: bool = False  # its float inputs are rounded to fp16 first
+    read_as: str = ""  # 'bfloat16' | 'hf32': its float inputs are rounded to that format first
+
+    @property
+    def reads(self) -> str | None:
+        """The format its float inputs are rounded to ('float16', 'bfloat16', 'hf32'), or None."""
+        return "float16" if self.reads_fp16 else (self.read_as or None)
 
 
 @dataclass
@@ -81,60 +118,86 @@ def _keep_reason(node: NodeInfo, lists: Lists) -> str | None:
     return None
 
 
-def _mixed(node: NodeInfo, lists: Lists, producer_dtype: dict[str, str]) -> Decision:
+def _mixed(node: NodeInfo, lists: Lists, producer_dtype: dict[str, str], low: str = "float16") -> Decision:
+    """ATC's mixed modes: white ``low`` (fp16, or bf16 for mixed_bfloat16), black fp32, gray follows
+    its first float data input (GE op_dtype_selection_strategy_allow_mix_precision_base.cc)."""
     where = lists.sources.get(node.op_type, "default")
+    name = "fp16" if low == "float16" else "bf16"
+    as_low = {"reads_fp16": True} if low == "float16" else {"read_as": low}
     if node.op_type in lists.black:
         return Decision("float32", f"mixed: black list ({where})")
     if node.op_type in lists.white:
-        return Decision("float16", f"mixed: white list ({where})", True)
+        return Decision(low, f"mixed: white list ({where})", **as_low)
     for tensor in node.inputs:
         upstream = producer_dtype.get(tensor)
-        if upstream in ("float16", "float32"):
-            if upstream == "float16":
-                return Decision("float16", "mixed: gray, follows fp16 input", True)
-            return Decision("float32", "mixed: gray, follows fp32 input")
+        if upstream in ("float16", "bfloat16", "float32"):
+            if upstream == low:
+                return Decision(low, f"mixed: gray, follows {name} input", **as_low)
+            if upstream == "float32":
+                return Decision("float32", "mixed: gray, follows fp32 input")
+            other = {"reads_fp16": True} if upstream == "float16" else {"read_as": upstream}
+            return Decision(upstream, f"mixed: gray, follows {upstream} input", **other)
     return Decision("float32", "mixed: gray, no float data input")
 
 
+def _fp32_cube(node: NodeInfo, cube: CubeRules, reason: str) -> Decision:
+    """An fp32 cube op: exact fp32 in, or HF32 in where the SoC's --allow_hf32 switch for it is on."""
+    read = cube.fp32_read(node.op_type)
+    if read:
+        return Decision("float32", f"{reason}; {cube_kind(node.op_type)}-class cube op reads HF32 (allow_hf32)",
+                        read_as=read)
+    return Decision("float32", reason)
+
+
 def decide(node: NodeInfo, policy: str, lists: Lists, producer_dtype: dict[str, str],
-           cube_fp32_input: bool = False) -> Decision:
+           cube_fp32_input: bool = False, cube: CubeRules | None = None) -> Decision:
+    """``cube``: the SoC's cube rules (``cube_fp32_input`` alone: fp32 cube input, no HF32)."""
+    cube = cube or CubeRules(fp32_input=cube_fp32_input, hf32=())
     if not node.float_out:
         return Decision("other", "no float output")
     if node.op_type in NON_FP16_OPS:
         return Decision("other", "integer/quantized op: no fp16 form")
     if node.op_type in CONTROL_FLOW_OPS:  # its outputs are its body's, rounded there
         return Decision("float32", "control flow: the ops of its bodies decide")
-    if policy == "origin":
-        return Decision("float32", "origin: keeps the original dtype")
-    cube = node.op_type in CUBE_OPS
+    is_cube = node.op_type in CUBE_OPS
+    if policy in ("origin", "fp32_to_bf16"):
+        why = ("origin: keeps the original dtype" if policy == "origin"
+               else "allow_fp32_to_bf16: keeps fp32 (the op has an fp32 kernel)")
+        return _fp32_cube(node, cube, why) if is_cube else Decision("float32", why)
     keep = _keep_reason(node, lists)
     if keep:
-        if cube and not cube_fp32_input:  # the highest precision the cube unit has: fp16 in, fp32 out
+        if is_cube and not cube.fp32_input:  # the highest precision the cube unit has: fp16 in, fp32 out
             return Decision("float32", f"{keep}; cube op reads fp16 (no fp32 cube input on this SoC)", True)
-        return Decision("float32", keep)
-    if node.op_type == "Constant" and policy == "fp16":
+        return _fp32_cube(node, cube, keep) if is_cube else Decision("float32", keep)
+    if node.op_type == "Constant" and policy in ("fp16", "bf16"):
         # a Constant is a weight to ATC (folded into a Const), as an initializer is: each fp16 reader
         # rounds its own copy, and an op kept in fp32 (keep_dtype) reads it in fp32. Rounded at the
         # source, a BN variance of 1e7 kept by keep_dtype still read inf (a Paddle export's weights).
         return Decision("float32", "Constant: a weight; rounded where an fp16 op reads it")
     if policy == "fp16":
         return Decision("float16", "force_fp16: every float op in fp16", True)
+    if policy == "bf16":
+        return Decision("bfloat16", "force_lowerprecision: every float op in bf16", read_as="bfloat16")
     if policy == "cube_fp16":
-        if cube:
+        if is_cube:
             return Decision("float16", "allow_fp32_to_fp16: cube op in fp16", True)
         return Decision("float32", "allow_fp32_to_fp16: non-cube op keeps fp32")
     if policy == "cube_fp16in_fp32out":
-        if cube:
+        if is_cube and cube.fp32_input and cube.force_fp32_reads != "float16":
+            return _fp32_cube(node, cube, "cube_fp16in_fp32out: cube op reads fp32 (the fp32 kernel)")
+        if is_cube:
             return Decision("float32", "cube_fp16in_fp32out: cube op reads fp16, writes fp32", True)
         return Decision("float32", "cube_fp16in_fp32out: fp32")
     if policy == "mixed":
         return _mixed(node, lists, producer_dtype)
+    if policy == "mixed_bf16":
+        return _mixed(node, lists, producer_dtype, "bfloat16")
     raise ValueError(f"unknown precision policy {policy!r}")
 
 
 def plan(
     nodes: list[NodeInfo], policy: str, lists: Lists, graph_inputs: tuple[str, ...] = (), *,
-    outer: dict[str, str] | None = None, cube_fp32_input: bool = False,
+    outer: dict[str, str] | None = None, cube_fp32_input: bool = False, cube: CubeRules | None = None,
 ) -> dict[str, Decision]:
     """Decisions for nodes given in topological order (gray ops need their producers first).
 
@@ -144,7 +207,7 @@ def plan(
     producer_dtype: dict[str, str] = {**(outer or {}), **{name: "float32" for name in graph_inputs}}
     decisions: dict[str, Decision] = {}
     for node in nodes:
-        decision = decide(node, policy, lists, producer_dtype, cube_fp32_input)
+        decision = decide(node, policy, lists, producer_dtype, cube_fp32_input, cube)
         decisions[node.name] = decision
         for tensor in node.outputs:
             producer_dtype[tensor] = decision.dtype

@@ -13,10 +13,13 @@ from typing import Any, Callable
 from ascendpipe.errors import Location, UserError
 from ascendpipe.precision import remedy
 from ascendpipe.precision.input_shape import parse_input_shape
-from ascendpipe.precision.policy import MODE_POLICY, MODE_V2_POLICY
+from ascendpipe.precision import chips
+from ascendpipe.precision.policy import BF16_POLICIES, MODE_POLICY, MODE_V2_POLICY, CubeRules
 
 PRECISION_MODES = tuple(MODE_POLICY)
 PRECISION_MODES_V2 = tuple(MODE_V2_POLICY)
+HIF8_MODES = ("mixed_hif8", "cube_hif8")  # precision_mode_v2 only; Ascend 950 only, not emulated
+UNDOCUMENTED_MODES = ("force_lowerprecision",)  # accepted by ATC's code (GE fe_context_utils.cc L32), not its docs
 DEFAULT_MODE = "force_fp16"
 REMEDY_NAMES = {
     "keep_dtype": "keep_dtype.cfg",
@@ -40,6 +43,7 @@ class ConvertSettings:
     soc_version: str | None = None
     tune_bank: str | None = None
     overflow_mode: str | None = None  # inf_nan | saturation; None: the SoC's default
+    allow_hf32: dict[str, bool] | None = None  # {'conv', 'matmul'}; None: the SoC's default (conv on, matmul off)
     # the fusion_switch_file as given (path, text): passed on unchanged while no inline entry changes it
     fusion_switch_source: tuple[str, str] | None = None
 
@@ -53,10 +57,41 @@ class ConvertSettings:
     def policy(self) -> str:
         return MODE_V2_POLICY[self.precision_mode_v2] if self.precision_mode_v2 else MODE_POLICY[self.precision_mode]
 
+    @property
+    def effective_allow_hf32(self) -> dict[str, bool]:
+        """The --allow_hf32 switches in force: HF32 rounds nothing on a SoC without it."""
+        if not chips.hf32_applies(self.soc_version):
+            return {"conv": False, "matmul": False}
+        return {**chips.ALLOW_HF32_DEFAULT, **(self.allow_hf32 or {})}
+
+    def cube_rules(self) -> CubeRules:
+        fp32 = chips.soc_class(self.soc_version) == "C32"
+        return CubeRules(fp32_input=fp32, hf32=tuple(sorted(self.effective_allow_hf32.items())),
+                         force_fp32_reads=chips.FORCE_FP32_CUBE_READS_C32 if fp32 else "float16")
+
+    def warnings(self) -> list[str]:
+        """Lines for the stage log / terminal: what the emulation takes on trust."""
+        out = []
+        mode = self.precision_mode_v2 or self.precision_mode
+        if mode in UNDOCUMENTED_MODES:
+            out.append(f"warning: precision_mode '{mode}' is accepted by ATC's code but not documented: emulated as "
+                       "every fp32 op in bf16 (GE op_dtype_selection_strategy_force_lowerprecision.cc)")
+        if self.policy in ("origin", "fp32_to_bf16") and chips.soc_class(self.soc_version) == "C16":
+            out.append(f"warning: {mode} on {self.soc_version}: its cube unit has no fp32 AI Core kernel, so ATC runs an "
+                       "fp32 cube op (Conv, MatMul) as an AI CPU op or fails to build (GE --precision_mode_v2.md, "
+                       "origin); emulated in exact fp32")
+        if self.allow_hf32 and not chips.hf32_applies(self.soc_version):
+            out.append(f"warning: allow_hf32 has no effect on {self.soc_version or 'an unknown SoC'}: HF32 exists on "
+                       "Atlas A2/A3 and Ascend 950 (GE --allow_hf32.md)")
+        return out
+
     def record(self) -> dict[str, Any]:
         data = asdict(self)
         data["aipp"] = [{k: v for k, v in block.items() if not k.startswith("__")} for block in self.aipp]
         data["policy"] = self.policy
+        data["soc_class"] = chips.soc_class(self.soc_version)
+        data["allow_hf32"] = self.effective_allow_hf32
+        data["allow_hf32_source"] = "param" if self.allow_hf32 else f"default for soc_version {self.soc_version}"
         data["overflow_mode"] = self.effective_overflow_mode
         data["overflow_mode_source"] = "param" if self.overflow_mode else f"default for soc_version {self.soc_version}"
         data["fusion_switch_source"] = self.fusion_switch_source[0] if self.fusion_switch_source else None
@@ -106,6 +141,50 @@ def _on_off(value: Any, rule: str, where: Location) -> str:
     return text
 
 
+# aclrtFloatOverflowMode: "Atlas 200I/500 A2, Atlas inference products, Atlas training products only support
+# saturation mode" (hiascend runtimeapi aclcppdevg_03_1389)
+SATURATION_ONLY = frozenset({"310P", "310B", "training"})
+
+
+def check_soc_modes(mode: str | None, mode_v2: str | None, soc: str | None, where: Location | None = None) -> None:
+    """The modes ATC refuses on ``soc``: bf16 where the SoC has none, HiFloat8 outside Ascend 950."""
+    where = where or Location()
+    for name, value in (("precision_mode", mode), ("precision_mode_v2", mode_v2)):
+        if not value:
+            continue
+        loc = Location(**{**where.parts(), "field": name})
+        policy = (MODE_V2_POLICY if name == "precision_mode_v2" else MODE_POLICY).get(value)
+        if policy in BF16_POLICIES and chips.supports_bf16(soc) is False:
+            raise UserError(f"{name} '{value}' computes in bf16, which {soc} does not have: ATC refuses it (\"Current "
+                            "soc not support dtype of BFloat16\"); bf16 exists on Atlas A2/A3 (Ascend910B*, "
+                            "Ascend910_93*) and Atlas 200I/500 A2 (Ascend310B*): use an fp16 mode here", loc)
+        if value in HIF8_MODES and not chips.supports_hif8(soc):
+            raise UserError(f"{name} '{value}' computes in HiFloat8, which exists only on Ascend 950 "
+                            f"(not {soc or 'the SoC given'})", loc)
+
+
+def allow_hf32_arg(value: Any, where: Location | None = None) -> dict[str, bool]:
+    """``allow_hf32``: true/false (both switches), or {conv: bool, matmul: bool} (ATC's two switches)."""
+    def flag(v: Any, name: str) -> bool:
+        if isinstance(v, bool):
+            return v
+        text = str(v).strip().lower()
+        if text in ("true", "false"):
+            return text == "true"
+        raise UserError(f"allow_hf32 {name} must be true or false, not '{v}'", where)
+
+    if isinstance(value, dict):
+        unknown = set(value) - {"conv", "matmul"}
+        if unknown:
+            raise UserError(f"allow_hf32 takes conv and matmul, not {', '.join(sorted(map(str, unknown)))}", where)
+        return {k: flag(v, k) for k, v in value.items()}
+    if isinstance(value, str) and "=" in value:  # the CLI's conv=true,matmul=false
+        pairs = dict(part.split("=", 1) for part in value.replace(" ", "").split(",") if "=" in part)
+        return allow_hf32_arg(pairs, where)
+    both = flag(value, "")
+    return {"conv": both, "matmul": both}
+
+
 def resolve(params: dict[str, Any], read_path: Callable[[str], Path] = Path, where: Location | None = None) -> ConvertSettings:
     """Settings from params. File-valued params are opened through ``read_path`` (relative -> absolute)."""
     where = where or Location()
@@ -113,12 +192,11 @@ def resolve(params: dict[str, Any], read_path: Callable[[str], Path] = Path, whe
     mode, mode_v2 = params.get("precision_mode"), params.get("precision_mode_v2")
     if mode and mode_v2:
         raise UserError("precision_mode and precision_mode_v2 cannot be combined (as on ATC); keep one", loc("precision_mode_v2"))
-    atc_only = {"allow_mix_precision_bf16", "allow_fp32_to_bf16", "mixed_bfloat16", "mixed_hif8"}
-    for name, value in (("precision_mode", mode), ("precision_mode_v2", mode_v2)):
-        if value in atc_only:
-            raise UserError(
-                f"{name} '{value}' (bf16/hif8) is ATC-only: the onnxruntime emulation models fp16; "
-                f"use --backend ascend, or an fp16 mode to emulate", loc(name))
+    soc = params.get("soc_version")
+    check_soc_modes(mode, mode_v2, soc, where)
+    if mode_v2 in HIF8_MODES:
+        raise UserError(f"precision_mode_v2 '{mode_v2}' (HiFloat8) is not emulated: use --backend ascend",
+                        loc("precision_mode_v2"))
     if mode and mode not in PRECISION_MODES:
         raise UserError(f"'{mode}' is not one of {', '.join(PRECISION_MODES)}", loc("precision_mode"))
     if mode_v2 and mode_v2 not in PRECISION_MODES_V2:
@@ -149,7 +227,12 @@ def resolve(params: dict[str, Any], read_path: Callable[[str], Path] = Path, whe
 
         if overflow not in OVERFLOW_MODES:
             raise UserError(f"overflow_mode '{overflow}' is not one of {', '.join(OVERFLOW_MODES)}", loc("overflow_mode"))
+        if overflow == "inf_nan" and chips.family(soc) in SATURATION_ONLY:
+            raise UserError(f"overflow_mode inf_nan: {soc} supports only saturation mode (aclrtFloatOverflowMode, "
+                            "set_device_sat_mode); leave overflow_mode out", loc("overflow_mode"))
         s.overflow_mode = overflow
+    if params.get("allow_hf32") is not None:
+        s.allow_hf32 = allow_hf32_arg(params["allow_hf32"], loc("allow_hf32"))
 
     if params.get("insert_op_conf") and params.get("aipp"):
         raise UserError("give aipp or insert_op_conf, not both", loc("aipp"))
@@ -164,8 +247,9 @@ def resolve(params: dict[str, Any], read_path: Callable[[str], Path] = Path, whe
     mixlist = params.get("modify_mixlist")
     if mixlist:
         s.modify_mixlist = remedy.read_mixlist(read_path(mixlist)) if isinstance(mixlist, str) else remedy.validate_mixlist(mixlist)
-        if s.policy != "mixed":
-            raise UserError("modify_mixlist needs a mixed mode (allow_mix_precision or mixed_float16), as on ATC",
+        if s.policy not in ("mixed", "mixed_bf16"):
+            raise UserError("modify_mixlist needs a mixed mode (allow_mix_precision[_bf16], mixed_float16 or "
+                            "mixed_bfloat16), as on ATC",
                             loc("modify_mixlist"))
 
     if params.get("input_shape"):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ascendpipe.precision.settings import PRECISION_MODES, PRECISION_MODES_V2
+from ascendpipe.precision.settings import HIF8_MODES, PRECISION_MODES, PRECISION_MODES_V2
 from ascendpipe.stages.base import StageKind
 
 _STR_LIST = {"type": "array", "items": {"type": "string"}}
@@ -10,7 +10,7 @@ _STR_LIST = {"type": "array", "items": {"type": "string"}}
 
 class ConvertKind(StageKind):
     name = "convert"
-    version = "3"  # 3: the fusion catalogue checked against its pages (SoCs, shapes, unswitchable passes); 2: ATC's passes from the catalogue instead of onnxruntime's optimizers, overflow_mode
+    version = "4"  # 4: bf16/HF32 policies per SoC class, saturation in every float dtype (NaN -> 0); 3: the fusion catalogue checked against its pages (SoCs, shapes, unswitchable passes); 2: ATC's passes from the catalogue instead of onnxruntime's optimizers, overflow_mode
     summary = "convert an ONNX model for the device (ATC flags; fp16 emulation on onnxruntime)"
     input_fields = ("model",)
     required_inputs = ("model",)
@@ -18,9 +18,14 @@ class ConvertKind(StageKind):
     params_schema = {
         "type": "object",
         "properties": {
-            # the ATC-only bf16/hif8 modes are accepted here and refused by the emulator with a clear error
-            "precision_mode": {"enum": list(PRECISION_MODES) + ["allow_mix_precision_bf16", "allow_fp32_to_bf16"]},
-            "precision_mode_v2": {"enum": list(PRECISION_MODES_V2) + ["mixed_bfloat16", "mixed_hif8"]},
+            # the hif8 modes (Ascend 950) are accepted here, refused by the emulator with a clear error
+            "precision_mode": {"enum": list(PRECISION_MODES)},
+            "precision_mode_v2": {"enum": list(PRECISION_MODES_V2) + list(HIF8_MODES)},
+            # --allow_hf32 (Atlas A2/A3): true/false for both switches, or {conv, matmul}; default conv on, matmul off
+            "allow_hf32": {"oneOf": [{"type": "boolean"}, {"enum": ["true", "false"]},
+                                     {"type": "object", "properties": {"conv": {"type": "boolean"},
+                                                                       "matmul": {"type": "boolean"}},
+                                      "additionalProperties": False}]},
             "keep_dtype": {"oneOf": [{"type": "string"}, _STR_LIST]},
             "fusion_switch": {"type": "object",
                               "additionalProperties": {"oneOf": [{"enum": ["on", "off"]}, {"type": "boolean"}]}},

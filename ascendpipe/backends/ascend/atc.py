@@ -19,9 +19,12 @@ PRECISION_MODES = (
     "force_fp32", "cube_fp16in_fp32out", "force_fp16", "allow_fp32_to_fp16", "must_keep_origin_dtype",
     "allow_mix_precision", "allow_mix_precision_fp16", "allow_mix_precision_bf16", "allow_fp32_to_bf16",
 )
-PRECISION_MODES_V2 = ("fp16", "origin", "cube_fp16in_fp32out", "mixed_float16", "mixed_bfloat16", "mixed_hif8")
+# ATC's own option check (GE compiler/api/aclgrph/option_utils.cc L1316-1357, at ffdcbc9f): force_lowerprecision,
+# which GE's FE maps, is not in the --precision_mode set, so atc refuses it (E10001)
+PRECISION_MODES_V2 = ("fp16", "origin", "cube_fp16in_fp32out", "mixed_float16", "mixed_bfloat16", "cube_hif8",
+                      "mixed_hif8")
 MIXED_MODES = ("allow_mix_precision", "allow_mix_precision_fp16", "allow_mix_precision_bf16",
-               "mixed_float16", "mixed_bfloat16")
+               "mixed_float16", "mixed_bfloat16", "mixed_hif8")  # option_utils.cc CheckModifyMixlistParamValid
 # ONNX takes NCHW / NCDHW / ND (graphengine ge/offline/main.cc:620-660, E10001; atlasatcparam_16_0015);
 # with --insert_op_conf only NCHW or NHWC: for ONNX, NCHW (the AIPP input becomes NHWC inside the OM)
 ONNX_INPUT_FORMATS = ("NCHW", "NCDHW", "ND")
@@ -43,6 +46,7 @@ class AtcSettings:
     input_format: str | None = None
     precision_mode: str | None = None
     precision_mode_v2: str | None = None
+    allow_hf32: str | None = None  # 'true' | 'false': both of --allow_hf32's switches (None: conv on, matmul off)
     keep_dtype: Path | None = None
     fusion_switch_file: Path | None = None
     insert_op_conf: Path | None = None
@@ -77,6 +81,8 @@ def validate(s: AtcSettings) -> None:
         raise _bad("precision_mode", s.precision_mode, PRECISION_MODES)
     if s.precision_mode_v2 and s.precision_mode_v2 not in PRECISION_MODES_V2:
         raise _bad("precision_mode_v2", s.precision_mode_v2, PRECISION_MODES_V2)
+    if s.allow_hf32 and s.allow_hf32 not in ("true", "false"):  # option_utils.cc L1413-1417: "must be true or false"
+        raise _bad("allow_hf32", s.allow_hf32, ("true", "false"))
     if s.input_format:
         allowed = AIPP_INPUT_FORMATS if s.insert_op_conf else ONNX_INPUT_FORMATS
         if s.input_format not in allowed:
@@ -118,6 +124,8 @@ def common_options(s: AtcSettings, *, check: bool = True) -> list[str]:
         argv.append(f"--precision_mode={s.precision_mode}")
     if s.precision_mode_v2:
         argv.append(f"--precision_mode_v2={s.precision_mode_v2}")
+    if s.allow_hf32:
+        argv.append(f"--allow_hf32={s.allow_hf32}")
     for opt in ("keep_dtype", "fusion_switch_file", "insert_op_conf", "modify_mixlist"):
         path = getattr(s, opt)
         if path:
@@ -136,7 +144,24 @@ REMEDY_OPTIONS = {"keep_dtype": "keep_dtype", "fusion_switch": "fusion_switch_fi
                   "modify_mixlist": "modify_mixlist"}
 
 
-def from_convert_settings(settings, model, output, remedy_paths: dict, **options) -> AtcSettings:
+def allow_hf32_value(switches: dict | None, strict: bool = True) -> str | None:
+    """``--allow_hf32``'s value for the pipeline's switches: 'true' / 'false' sets both (GE
+    --allow_hf32.md: "true: ... Conv and Matmul"); the default (conv on, matmul off) is no option at all.
+    ``strict``: a mix atc cannot spell (conv off, matmul on) is an error; else it is left out."""
+    if not switches:
+        return None
+    merged = {"conv": True, "matmul": False, **switches}
+    if merged == {"conv": True, "matmul": False}:
+        return None
+    if merged["conv"] == merged["matmul"]:
+        return "true" if merged["conv"] else "false"
+    if strict:
+        raise UserError("allow_hf32 conv off with matmul on has no atc spelling: --allow_hf32 sets both switches "
+                        "(true or false), and its default is conv on, matmul off", Location(field="allow_hf32"))
+    return None
+
+
+def from_convert_settings(settings, model, output, remedy_paths: dict, strict: bool = True, **options) -> AtcSettings:
     """AtcSettings for resolved convert settings (``precision.settings.ConvertSettings``), with the
     remedy files (name -> path) as written; ``options``: soc_version and ATC-only options."""
     options.setdefault("soc_version", settings.soc_version or "")
@@ -144,7 +169,8 @@ def from_convert_settings(settings, model, output, remedy_paths: dict, **options
     return AtcSettings(model=model, output=output, input_shape=settings.input_shape or None,
                        input_format=settings.input_format,
                        precision_mode=None if settings.precision_mode_v2 else settings.precision_mode,
-                       precision_mode_v2=settings.precision_mode_v2, **files, **options)
+                       precision_mode_v2=settings.precision_mode_v2,
+                       allow_hf32=allow_hf32_value(getattr(settings, "allow_hf32", None), strict), **files, **options)
 
 
 def settings_argv(settings, model: str, output: str, remedy_dir: str = ".") -> list[str]:
@@ -155,7 +181,7 @@ def settings_argv(settings, model: str, output: str, remedy_dir: str = ".") -> l
     paths = {name: f"{remedy_dir}/{REMEDY_NAMES[name]}" for name in settings.remedy_files()}
     if settings.fusion_switch_source:  # the same file goes to atc
         paths["fusion_switch"] = settings.fusion_switch_source[0]
-    return convert_argv("atc", from_convert_settings(settings, model, output, paths), check=False)
+    return convert_argv("atc", from_convert_settings(settings, model, output, paths, strict=False), check=False)
 
 
 def convert_argv(atc: str | Path, s: AtcSettings, *, check: bool = True) -> list[str]:

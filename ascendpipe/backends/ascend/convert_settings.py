@@ -17,18 +17,24 @@ from ascendpipe.errors import Location, UserError
 ASCEND_ONLY = ("op_select_implmode", "optypelist_for_implmode", "buffer_optimize", "out_nodes", "log")
 
 
-ASCEND_ONLY_MODES = {"allow_mix_precision_bf16", "allow_fp32_to_bf16", "mixed_bfloat16", "mixed_hif8"}
+ASCEND_ONLY_MODES = {"mixed_hif8", "cube_hif8"}  # HiFloat8 (Ascend 950): passed to atc, not emulated
 
 
 def convert_settings(ctx):
     """The emulator's resolved settings (one reader of remedy files), plus ATC-only modes."""
-    from ascendpipe.precision.settings import resolve
+    from ascendpipe.precision.settings import UNDOCUMENTED_MODES, check_soc_modes, resolve
 
     params = dict(ctx.params)
+    where = Location(stage=ctx.name)
+    check_soc_modes(params.get("precision_mode"), params.get("precision_mode_v2"), params.get("soc_version"), where)
+    if params.get("precision_mode") in UNDOCUMENTED_MODES:
+        raise UserError(f"precision_mode '{params['precision_mode']}' is refused by atc's option check (E10001: not in "
+                        "its --precision_mode values, GE compiler/api/aclgrph/option_utils.cc); the emulation "
+                        "(--backend onnxruntime) accepts it", Location(stage=ctx.name, field="precision_mode"))
     special = {k: params.pop(k) for k in ("precision_mode", "precision_mode_v2")
                if params.get(k) in ASCEND_ONLY_MODES}
     mixlist = params.pop("modify_mixlist", None) if special else None
-    s = resolve(params, read_path=ctx.path, where=Location(stage=ctx.name))
+    s = resolve(params, read_path=ctx.path, where=where)
     if special:
         s.precision_mode = special.get("precision_mode")
         s.precision_mode_v2 = special.get("precision_mode_v2")

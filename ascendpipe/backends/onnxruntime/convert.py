@@ -25,7 +25,8 @@ from ascendpipe.backends.ascend.atc import settings_argv
 from ascendpipe.backends.onnxruntime.tune_bank import bank_runtime, sha256_file
 from ascendpipe.precision import lists as oplists
 from ascendpipe.precision import remedy
-from ascendpipe.precision.policy import Decision, Lists, NodeInfo, decide, plan
+from ascendpipe.precision.chips import hf32_bits
+from ascendpipe.precision.policy import CubeRules, Decision, Lists, NodeInfo, decide, plan
 from ascendpipe.precision.settings import REMEDY_NAMES, ConvertSettings
 
 from ascendpipe.backends.onnxruntime.rounding import (EMU, Rounding, _apply_rounding, _float_tensors, default_opset,
@@ -175,7 +176,7 @@ def _body_nodes(graph, prefix: str = ""):
 
 
 def _plan_bodies(graph, decisions: dict[str, Decision], floats: set[str], policy: str, op_lists: Lists,
-                 cube_fp32: bool, outer: dict[str, str] | None = None) -> list[NodeInfo]:
+                 cube: CubeRules, outer: dict[str, str] | None = None) -> list[NodeInfo]:
     """Decide every body's nodes (added to ``decisions``): a body reads the enclosing graphs'
     tensors with the dtype their producers have. Returns the bodies' node infos."""
     known = dict(outer or {})
@@ -185,21 +186,23 @@ def _plan_bodies(graph, decisions: dict[str, Decision], floats: set[str], policy
         for _, sub in _subgraphs(node):
             sub_infos = _node_infos(sub, floats, {}, {})
             body_inputs = tuple(i.name for i in sub.input if i.name in floats)
-            decisions.update(plan(sub_infos, policy, op_lists, body_inputs, outer=known, cube_fp32_input=cube_fp32))
+            decisions.update(plan(sub_infos, policy, op_lists, body_inputs, outer=known, cube=cube))
             infos += sub_infos
-            infos += _plan_bodies(sub, decisions, floats, policy, op_lists, cube_fp32, known)
+            infos += _plan_bodies(sub, decisions, floats, policy, op_lists, cube, known)
     return infos
 
 
-def _kernel_fp16(groups, infos: list[NodeInfo], policy: str, op_lists: Lists, graph_inputs) -> set[str]:
-    """Intermediates of UB-fused kernels that the mode puts in fp16 (keep_dtype does not reach them)."""
+def _kernel_fp16(groups, infos: list[NodeInfo], policy: str, op_lists: Lists, graph_inputs) -> dict[str, str]:
+    """Intermediates of UB-fused kernels that the mode puts in fp16 (or bf16), with that format
+    (keep_dtype does not reach them)."""
     if not groups:
-        return set()
+        return {}
     by_mode = plan(infos, policy, Lists(op_lists.white, op_lists.black, sources=op_lists.sources), graph_inputs)
-    force = set()
+    force = {}
     for group in groups:
-        if any(by_mode[m].dtype == "float16" for m in group.members):
-            force.update(group.internal)
+        low = [by_mode[m].dtype for m in group.members if by_mode[m].dtype in ("float16", "bfloat16")]
+        if low:
+            force.update(dict.fromkeys(group.internal, low[0]))
     return force
 
 
@@ -242,17 +245,19 @@ def convert_model(model_path: Path, out_dir: Path, settings: ConvertSettings, *,
     types = {i.op_type for i in infos} | set(orig_types.values()) | {n.op_type for n, _ in body_nodes}
     op_lists = _lists(settings, names, types)
     graph_inputs = tuple(i.name for i in graph.input if i.name in floats and i.name not in init_names)
-    cube_fp32 = oplists.cube_reads_fp32(settings.soc_version)
-    decisions = plan(infos, settings.policy, op_lists, graph_inputs, cube_fp32_input=cube_fp32)
-    body_infos = _plan_bodies(graph, decisions, float_like, settings.policy, op_lists, cube_fp32)
-    force = _kernel_fp16(fusion_plan.ub_groups, infos, settings.policy, op_lists, graph_inputs) & floats
+    cube = settings.cube_rules()  # what an fp32 cube op reads on this SoC (HF32 on Atlas A2/A3)
+    decisions = plan(infos, settings.policy, op_lists, graph_inputs, cube=cube)
+    body_infos = _plan_bodies(graph, decisions, float_like, settings.policy, op_lists, cube)
+    force = {t: f for t, f in _kernel_fp16(fusion_plan.ub_groups, infos, settings.policy, op_lists,
+                                            graph_inputs).items() if t in floats}
     producer = {t: {"op_name": n.name, "op_type": n.op_type} for n in graph.node for t in n.output if t}
     node_type = {n.name: n.op_type for n in graph.node}
     for group in fusion_plan.ub_groups:  # the fused op's outputs carry its name, as in the device's dump
         for t in group.outputs:
             producer[t] = {"op_name": group.name, "op_type": node_type[group.name]}
     opset = default_opset(model)
-    rounding = Rounding(saturate=settings.effective_overflow_mode == "saturation", opset=opset)
+    rounding = Rounding(saturate=settings.effective_overflow_mode == "saturation", opset=opset,
+                        hf32_bits=hf32_bits(settings.soc_version))
     internal = _apply_rounding(graph, decisions, floats, rounding, force)
     if internal and not any(o.domain in ("", "ai.onnx") for o in model.opset_import):
         model.opset_import.append(onnx.helper.make_opsetid("", opset))  # the Casts' domain (an all-ai.onnx.ml model)
@@ -274,7 +279,9 @@ def convert_model(model_path: Path, out_dir: Path, settings: ConvertSettings, *,
     for info in (*infos, *body_infos):
         entry = {"op_type": info.op_type, "dtype": decisions[info.name].dtype, "reason": decisions[info.name].reason,
                  "reads_fp16": decisions[info.name].reads_fp16,
-                 "keepable": _keep_changes(info, decisions[info.name], settings.policy, op_lists, cube_fp32)}
+                 "keepable": _keep_changes(info, decisions[info.name], settings.policy, op_lists, cube)}
+        if decisions[info.name].read_as:  # 'bfloat16' / 'hf32': the format its float inputs are rounded to
+            entry["reads"] = decisions[info.name].read_as
         if info.name in body_of:
             entry["subgraph"] = body_of[info.name]  # 'IF_NODE/then_branch': where the body sits
         plan_nodes[info.name] = entry
@@ -291,7 +298,7 @@ def convert_model(model_path: Path, out_dir: Path, settings: ConvertSettings, *,
         "overflow_mode": settings.effective_overflow_mode,
         # UB-fused kernels: where their intermediates are rounded (float16 also under keep_dtype)
         "ub_fusion": {g.name: {"pass": g.pass_name, "members": g.members,
-                               "intermediates": "float16" if set(g.internal) & force else "float32"}
+                               "intermediates": next((force[t] for t in g.internal if t in force), "float32")}
                       for g in fusion_plan.ub_groups},
     })
     _write_json(out_dir / "fused_map.json", {"format": "ascendpipe-fused-map/1", **mapping})  # "rules": ATC passes
@@ -304,17 +311,17 @@ def convert_model(model_path: Path, out_dir: Path, settings: ConvertSettings, *,
     if workspace is not None:
         argv, record = workspace_relative(argv, workspace), workspace_relative(record, workspace)
     _write_json(out_dir / "convert.json", record)
-    warnings = [custom_domain_warning(custom)] if custom else []
+    warnings = settings.warnings() + ([custom_domain_warning(custom)] if custom else [])
     return ConvertResult(out_dir / MODEL_FILE, out_dir, counts, remedy_paths, argv, fusion_info, decisions, warnings)
 
 
-def _keep_changes(info: NodeInfo, decision: Decision, policy: str, op_lists: Lists, cube_fp32: bool) -> bool:
+def _keep_changes(info: NodeInfo, decision: Decision, policy: str, op_lists: Lists, cube: CubeRules) -> bool:
     """Whether keep_dtype on this node would change what it computes (fix proposes only those)."""
     if info.op_type in UNCOUNTED_OPS:
         return False
     kept = Lists(op_lists.white, op_lists.black, op_lists.keep_names | {info.name}, op_lists.keep_types, op_lists.sources)
-    would = decide(info, policy, kept, {}, cube_fp32)
-    return decision.reason.startswith("keep_dtype") or (would.dtype, would.reads_fp16) != (decision.dtype, decision.reads_fp16)
+    would = decide(info, policy, kept, {}, cube=cube)
+    return decision.reason.startswith("keep_dtype") or (would.dtype, would.reads) != (decision.dtype, decision.reads)
 
 
 # Ops that only pass a tensor on (or hold bodies whose ops are counted): counting them says nothing
@@ -327,7 +334,7 @@ def count_dtypes(plan_nodes: dict[str, dict]) -> dict[str, int]:
     counts = {"float16": 0, "float32": 0, "other": 0}
     for entry in plan_nodes.values():
         if entry["op_type"] not in UNCOUNTED_OPS:
-            counts[entry["dtype"]] += 1
+            counts[entry["dtype"]] = counts.get(entry["dtype"], 0) + 1  # 'bfloat16' only where a bf16 mode is on
     return counts
 
 
@@ -364,7 +371,7 @@ def check_loads(path: str, producer: dict | None = None) -> None:
         text = " ".join(str(exc).split()).replace(str(path), "the emulated model")
         text = re.sub(r"Load model from \S+ failed:\s*", "", text)
         op = _failing_op(text)
-        made = re.match(rf"{EMU}/(?:in|out)_(?:fp16|fp32|sat)/(.*)$", op or "")
+        made = re.match(rf"{EMU}/(?:in|out|sat32)_(?:fp16|fp32|sat|nan|nan0|bf16|hf32)\w*/(.*)$", op or "")
         if made:  # a rounding Cast of ours: name the model's op whose tensor it rounds
             tensor = made.group(1).rsplit("/", 1)[-1]
             source = (producer or {}).get(tensor, {}).get("op_name")

@@ -1,7 +1,10 @@
-"""The fp16 emulation's rounding points: which tensors are float (the only ones a Cast pair may
-take), and the ``Cast(FLOAT16) -> Cast(FLOAT)`` pairs (a ``Clip`` to +-65504 first in saturation
-mode) written where the device holds a tensor in fp16, in the main graph and every If/Loop/Scan
-body. Split from ``convert`` (which plans, fuses and writes the model).
+"""The emulation's rounding points: which tensors are float (the only ones a Cast pair may take),
+and the nodes written where the device holds a tensor in a reduced format, in the main graph and every
+If/Loop/Scan body: ``Cast(FLOAT16) -> Cast(FLOAT)`` for fp16, ``Cast(BFLOAT16) -> Cast(FLOAT)`` for
+bf16, and for HF32 (an fp32 cube input on Atlas A2/A3) the arithmetic of ``formats.round_mantissa``.
+In saturation mode each point maps NaN to 0 and clips to the format's largest finite first, and an
+fp32 op's float outputs saturate too (``ascendpipe_emu/sat32_*``). Split from ``convert`` (which
+plans, fuses and writes the model).
 
 Sequence, optional and map values are never rounded (a Cast takes tensors only): their float
 elements are fp16 values where an fp16 op made them from rounded tensors, and ``non_tensor_values``
@@ -10,9 +13,10 @@ lists them for precision_plan.json.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from ascendpipe.errors import Location, UserError
 from ascendpipe.onnxgraph import subgraphs as _subgraphs
 from ascendpipe.precision import lists as oplists
 from ascendpipe.precision.policy import Decision
@@ -96,56 +100,165 @@ def _floats_in(graph, typed: dict[str, bool], outer: dict[str, bool]) -> set[str
     return found | {name for name, is_float in known.items() if is_float}
 
 
+FORMAT_TAG = {"float16": "fp16", "bfloat16": "bf16", "hf32": "hf32"}
+
+
 @dataclass
 class Rounding:
-    """How a rounding point is written: ``saturate`` clips to +-65504 first (saturation mode)."""
+    """How a rounding point is written, per format: fp16 and bf16 by a Cast pair (bf16 below opset 13,
+    whose Cast has no bf16, by the arithmetic of ``formats.round_mantissa``), HF32 by that arithmetic
+    (ONNX has no bit cast). ``saturate`` (saturation mode): NaN becomes 0 and the value is clipped to
+    the format's largest finite first; ``saturate_nodes`` does the same for an fp32 op's output."""
 
     saturate: bool = False
     opset: int = 17
+    hf32_bits: int = 11
     clipped: bool = False  # a saturating Clip was written somewhere: the main graph gets its bounds
+    constants: dict = field(default_factory=dict)  # initializer name -> value, written to the main graph
 
-    def nodes(self, src: str, dst: str, tensor: str, tag: str):
-        """Nodes that write ``src`` rounded to fp16 as ``dst``; (nodes, new internal tensors).
+    def _const(self, name: str, value: float) -> str:
+        full = f"{EMU}/{name}"
+        self.constants[full] = value
+        return full
+
+    def _saturation(self, src: str, tensor: str, tag: str, fmt: str, nodes: list, internal: list,
+                    dst: str | None = None) -> str:
+        """NaN -> 0, then a Clip to +-the format's max: the device's saturation mode."""
+        from onnx import helper
+
+        from ascendpipe.precision.formats import format_max
+
+        top = format_max(fmt, self.hf32_bits if fmt == "hf32" else None)
+        key = "" if fmt == "float16" else f"_{FORMAT_TAG.get(fmt, 'fp32')}"
+        if self.opset >= 9:
+            isnan, zeroed = f"{EMU}/isnan{key}/{tensor}", f"{EMU}/nan0{key}/{tensor}"
+            nodes += [helper.make_node("IsNaN", [src], [isnan], name=f"{EMU}/{tag}_nan{key}/{tensor}"),
+                      helper.make_node("Where", [isnan, self._const("zero", 0.0), src], [zeroed],
+                                       name=f"{EMU}/{tag}_nan0{key}/{tensor}")]
+            internal += [isnan, zeroed]
+            src = zeroed
+        clipped = dst or f"{EMU}/sat{key}/{tensor}"
+        if self.opset >= 11:
+            if fmt == "float16":
+                bounds = [f"{EMU}/sat_min", f"{EMU}/sat_max"]
+                self.clipped = True
+            else:
+                bounds = [self._const(f"sat_min{key}", -top), self._const(f"sat_max{key}", top)]
+            nodes.append(helper.make_node("Clip", [src, *bounds], [clipped], name=f"{EMU}/{tag}_sat{key}/{tensor}"))
+        else:
+            nodes.append(helper.make_node("Clip", [src], [clipped], name=f"{EMU}/{tag}_sat{key}/{tensor}",
+                                          min=-top, max=top))
+        if dst is None:
+            internal.append(clipped)
+        return clipped
+
+    def nodes(self, src: str, dst: str, tensor: str, tag: str, fmt: str = "float16"):
+        """Nodes that write ``src`` rounded to ``fmt`` as ``dst``; (nodes, new internal tensors).
         ``tensor`` carries the body's scope in a subgraph, so every name is unique in the model."""
         from onnx import TensorProto, helper
 
-        half = f"{EMU}/fp16/{tensor}"
-        nodes, internal = [], [half]
+        nodes, internal = [], []
         if self.saturate:
-            clipped = f"{EMU}/sat/{tensor}"
-            if self.opset >= 11:
-                nodes.append(helper.make_node("Clip", [src, f"{EMU}/sat_min", f"{EMU}/sat_max"], [clipped],
-                                              name=f"{EMU}/{tag}_sat/{tensor}"))
-                self.clipped = True
-            else:
-                nodes.append(helper.make_node("Clip", [src], [clipped], name=f"{EMU}/{tag}_sat/{tensor}",
-                                              min=-FP16_MAX, max=FP16_MAX))
-            src = clipped
-            internal.append(clipped)
-        nodes += [
-            helper.make_node("Cast", [src], [half], name=f"{EMU}/{tag}_fp16/{tensor}", to=TensorProto.FLOAT16),
-            helper.make_node("Cast", [half], [dst], name=f"{EMU}/{tag}_fp32/{tensor}", to=TensorProto.FLOAT),
-        ]
+            src = self._saturation(src, tensor, tag, fmt, nodes, internal)
+        if fmt == "float16" or (fmt == "bfloat16" and self.opset >= 13):
+            to, short = (TensorProto.FLOAT16, "fp16") if fmt == "float16" else (TensorProto.BFLOAT16, "bf16")
+            half = f"{EMU}/{short}/{tensor}"
+            internal.insert(0, half)
+            nodes += [
+                helper.make_node("Cast", [src], [half], name=f"{EMU}/{tag}_{short}/{tensor}", to=to),
+                helper.make_node("Cast", [half], [dst], name=f"{EMU}/{tag}_fp32{'' if fmt == 'float16' else '_bf16'}/{tensor}",
+                                 to=TensorProto.FLOAT),
+            ]
+            return nodes, internal
+        from ascendpipe.precision.formats import mantissa_bits
+
+        made, more = self._mantissa_nodes(src, dst, tensor, tag, FORMAT_TAG[fmt], mantissa_bits(fmt, self.hf32_bits))
+        return nodes + made, internal + more
+
+    def _mantissa_nodes(self, x: str, dst: str, tensor: str, tag: str, short: str, bits: int):
+        """``formats.round_mantissa`` as ONNX nodes (nearest even to ``bits`` mantissa bits)."""
+        from onnx import helper
+
+        from ascendpipe.precision import formats as f
+
+        c = self._const
+        nodes, internal = [], []
+
+        def op(kind: str, inputs: list[str], step: str, out: str | None = None) -> str:
+            out = out or f"{EMU}/{short}_{step}/{tensor}"
+            nodes.append(helper.make_node(kind, inputs, [out], name=f"{EMU}/{tag}_{short}_{step}/{tensor}"))
+            if out != dst:
+                internal.append(out)
+            return out
+
+        if self.opset < 8:  # Min/Max broadcast from opset 8
+            raise UserError(f"rounding to {short} needs opset 8 or later (this model imports opset {self.opset})",
+                            Location(op=tensor))
+        one, zero = c("one", 1.0), c("zero", 0.0)
+        # rounded as |x| (inf as float32's max, which rounds up to inf; NaN passes through Min, Max and the
+        # arithmetic), the sign put back by a factor of +-1 (keeps -0); no Where: opset 8 has none
+        a = op("Min", [op("Abs", [x], "abs"), c("fp32_max", f.FP32_MAX)], "absc")
+        big = op("Cast", [op("Greater", [a, c("ufp_big", f.UFP_BIG)], "gt")], "big")
+        nodes[-1].attribute.append(helper.make_attribute("to", 1))  # FLOAT
+        small = op("Sub", [one, big], "small")
+        down = op("Add", [small, op("Mul", [big, c("ufp_down", f.UFP_DOWN)], "bd")], "down")
+        up = op("Add", [small, op("Mul", [big, c("ufp_up", f.UFP_UP)], "bu")], "up")
+        xs = op("Mul", [a, down], "xs")
+        q = op("Mul", [xs, c("ufp_phi", f.UFP_PHI)], "q")
+        ufp = op("Abs", [op("Sub", [q, op("Mul", [q, c("ufp_1mu", f.UFP_ONE_MINUS_U)], "qu")], "d")], "ufp")
+        ufp = op("Max", [ufp, c("fp32_min_normal", f.FP32_MIN_NORMAL)], "ufpn")
+        magic = op("Mul", [ufp, c(f"magic_{bits}", f.magic_factor(bits))], "c")
+        r = op("Mul", [op("Sub", [op("Add", [xs, magic], "add"), magic], "sub"), up], "r")
+        # x's sign, -0 and -inf included (1 / -0 is -inf, x < 0 for -inf)
+        negative = op("Or", [op("Less", [x, zero], "lt0"), op("Less", [op("Div", [one, x], "inv"), zero], "inv0")], "neg")
+        negative = op("Cast", [negative], "negf")
+        nodes[-1].attribute.append(helper.make_attribute("to", 1))
+        sign = op("Sub", [one, op("Mul", [negative, c("two", 2.0)], "neg2")], "sign")
+        op("Mul", [r, sign], "out", dst)
         return nodes, internal
 
-    def values(self, array):
+    def saturate_nodes(self, src: str, dst: str, tensor: str):
+        """Saturation mode on an fp32 op's output: NaN -> 0, +-inf -> +-float32's max."""
+        nodes, internal = [], []
+        self._saturation(src, tensor, "sat32", "float32", nodes, internal, dst)
+        return nodes, internal
+
+    def values(self, array, fmt: str = "float16"):
         import numpy as np
 
-        from ascendpipe.precision.fp16 import round_fp16
+        from ascendpipe.precision.formats import round_to, saturate
 
         if self.saturate:
-            array = np.clip(array, -FP16_MAX, FP16_MAX)
-        return round_fp16(array)
+            array = saturate(array, fmt, self.hf32_bits) if fmt != "float16" else np.clip(
+                np.where(np.isnan(array), np.float32(0), array), -FP16_MAX, FP16_MAX)
+        return round_to(array, fmt, self.hf32_bits)
+
+    def write_constants(self, graph) -> list:
+        """The bounds and constants the rounding nodes read, once, in the main graph (bodies see them):
+        fp16's saturation bounds as initializers; the others as Constant nodes (returned, to go first),
+        which a model of IR version < 4 (initializers must be inputs there) takes as well."""
+        import numpy as np
+        from onnx import helper, numpy_helper
+
+        names = {i.name for i in graph.initializer} | {t for n in graph.node for t in n.output}
+        if self.clipped:
+            for name, value in ((f"{EMU}/sat_min", -FP16_MAX), (f"{EMU}/sat_max", FP16_MAX)):
+                if name not in names:
+                    graph.initializer.append(numpy_helper.from_array(np.array(value, np.float32), name))
+        return [helper.make_node("Constant", [], [name], name=f"{EMU}/const/{name}",
+                                 value=numpy_helper.from_array(np.array(value, np.float32), name))
+                for name, value in self.constants.items() if name not in names]
 
 
 @dataclass
 class Scope:
     """Where a graph sits: ``prefix`` names its internal tensors uniquely ('' for the main graph);
-    ``fp16``: tensors of the enclosing graphs that already hold fp16 values; ``hoist``: asks the
-    enclosing graph for an fp16 copy of one of its tensors (rounded once, before the subgraph op)."""
+    ``held``: tensors of the enclosing graphs that already hold reduced values ((tensor, format)
+    pairs); ``hoist``: asks the enclosing graph for a rounded copy of one of its tensors (rounded
+    once, before the subgraph op)."""
 
     prefix: str = ""
-    fp16: frozenset = frozenset()
+    held: frozenset = frozenset()
     hoist: Any = None
 
 
@@ -154,95 +267,113 @@ def _local_names(graph) -> set[str]:
             | {t for n in graph.node for t in n.output})
 
 
-def _outer_reads(graph, decisions: dict[str, Decision]) -> list[tuple[str, bool]]:
-    """(tensor, read as fp16) for every read of a name that ``graph`` (and its bodies) do not define."""
+def _outer_reads(graph, decisions: dict[str, Decision]) -> list[tuple[str, str | None]]:
+    """(tensor, the format it is read as, or None) for every read of a name that ``graph`` (and its
+    bodies) do not define."""
     local = _local_names(graph)
     reads = []
     for node in graph.node:
-        reads += [(t, decisions[node.name].reads_fp16) for t in node.input if t and t not in local]
+        reads += [(t, decisions[node.name].reads) for t in node.input if t and t not in local]
         for _, sub in _subgraphs(node):
             reads += [(t, fp16) for t, fp16 in _outer_reads(sub, decisions) if t not in local]
     return reads
 
 
 def _apply_rounding(graph, decisions: dict[str, Decision], floats: set[str], rounding: Rounding,
-                    force: set[str] = frozenset(), scope: Scope | None = None) -> list[str]:
+                    force=frozenset(), scope: Scope | None = None) -> list[str]:
     """Rewrite ``graph`` and its If/Loop/Scan bodies in place; return the internal tensor names added.
 
-    ``floats``: float tensors of every graph; ``force``: tensors rounded to fp16 where they are made
-    whatever their producer's dtype (a UB fusion's intermediates in an fp16 kernel)."""
+    ``floats``: float tensors of every graph; ``force``: tensors rounded where they are made whatever
+    their producer's dtype (a UB fusion's intermediates in a low-precision kernel): a set (fp16) or a
+    mapping tensor -> format. In saturation mode an fp32 op's float outputs saturate too."""
     from onnx import numpy_helper
 
+    from ascendpipe.precision.policy import CONTROL_FLOW_OPS
+
     scope = scope or Scope()
-    round_fp16 = rounding.values
+    force = force if isinstance(force, dict) else {t: "float16" for t in force}
     inits = {i.name: i for i in graph.initializer}
     local = _local_names(graph)
-    produced_fp16 = {t for n in graph.node if decisions[n.name].dtype == "float16" for t in n.output} | set(force)
-    readers: dict[str, list[bool]] = {}
+    # tensor -> the format it already holds (made by a bf16/fp16 op, or a forced kernel intermediate)
+    produced = {t: decisions[n.name].dtype for n in graph.node if decisions[n.name].dtype in FORMAT_TAG
+                for t in n.output}
+    produced.update(force)
+    held = dict(scope.held)
+    readers: dict[str, list] = {}
     for node in graph.node:
-        for t in node.input:
-            readers.setdefault(t, []).append(decisions[node.name].reads_fp16)
+        for i, t in enumerate(node.input):
+            reads = decisions[node.name].reads
+            readers.setdefault(t, []).append(None if reads == "hf32" and i >= 2 else reads)
         for _, sub in _subgraphs(node):  # a body's reads of this graph's weights count too
-            for t, fp16 in _outer_reads(sub, decisions):
-                readers.setdefault(t, []).append(fp16)
+            for t, fmt in _outer_reads(sub, decisions):
+                readers.setdefault(t, []).append(fmt)
     internal: list[str] = []
-    rounded_inputs: dict[str, str] = {}
+    rounded_inputs: dict[tuple[str, str], str] = {}
     new_nodes = []
     pending: list = []  # rounding nodes a body asked for, written before the subgraph op
 
-    def fp16_copy(t: str) -> str:
-        """The name of ``t`` rounded to fp16, written once in this graph (or asked of the outer one)."""
-        if t in rounded_inputs:
-            return rounded_inputs[t]
+    def low_copy(t: str, fmt: str = "float16") -> str:
+        """The name of ``t`` rounded to ``fmt``, written once in this graph (or asked of the outer one)."""
+        if (t, fmt) in rounded_inputs:
+            return rounded_inputs[(t, fmt)]
         if t not in local and scope.hoist is not None:  # an outer tensor: round it where it lives
-            rounded_inputs[t] = scope.hoist(t)
-            return rounded_inputs[t]
+            rounded_inputs[(t, fmt)] = scope.hoist(t, fmt)
+            return rounded_inputs[(t, fmt)]
+        key = "" if fmt == "float16" else f"_{FORMAT_TAG[fmt]}"
         if t in inits:
-            copy = f"{EMU}/fp16_init/{scope.prefix}{t}"
-            graph.initializer.append(numpy_helper.from_array(round_fp16(numpy_helper.to_array(inits[t])), copy))
+            copy = f"{EMU}/fp16_init{key}/{scope.prefix}{t}"
+            graph.initializer.append(numpy_helper.from_array(rounding.values(numpy_helper.to_array(inits[t]), fmt), copy))
             internal.append(copy)
         else:
-            copy = f"{EMU}/round/{scope.prefix}{t}"
-            pair, half = rounding.nodes(t, copy, f"{scope.prefix}{t}", "in")
+            copy = f"{EMU}/round{key}/{scope.prefix}{t}"
+            pair, half = rounding.nodes(t, copy, f"{scope.prefix}{t}", "in", fmt)
             pending.extend(pair)
             internal.extend([*half, copy])
-        rounded_inputs[t] = copy
+        rounded_inputs[(t, fmt)] = copy
         return copy
 
     for node in list(graph.node):
         decision = decisions[node.name]
-        if decision.reads_fp16:
+        fmt = decision.reads
+        if fmt:
             for i, t in enumerate(node.input):
-                if not t or t not in floats or t in produced_fp16 or t in scope.fp16:
+                if not t or t not in floats or produced.get(t) == fmt or held.get(t) == fmt:
                     continue
-                if t in inits and all(readers[t]):  # only fp16 readers: round the weight itself
-                    inits[t].CopyFrom(numpy_helper.from_array(round_fp16(numpy_helper.to_array(inits[t])), t))
+                if fmt == "hf32" and i >= 2:  # HF32 rounds what the cube reads from L0A/L0B; the bias is added in fp32
                     continue
-                node.input[i] = fp16_copy(t)
+                if t in inits and all(r == fmt for r in readers[t]):  # one format reads it: round the weight itself
+                    inits[t].CopyFrom(numpy_helper.from_array(rounding.values(numpy_helper.to_array(inits[t]), fmt), t))
+                    produced[t] = fmt
+                    continue
+                node.input[i] = low_copy(t, fmt)
         for attr_name, sub in _subgraphs(node):
-            inner = Scope(f"{scope.prefix}{node.name}/{attr_name}/", frozenset(scope.fp16 | produced_fp16), fp16_copy)
+            inner = Scope(f"{scope.prefix}{node.name}/{attr_name}/", frozenset({**held, **produced}.items()), low_copy)
             internal += _apply_rounding(sub, decisions, floats, rounding, scope=inner)
         new_nodes += pending
         pending.clear()
         new_nodes.append(node)
-        # an fp16 copy/select op read fp16 values: its outputs are fp16 values already
-        exact_fp16 = decision.dtype == "float16" and node.op_type in oplists.EXACT_OPS
+        # a low-precision copy/select op read rounded values: its outputs hold that format already
+        exact = decision.dtype in FORMAT_TAG and node.op_type in oplists.EXACT_OPS
+        # saturation mode: an fp32 op's result saturates too (inf -> float32's max, NaN -> 0)
+        sat32 = (rounding.saturate and decision.dtype == "float32" and node.op_type not in oplists.EXACT_OPS
+                 and node.op_type not in CONTROL_FLOW_OPS and node.op_type != "Constant")
         for i, t in enumerate(node.output):
-            if not t or t not in floats or exact_fp16:
+            if not t or t not in floats or exact:
                 continue
-            if decision.dtype == "float16" or t in force:
+            out_fmt = force.get(t) or (decision.dtype if decision.dtype in FORMAT_TAG else None)
+            if out_fmt or sat32:
                 raw = f"{EMU}/raw/{scope.prefix}{t}"
                 node.output[i] = raw
-                pair, half = rounding.nodes(raw, t, f"{scope.prefix}{t}", "out")
+                if out_fmt:
+                    pair, half = rounding.nodes(raw, t, f"{scope.prefix}{t}", "out", out_fmt)
+                else:
+                    pair, half = rounding.saturate_nodes(raw, t, f"{scope.prefix}{t}")
                 new_nodes += pair
                 internal += [raw, *half]
-    if not scope.prefix and rounding.clipped:  # the bounds live in the main graph; bodies see them
-        import numpy as np
-
-        names = {i.name for i in graph.initializer}
-        for name, value in ((f"{EMU}/sat_min", -FP16_MAX), (f"{EMU}/sat_max", FP16_MAX)):
-            if name not in names:
-                graph.initializer.append(numpy_helper.from_array(np.array(value, np.float32), name))
+    if not scope.prefix:  # the bounds and constants live in the main graph; bodies see them
+        constants = rounding.write_constants(graph)
+        new_nodes = constants + new_nodes
+        internal += [n.output[0] for n in constants]
     del graph.node[:]
     graph.node.extend(new_nodes)
     return internal

@@ -22,10 +22,13 @@ def convert(ctx: StageContext) -> StageResult:
         raise err.with_location(stage=ctx.name) from None
     metrics = {"ops_fp16": result.counts["float16"], "ops_fp32": result.counts["float32"],
                "ops_other": result.counts["other"]}
+    if result.counts.get("bfloat16"):  # a bf16 mode (Atlas A2/A3, 310B)
+        metrics["ops_bf16"] = result.counts["bfloat16"]
     write_metrics(ctx.out_dir, metrics)
     for line in result.warnings:
         ctx.say(line)
-    ctx.say(f"converted {model} -> {result.model_path} ({metrics['ops_fp16']} ops fp16, {metrics['ops_fp32']} fp32)")
+    bf16 = f", {metrics['ops_bf16']} bf16" if "ops_bf16" in metrics else ""
+    ctx.say(f"converted {model} -> {result.model_path} ({metrics['ops_fp16']} ops fp16, {metrics['ops_fp32']} fp32{bf16})")
     ctx.say("equivalent: " + " ".join(result.atc_argv))
     return StageResult(
         metrics=metrics,

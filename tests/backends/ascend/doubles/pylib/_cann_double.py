@@ -13,17 +13,26 @@ import sys
 import time
 from pathlib import Path
 
+# GE compiler/api/aclgrph/option_utils.cc (ffdcbc9f) L1316-1326 and L1341-1343: atc's own value sets
+# (force_lowerprecision is not in them: E10001)
 PRECISION_MODES = {"force_fp32", "cube_fp16in_fp32out", "force_fp16", "allow_fp32_to_fp16", "must_keep_origin_dtype",
                    "allow_mix_precision", "allow_mix_precision_fp16", "allow_mix_precision_bf16", "allow_fp32_to_bf16"}
-PRECISION_MODES_V2 = {"fp16", "origin", "cube_fp16in_fp32out", "mixed_float16", "mixed_bfloat16", "mixed_hif8"}
-MIXED = {"allow_mix_precision", "allow_mix_precision_fp16", "allow_mix_precision_bf16", "mixed_float16", "mixed_bfloat16"}
+PRECISION_MODES_V2 = {"fp16", "origin", "cube_fp16in_fp32out", "mixed_float16", "mixed_bfloat16", "cube_hif8", "mixed_hif8"}
+MIXED = {"allow_mix_precision", "allow_mix_precision_fp16", "allow_mix_precision_bf16", "mixed_float16", "mixed_bfloat16",
+         "mixed_hif8"}
+# GE compiler/engines/nn_engine/utils/common/fe_context_utils.cc L131-133, L179-181: these modes need the SoC's
+# vconv f32->bf16 ("Current soc not support dtype of BFloat16"); which SoCs have it: GE --precision_mode_v2.md
+# L89-107 (Atlas A2/A3, 200I/500 A2 = 310B, 950), typed in again here by soc_version prefix
+BF16_MODES = {"allow_mix_precision_bf16", "allow_fp32_to_bf16", "mixed_bfloat16"}
+BF16_SOCS = re.compile(r"Ascend(910B\d|910_93|310B|950)", re.IGNORECASE)
 IMPLMODES = {"high_precision", "high_performance", "high_precision_for_all", "high_performance_for_all"}
 BUFFER = {"l2_optimize", "off_optimize", "l1_optimize"}
 LOGS = {"debug", "info", "warning", "error", "null"}
 ATC_OPTIONS = {"mode", "framework", "model", "output", "soc_version", "input_shape", "input_format",
                "precision_mode", "precision_mode_v2", "keep_dtype", "fusion_switch_file", "insert_op_conf",
                "modify_mixlist", "op_select_implmode", "optypelist_for_implmode", "buffer_optimize", "out_nodes",
-               "log", "om", "json", "dynamic_batch_size", "dynamic_image_size", "dynamic_dims", "input_shape_range"}
+               "log", "om", "json", "dynamic_batch_size", "dynamic_image_size", "dynamic_dims", "input_shape_range",
+               "allow_hf32"}
 ATC_PATH_OPTIONS = ("model", "output", "om", "json", "keep_dtype", "fusion_switch_file", "insert_op_conf",
                     "modify_mixlist")
 META_CMDLINE = "cann_double.atc_cmdline"
@@ -109,6 +118,11 @@ def check_conversion_options(tool: str, o: dict[str, str]) -> None:
         fail(tool, f"bad --precision_mode {o['precision_mode']}")
     if o.get("precision_mode_v2", "fp16") not in PRECISION_MODES_V2:
         fail(tool, f"bad --precision_mode_v2 {o['precision_mode_v2']}")
+    bf16 = {o.get("precision_mode"), o.get("precision_mode_v2")} & BF16_MODES
+    if bf16 and not BF16_SOCS.match(o["soc_version"]):
+        fail(tool, f"E10001: --precision_mode {bf16.pop()}: Current soc not support dtype of BFloat16")
+    if o.get("allow_hf32", "true") not in ("true", "false"):  # option_utils.cc L1413-1417
+        fail(tool, f"--allow_hf32's value:{o['allow_hf32']} must be true or false")
     if "input_shape" in o:
         check_shape_grammar(tool, o["input_shape"])
     # an ONNX model takes NCHW / NCDHW / ND only (graphengine ge/offline/main.cc:620-660, E10001); with

@@ -35,8 +35,27 @@ class FixReport:
     restore_run: int | None = None  # pipeline mode: the last run fix records (the workspace put back)
 
     def text(self) -> str:
-        return report.terminal_text(self.outcome, self.metric_name, self.keep_dtype, self.fusion_switch,
+        text = report.terminal_text(self.outcome, self.metric_name, self.keep_dtype, self.fusion_switch,
                                     self.stage_prefix, self.written, self.target_text, self.restore_run)
+        return text + "".join(line + "\n" for line in self.apply_lines())
+
+    def apply_lines(self) -> list[str]:
+        """Standalone mode: the convert line that applies the remedy files written (or how to get them)."""
+        from ascendpipe.cli.apply_line import REMEDY_OPTIONS, apply_lines
+
+        if self.summary.get("mode") != "standalone" or not self.outcome.passed or not (self.keep_dtype or self.fusion_switch):
+            return []
+        files = {path.name: path for key, path in self.written.items() if path.name in REMEDY_OPTIONS}
+        if not files:
+            return ["", "add --output DIR to have keep_dtype.cfg and fusion_switch.cfg written there, with the convert "
+                        "line that applies them"]
+        mode = self.summary.get("precision_mode")
+        options = [("precision_mode", mode)] if mode else []
+        if self.summary.get("soc_version"):
+            options.insert(0, ("soc_version", self.summary["soc_version"]))
+        model = Path(self.summary["model"])
+        return ["", *apply_lines(files, target=None, golden=model, new_output=next(iter(files.values())).parent / "converted",
+                                 options=options)]
 
 
 def _check_attempts(max_attempts: int) -> None:

@@ -423,7 +423,9 @@ def _dump_both(target_dumps, golden_dumps) -> tuple[list, list]:
             raise
 
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="target-dump") as pool:
-        target = pool.submit(target_side)
+        from ascendpipe import ticker
+
+        target = pool.submit(ticker.carry(target_side, "target:"))  # its counts apart from the golden's
         try:
             goldens = golden_dumps(gate)
             return target.result(), goldens

@@ -142,7 +142,12 @@ def detections(outputs: dict, params: dict, letterbox: list[dict] | None = None)
             per.append((b[ok][order], s[ok][order], c[ok][order]))
     else:
         boxes, scores = candidates(outputs, p, input_hw)
-        per = [select(boxes[i], scores[i], p) for i in range(boxes.shape[0])]
+        from ascendpipe import ticker
+
+        per = []
+        for i in range(boxes.shape[0]):
+            per.append(select(boxes[i], scores[i], p))
+            ticker.report(i + 1, boxes.shape[0], "images")
     if letterbox is not None:
         if len(letterbox) != len(per):
             raise UserError(f"letterbox metadata lists {len(letterbox)} images, the model output {len(per)}")

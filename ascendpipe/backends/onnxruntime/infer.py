@@ -82,6 +82,9 @@ class Progress:
         self._last_decile = -1
 
     def update(self, done: int) -> None:
+        from ascendpipe import ticker
+
+        ticker.report(done, self.total, "batches")  # a build's status line (engine/progress.py)
         if self.stream is None or self.total <= 0:
             return
         elapsed = time.perf_counter() - self.started

@@ -50,7 +50,7 @@ from ascendpipe.stages.base import StageContext, StageKind, StageResult, lazy_cl
 
 TASKS = ("classification", "reid", "detection")
 # the built-in detection heads (ascendpipe.metrics.detect_post.DECODERS; not imported: a no-op build stays light)
-DECODERS = ("yolov8", "yolov8_dfl", "yolov5", "yolov5_raw", "boxes", "onnx_nms")
+DECODERS = ("yolov8", "yolov8_dfl", "yolov5", "yolov5_raw", "yolox", "boxes", "onnx_nms")
 OUTPUTS_DIR = "outputs"  # where an infer stage keeps its outputs inside its out dir
 
 

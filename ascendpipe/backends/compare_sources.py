@@ -171,6 +171,20 @@ class Preprocessing:
     note: str | None
 
 
+def _input_shape_of(settings: dict | None, name: str) -> list | None:
+    """The dims convert.json's ``input_shape`` gives input ``name`` (a mapping or ATC's text), or None."""
+    given = (settings or {}).get("input_shape")
+    if isinstance(given, str) and given:
+        from ascendpipe.precision.input_shape import parse_input_shape
+
+        try:
+            given = parse_input_shape(given)
+        except UserError:
+            return None
+    dims = given.get(name) if isinstance(given, dict) else None
+    return list(dims) if isinstance(dims, list) else None
+
+
 def aipp_preprocessing(golden_model: Path | None, settings: dict | None, target_feeds: dict, golden_inputs: Path | None,
                        seed: int, stage: str, golden_batch: dict | None = None) -> Preprocessing:
     """With AIPP in the target's settings: the golden's feeds (``golden_inputs``, else the AIPP reference of the
@@ -199,7 +213,10 @@ def aipp_preprocessing(golden_model: Path | None, settings: dict | None, target_
         if not isinstance(rank, int) or not 0 <= rank < len(specs):
             raise UserError(f"AIPP related_input_rank {rank} is not a golden model input", Location(field="aipp"))
         spec_in = specs[rank]
-        chw = tuple(d if isinstance(d, int) else 1 for d in spec_in.shape[1:])
+        # a dynamic export's C, H, W: the convert's input_shape fixes them, as ATC's --input_shape does for the OM
+        fixed = _input_shape_of(settings, spec_in.name)
+        dims = fixed[1:] if fixed and len(fixed) == len(spec_in.shape) else spec_in.shape[1:]
+        chw = tuple(d if isinstance(d, int) and d > 0 else 1 for d in dims)
         spec = aipp.aipp_spec(block, chw, "convert.json")
         u8 = target_feeds.get(spec_in.name)
         if u8 is None:
@@ -307,7 +324,8 @@ def run_compare(golden: Path, target: Path, *, input_path: Path | None, work_dir
     golden_batches = None
     if golden_inputs is not None and g.model is not None:
         golden_specs = None
-        if t.om_dir is not None and batches and batches[0]:  # an OM's fixed batch: the golden's samples batched alike
+        fixed_batch = t.om_dir is not None or ((t.settings or {}).get("shapes") or {}).get("mode") == "static"
+        if fixed_batch and batches and batches[0]:  # an OM's fixed batch (the convert's input_shape): the golden's samples batched alike
             from dataclasses import replace
 
             rows = next(iter(batches[0].values())).shape[0]

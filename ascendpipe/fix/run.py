@@ -33,10 +33,12 @@ class FixReport:
     stage_prefix: str
     target_text: str
     restore_run: int | None = None  # pipeline mode: the last run fix records (the workspace put back)
+    yaml_text: str | None = None  # the YAML to paste where yaml_lines' would not validate (a list-form matrix)
 
     def text(self) -> str:
         text = report.terminal_text(self.outcome, self.metric_name, self.keep_dtype, self.fusion_switch,
-                                    self.stage_prefix, self.written, self.target_text, self.restore_run)
+                                    self.stage_prefix, self.written, self.target_text, self.restore_run,
+                                    self.yaml_text)
         return text + "".join(line + "\n" for line in self.apply_lines())
 
     def apply_lines(self) -> list[str]:
@@ -129,11 +131,18 @@ def fix_pipeline(pipeline: str | Path, *, stage: str = "convert", metric: str, t
                           golden_metric=golden, tolerance=tolerance, runs=evaluator.runs, restore_run=restore_run,
                           set=evaluator.set_lines(outcome.remedy) if outcome.passed else [], resolution=noise,
                           restored=bool(outcome.passed and outcome.remedy and not noise.get("inside_noise")))
+    base, _, variant = target.convert.partition("@")
+    matrix = ((raw.get("stages") or {}).get(base) or {}).get("matrix")
+    yaml_text = (report.named_matrix_yaml(base, matrix, variant, keep, fusion)
+                 if variant and report.is_list_matrix(matrix) else None)
+    if yaml_text:
+        data["yaml"] = yaml_text
     out_dir = Path(output) if output else build_dir / "fix" / stage_folder(target.convert)
     written = report.write_remedy_files(out_dir, keep, fusion, data)
     target_text = (f"{target.metric_stage}.{target.metric} >= {target.golden_stage}.{target.metric} - {tolerance}"
                    + (f" = {golden - tolerance:.6g}" if golden is not None else ""))
-    return FixReport(outcome, keep, fusion, data, written, target.metric, target.set_prefix, target_text, restore_run)
+    return FixReport(outcome, keep, fusion, data, written, target.metric, target.set_prefix, target_text, restore_run,
+                     yaml_text)
 
 
 def _resolution(outcome: Outcome, evaluator, metric_stage, workspace: Path, tolerance: float) -> dict:

@@ -74,7 +74,12 @@ top], "input_size": [H, W]}, ...]}`.
 
 **What it writes:** `metrics.json`; `detections.json`, the predictions as a COCO results list
 (`image_id`, `category_id`: the ground truth's ids; `bbox` x, y, width, height; `score`) that pycocotools
-loads as is; `ground_truth_coco.json`, the ground truth as COCO instances whatever it was read from:
+loads as is; `ground_truth_coco.json`, the ground truth as COCO instances whatever it was read from.
+Rounding: `detections.json` writes each `score` to 6 decimals and each `bbox` value to 4 (pixels),
+after the letterbox is undone; the metrics are computed before that rounding, from float64 boxes, so
+pycocotools on the two files may differ from `mAP50_95` in its last digits. The letterbox's own
+rounding (ties half to even for the scaled size, half up for pixel values) is in
+`ascendpipe.data.letterbox`:
 
 ```python
 from pycocotools.coco import COCO

@@ -398,7 +398,8 @@ def run_compare(golden: Path, target: Path, *, input_path: Path | None, work_dir
 
         quantization_report(result, t.quantization, (graph or {}).get("producers"))
     local = [Path(d) for d in target_dumps + goldens if not hasattr(d, "key") and _inside(d, work_dir)]
-    kept = prune_dumps(result["rows"], local, keep=keep, keep_max=keep_max)
+    kept = prune_dumps(result["rows"], local, keep=keep, keep_max=keep_max, first=result.get("first_failure"),
+                       producers=(graph or {}).get("producers"))
     shared = [{"batch": k, "key": d.key, "digest": d.digest, "bytes": d.bytes} for k, d in enumerate(goldens)
               if hasattr(d, "key")]
     local_target = [Path(d) for d in target_dumps if _inside(d, work_dir)]
@@ -502,14 +503,22 @@ def folder_bytes(folder: Path) -> int:
     return sum(p.stat().st_size for p in Path(folder).rglob("*") if p.is_file())
 
 
-def kept_tensors(rows: list[dict], keep: str, keep_max: int | None) -> set[str] | None:
+def kept_tensors(rows: list[dict], keep: str, keep_max: int | None, *, first: dict | None = None,
+                 producers: dict | None = None) -> set[str] | None:
     """The tensor names (either side's) a dump keeps after the compare; None: every tensor.
 
-    ``keep``: "all" or "failing" (rows that failed: the tensors to look at); ``keep_max``: at most the
+    ``keep``: "all", "failing" (rows that failed: the tensors to look at) or "rerun" (the default: the
+    failing rows and the rows feeding the first failure (``first``, through ``producers``): what it
+    takes to look at the failure and run its op again on the same inputs); ``keep_max``: at most the
     first K of those rows in graph order. Graph inputs are always kept (they reproduce the run)."""
     if keep == "all" and keep_max is None:
         return None
-    chosen = [r for r in rows if not r.get("pre") and (keep == "all" or r.get("failed"))]
+    feeding: set[str] = set()
+    if keep == "rerun" and first and first.get("index") is not None and 0 <= first["index"] < len(rows):
+        ops = rows[first["index"]].get("golden_ops") or [rows[first["index"]].get("op_name")]
+        feeding = {p for op in ops for p in (producers or {}).get(op, ()) if p not in ops}
+    chosen = [r for r in rows if not r.get("pre") and (keep == "all" or r.get("failed") or (
+        feeding and (r.get("op_name") in feeding or feeding & set(r.get("golden_ops") or []))))]
     if keep_max is not None:
         chosen = chosen[:keep_max]
     names = set()
@@ -518,12 +527,13 @@ def kept_tensors(rows: list[dict], keep: str, keep_max: int | None) -> set[str] 
     return names
 
 
-def prune_dumps(rows: list[dict], folders: list[Path], *, keep: str, keep_max: int | None) -> dict:
+def prune_dumps(rows: list[dict], folders: list[Path], *, keep: str, keep_max: int | None, first: dict | None = None,
+                producers: dict | None = None) -> dict:
     """Drop from each dump folder the tensors ``kept_tensors`` does not keep; the index is rewritten
     first (atomically) to list only what stays, with ``kept`` saying the rule. {"tensors", "of"}."""
     from ascendpipe.fsutil import write_json_atomic
 
-    wanted = kept_tensors(rows, keep, keep_max)
+    wanted = kept_tensors(rows, keep, keep_max, first=first, producers=producers)
     total = kept_count = 0
     for folder in folders:
         index_path = Path(folder) / "index.json"

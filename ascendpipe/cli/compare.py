@@ -27,6 +27,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "first failure's remedy files (keep_dtype.cfg, fusion_switch.cfg) here")
     parser.add_argument("--check", action="store_true", help="exit 1 when the outputs fail the thresholds (for CI); "
                         "without it the exit status is 0 whatever the verdict")
+    parser.add_argument("--dump-keep", "--dump_keep", dest="dump_keep", choices=["rerun", "failing", "all"], default="rerun",
+                        help="with --output, the dumps' tensors kept there: rerun (default: the failing ops' and those "
+                        "feeding the first failure), failing, or all")
     parser.add_argument("--json", action="store_true", help="print the result JSON on stdout and nothing else")
     parser.add_argument("--strategy", default="first-overall", choices=["first-overall", "first-per-output", "all"])
     parser.add_argument("--seed", type=int, default=0, help="seed of the random input (default 0)")
@@ -77,7 +80,7 @@ def main(args: argparse.Namespace) -> int:
         result, note = run_compare(args.golden, args.target, input_path=args.input, work_dir=work, limits=limits,
                                    strategy=args.strategy, seed=args.seed, convert_stage=args.convert_stage,
                                    golden_inputs=args.golden_input, backend=args.backend, log=sys.stderr,
-                                   batch_axes=batch_axes(args))
+                                   batch_axes=batch_axes(args), keep=args.dump_keep if args.output else "all")
         if args.output:
             write_results(result, args.output, note)
     apply = _apply(result, args)

@@ -149,13 +149,16 @@ def show(run: str | int = "latest", workspace: str | None = None) -> dict:
 
 
 def diff(run_a: str | int, run_b: str | int, workspace: str | None = None) -> dict:
-    from ascendpipe.records import diff_runs, resolve_run_id, run_record
+    from ascendpipe.records import diff_runs, previous_of_pipeline, resolve_run_id, run_record
 
     db = _db_for(workspace)
     try:
         a = run_record(db, resolve_run_id(db, str(run_a)))
         b = run_record(db, resolve_run_id(db, str(run_b)))
-        return diff_runs(a, b)
+        result = diff_runs(a, b)
+        if not result["pipelines"]["same"]:  # latest~1 is the build before, of whichever pipeline
+            result["pipelines"]["previous_of_b"] = previous_of_pipeline(db, b)
+        return result
     finally:
         db.close()
 

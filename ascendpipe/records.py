@@ -85,7 +85,8 @@ def _flat(d: dict, prefix: str = "") -> dict:
 
 
 def diff_runs(a: dict, b: dict) -> dict:
-    """Params and metrics of every stage side by side: ``{"a": id, "b": id, "stages": {NAME: {
+    """Params and metrics of every stage side by side: ``{"a": id, "b": id, "pipelines": {"a", "b",
+    "same"}, "stages": {NAME: {
     "params": {K: {"a", "b", "changed"}}, "metrics": {K: {"a", "b", "changed", "delta"}}, "state": {"a", "b"}}}}``."""
     names = list(dict.fromkeys(list(a["stages"]) + list(b["stages"])))
     stages = {}
@@ -103,4 +104,13 @@ def diff_runs(a: dict, b: dict) -> dict:
                 row["delta"] = vb - va
             entry["metrics"][k] = row
         stages[name] = entry
-    return {"a": a["id"], "b": b["id"], "stages": stages}
+    pipelines = {"a": a.get("pipeline"), "b": b.get("pipeline"), "same": a.get("pipeline") == b.get("pipeline")}
+    return {"a": a["id"], "b": b["id"], "pipelines": pipelines, "stages": stages}
+
+
+def previous_of_pipeline(db, run: dict) -> int | None:
+    """The newest run before ``run`` of the same pipeline file (None if there is none)."""
+    for other in db.runs():
+        if other["id"] < run["id"] and other["pipeline"] == run.get("pipeline"):
+            return other["id"]
+    return None

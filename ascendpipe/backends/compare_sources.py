@@ -171,6 +171,20 @@ class Preprocessing:
     note: str | None
 
 
+def _input_shape_of(settings: dict | None, name: str) -> list | None:
+    """The dims convert.json's ``input_shape`` gives input ``name`` (a mapping or ATC's text), or None."""
+    given = (settings or {}).get("input_shape")
+    if isinstance(given, str) and given:
+        from ascendpipe.precision.input_shape import parse_input_shape
+
+        try:
+            given = parse_input_shape(given)
+        except UserError:
+            return None
+    dims = given.get(name) if isinstance(given, dict) else None
+    return list(dims) if isinstance(dims, list) else None
+
+
 def aipp_preprocessing(golden_model: Path | None, settings: dict | None, target_feeds: dict, golden_inputs: Path | None,
                        seed: int, stage: str, golden_batch: dict | None = None) -> Preprocessing:
     """With AIPP in the target's settings: the golden's feeds (``golden_inputs``, else the AIPP reference of the
@@ -199,7 +213,10 @@ def aipp_preprocessing(golden_model: Path | None, settings: dict | None, target_
         if not isinstance(rank, int) or not 0 <= rank < len(specs):
             raise UserError(f"AIPP related_input_rank {rank} is not a golden model input", Location(field="aipp"))
         spec_in = specs[rank]
-        chw = tuple(d if isinstance(d, int) else 1 for d in spec_in.shape[1:])
+        # a dynamic export's C, H, W: the convert's input_shape fixes them, as ATC's --input_shape does for the OM
+        fixed = _input_shape_of(settings, spec_in.name)
+        dims = fixed[1:] if fixed and len(fixed) == len(spec_in.shape) else spec_in.shape[1:]
+        chw = tuple(d if isinstance(d, int) and d > 0 else 1 for d in dims)
         spec = aipp.aipp_spec(block, chw, "convert.json")
         u8 = target_feeds.get(spec_in.name)
         if u8 is None:
@@ -307,7 +324,8 @@ def run_compare(golden: Path, target: Path, *, input_path: Path | None, work_dir
     golden_batches = None
     if golden_inputs is not None and g.model is not None:
         golden_specs = None
-        if t.om_dir is not None and batches and batches[0]:  # an OM's fixed batch: the golden's samples batched alike
+        fixed_batch = t.om_dir is not None or ((t.settings or {}).get("shapes") or {}).get("mode") == "static"
+        if fixed_batch and batches and batches[0]:  # an OM's fixed batch (the convert's input_shape): the golden's samples batched alike
             from dataclasses import replace
 
             rows = next(iter(batches[0].values())).shape[0]
@@ -380,7 +398,8 @@ def run_compare(golden: Path, target: Path, *, input_path: Path | None, work_dir
 
         quantization_report(result, t.quantization, (graph or {}).get("producers"))
     local = [Path(d) for d in target_dumps + goldens if not hasattr(d, "key") and _inside(d, work_dir)]
-    kept = prune_dumps(result["rows"], local, keep=keep, keep_max=keep_max)
+    kept = prune_dumps(result["rows"], local, keep=keep, keep_max=keep_max, first=result.get("first_failure"),
+                       producers=(graph or {}).get("producers"))
     shared = [{"batch": k, "key": d.key, "digest": d.digest, "bytes": d.bytes} for k, d in enumerate(goldens)
               if hasattr(d, "key")]
     local_target = [Path(d) for d in target_dumps if _inside(d, work_dir)]
@@ -423,7 +442,9 @@ def _dump_both(target_dumps, golden_dumps) -> tuple[list, list]:
             raise
 
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="target-dump") as pool:
-        target = pool.submit(target_side)
+        from ascendpipe import ticker
+
+        target = pool.submit(ticker.carry(target_side, "target:"))  # its counts apart from the golden's
         try:
             goldens = golden_dumps(gate)
             return target.result(), goldens
@@ -482,14 +503,22 @@ def folder_bytes(folder: Path) -> int:
     return sum(p.stat().st_size for p in Path(folder).rglob("*") if p.is_file())
 
 
-def kept_tensors(rows: list[dict], keep: str, keep_max: int | None) -> set[str] | None:
+def kept_tensors(rows: list[dict], keep: str, keep_max: int | None, *, first: dict | None = None,
+                 producers: dict | None = None) -> set[str] | None:
     """The tensor names (either side's) a dump keeps after the compare; None: every tensor.
 
-    ``keep``: "all" or "failing" (rows that failed: the tensors to look at); ``keep_max``: at most the
+    ``keep``: "all", "failing" (rows that failed: the tensors to look at) or "rerun" (the default: the
+    failing rows and the rows feeding the first failure (``first``, through ``producers``): what it
+    takes to look at the failure and run its op again on the same inputs); ``keep_max``: at most the
     first K of those rows in graph order. Graph inputs are always kept (they reproduce the run)."""
     if keep == "all" and keep_max is None:
         return None
-    chosen = [r for r in rows if not r.get("pre") and (keep == "all" or r.get("failed"))]
+    feeding: set[str] = set()
+    if keep == "rerun" and first and first.get("index") is not None and 0 <= first["index"] < len(rows):
+        ops = rows[first["index"]].get("golden_ops") or [rows[first["index"]].get("op_name")]
+        feeding = {p for op in ops for p in (producers or {}).get(op, ()) if p not in ops}
+    chosen = [r for r in rows if not r.get("pre") and (keep == "all" or r.get("failed") or (
+        feeding and (r.get("op_name") in feeding or feeding & set(r.get("golden_ops") or []))))]
     if keep_max is not None:
         chosen = chosen[:keep_max]
     names = set()
@@ -498,12 +527,13 @@ def kept_tensors(rows: list[dict], keep: str, keep_max: int | None) -> set[str] 
     return names
 
 
-def prune_dumps(rows: list[dict], folders: list[Path], *, keep: str, keep_max: int | None) -> dict:
+def prune_dumps(rows: list[dict], folders: list[Path], *, keep: str, keep_max: int | None, first: dict | None = None,
+                producers: dict | None = None) -> dict:
     """Drop from each dump folder the tensors ``kept_tensors`` does not keep; the index is rewritten
     first (atomically) to list only what stays, with ``kept`` saying the rule. {"tensors", "of"}."""
     from ascendpipe.fsutil import write_json_atomic
 
-    wanted = kept_tensors(rows, keep, keep_max)
+    wanted = kept_tensors(rows, keep, keep_max, first=first, producers=producers)
     total = kept_count = 0
     for folder in folders:
         index_path = Path(folder) / "index.json"

@@ -23,7 +23,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--golden-input", "--golden_input", dest="golden_input", type=Path, default=None,
                         help="the golden's own input (training-preprocessed float data) when the target takes other "
                         "data; with AIPP it is checked against the device's preprocessing first")
-    parser.add_argument("--output", type=Path, default=None, help="write result.csv, result.json, report.html here")
+    parser.add_argument("--output", type=Path, default=None, help="write result.csv, result.json, report.html and the "
+                        "first failure's remedy files (keep_dtype.cfg, fusion_switch.cfg) here")
+    parser.add_argument("--check", action="store_true", help="exit 1 when the outputs fail the thresholds (for CI); "
+                        "without it the exit status is 0 whatever the verdict")
+    parser.add_argument("--dump-keep", "--dump_keep", dest="dump_keep", choices=["rerun", "failing", "all"], default="rerun",
+                        help="with --output, the dumps' tensors kept there: rerun (default: the failing ops' and those "
+                        "feeding the first failure), failing, or all")
     parser.add_argument("--json", action="store_true", help="print the result JSON on stdout and nothing else")
     parser.add_argument("--strategy", default="first-overall", choices=["first-overall", "first-per-output", "all"])
     parser.add_argument("--seed", type=int, default=0, help="seed of the random input (default 0)")
@@ -74,13 +80,59 @@ def main(args: argparse.Namespace) -> int:
         result, note = run_compare(args.golden, args.target, input_path=args.input, work_dir=work, limits=limits,
                                    strategy=args.strategy, seed=args.seed, convert_stage=args.convert_stage,
                                    golden_inputs=args.golden_input, backend=args.backend, log=sys.stderr,
-                                   batch_axes=batch_axes(args))
+                                   batch_axes=batch_axes(args), keep=args.dump_keep if args.output else "all")
         if args.output:
             write_results(result, args.output, note)
+    apply = _apply(result, args)
     if args.json:
-        sys.stdout.write(json_text(result, note))
+        import json
+
+        doc = json.loads(json_text(result, note))
+        if apply is not None:
+            doc["apply"] = apply
+        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
     else:
         sys.stdout.write(terminal_text(result, color=use_color(sys.stdout), input_note=note))
         if args.output:
             sys.stdout.write(f"results: {args.output / 'result.csv'}, {args.output / 'result.json'}, {args.output / 'report.html'}\n")
-    return 0
+        for line in (apply or {}).get("lines", []):
+            sys.stdout.write(line + "\n")
+    return 1 if args.check and not outputs_pass(result) else 0
+
+
+def outputs_pass(result: dict) -> bool:
+    """The verdict ``--check`` gates on (the terminal's first line): no failure reaches an output."""
+    return result["first_failure"] is None and result["summary"].get("outputs_pass") is not False
+
+
+def _apply(result: dict, args: argparse.Namespace) -> dict | None:
+    """The first failure's remedy files, written into --output, and the convert line that applies
+    them; without --output, what to add to get them. None when the advice has no remedy file."""
+    from ascendpipe.cli.apply_line import apply_lines, remedy_items, write_remedy_files
+
+    files = remedy_items((result["first_failure"] or {}).get("advice") or [])
+    if not files:
+        return None
+    if not args.output:
+        names = ", ".join(files)
+        return {"files": {}, "lines": [f"add --output DIR to have {names} written there, with the convert line "
+                                       "that applies them outside a pipeline"]}
+    written = write_remedy_files(args.output, files)
+    lines = apply_lines(written, target=args.target, golden=args.golden, new_output=args.output / "converted",
+                        backend=args.backend)
+    lines.append("  then check it: " + _check_line(args))
+    return {"files": {name: str(path) for name, path in written.items()}, "lines": lines,
+            "convert": lines[1].strip()}
+
+
+def _check_line(args: argparse.Namespace) -> str:
+    import shlex
+
+    words = ["ascendpipe", "compare", "--golden", str(args.golden), "--target", str(args.output / "converted")]
+    if args.input is not None:
+        words += ["--input", str(args.input)]
+    if args.golden_input is not None:
+        words += ["--golden-input", str(args.golden_input)]
+    if args.backend != "onnxruntime":
+        words += ["--backend", args.backend]
+    return shlex.join(words + ["--check"])

@@ -34,6 +34,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     for flag, text, required in _FLAGS:
         spellings = dict.fromkeys([f"--{flag}", f"--{flag.replace('-', '_')}"])  # ATC's underscores too, once
         parser.add_argument(*spellings, dest=flag.replace("-", "_"), required=required, help=text)
+    parser.add_argument("--framework", default="5", metavar="5",
+                        help="ATC's framework: 5 (ONNX), the only one ascendpipe converts; accepted so that an atc "
+                        "command line pastes as it is")
     parser.add_argument("--json", action="store_true",
                         help='print {"model", "output", "precision_mode", "ops": {"float16", "float32", "other"}, "remedy_files", "atc_argv"}')
     parser.add_argument("--backend", choices=("onnxruntime", "ascend"), default="onnxruntime",
@@ -55,7 +58,13 @@ def _check(args: argparse.Namespace) -> None:
     import os
 
     from ascendpipe.cli import guard
+    from ascendpipe.errors import Location, UserError
 
+    if str(args.framework).strip() != "5":
+        names = {"0": "Caffe", "1": "MindSpore", "3": "TensorFlow"}
+        what = names.get(str(args.framework).strip(), "not ONNX")
+        raise UserError(f"--framework={args.framework} ({what}): ascendpipe converts ONNX models only (--framework=5); "
+                        "export the model to ONNX first", Location(field="--framework"))
     files = {"--model": args.model}
     for flag in ("keep-dtype", "fusion-switch-file", "insert-op-conf", "modify-mixlist", "tune-bank"):
         value = getattr(args, flag.replace("-", "_"))

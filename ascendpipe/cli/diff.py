@@ -8,8 +8,8 @@ HELP = "params and metrics of two runs side by side, changed ones marked"
 
 
 def add_arguments(p) -> None:
-    p.add_argument("run_a", help="run id (or latest~1)")
-    p.add_argument("run_b", help="run id (or latest)")
+    p.add_argument("run_a", help="run id, latest, or latest~N (the build N builds before the latest, of any pipeline)")
+    p.add_argument("run_b", help="run id or latest")
     p.add_argument("--json", action="store_true")
     p.add_argument("--all", action="store_true", help="also list values that did not change")
     p.add_argument("-C", "--workspace", default=None)
@@ -22,6 +22,13 @@ def main(args) -> int:
     if args.json:
         print_json(result)
         return 0
+    pipes = result["pipelines"]
+    if not pipes["same"]:  # said first: stage by stage, two pipelines differ in everything
+        print(f"runs {result['a']} and {result['b']} are of different pipelines: run {result['a']} built "
+              f"{pipes['a']}, run {result['b']} built {pipes['b']}; only stages of the same name are compared")
+        before = pipes.get("previous_of_b")
+        print(f"  the run before {result['b']} of {pipes['b']} is "
+              + (f"run {before}: ascendpipe diff {before} {result['b']}" if before else "none (it is its first)"))
     rows = []
     for name, entry in result["stages"].items():
         for section in ("params", "metrics"):

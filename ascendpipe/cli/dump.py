@@ -66,12 +66,17 @@ def main(args: argparse.Namespace) -> int:
                             fusions=fusions, memory_budget_bytes=budget)
     index = json.loads(index_path.read_text())
     bad = [t["name"] for t in index["tensors"] if t["nan"] or t["inf"]]
+    from ascendpipe.backends.onnxruntime.dump_stage import first_nonfinite, first_text
+
+    first = first_nonfinite(index["tensors"])
     if args.json:
         from ascendpipe.cli.common import print_json
 
-        print_json({"index": str(index_path), "tensors": len(index["tensors"]), "fusions": bool(fusions), "nan_or_inf": bad})
+        print_json({"index": str(index_path), "tensors": len(index["tensors"]), "fusions": bool(fusions), "nan_or_inf": bad,
+                    "first_nan_or_inf": first})
         return 0
     print(f"dumped {len(index['tensors'])} tensors (fusions {'on' if fusions else 'off'}) to {index_path}")
     if bad:
-        print(f"{len(bad)} tensors hold NaN or Inf; first: {bad[0]}")
+        print(f"{len(bad)} tensors hold NaN or Inf; first: {first_text(first)}")
     return 0
+

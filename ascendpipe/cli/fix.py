@@ -99,7 +99,8 @@ def main(args: argparse.Namespace) -> int:
         raise UserError("give a PIPELINE file (pipeline mode) or --golden MODEL.onnx (standalone mode)",
                         Location(field="pipeline"))
     if args.json:
-        print_json(result.summary)
+        lines = result.apply_lines()
+        print_json({**result.summary, **({"apply": [l.strip() for l in lines if l.strip()]} if lines else {})})
     else:
         sys.stdout.write(result.text())
     return 0 if result.outcome.passed else 1

@@ -290,10 +290,16 @@ def row_workers() -> int:
 
 def _map_rows(make_row, pairs: list) -> list[dict]:
     """``make_row(i, pair)`` for every pair, in order, on ``row_workers()`` threads."""
+    from ascendpipe import ticker
+
     workers = min(row_workers(), len(pairs))
     if workers <= 1:
         try:
-            return [make_row(i, p) for i, p in enumerate(pairs)]
+            rows = []
+            for i, p in enumerate(pairs):
+                rows.append(make_row(i, p))
+                ticker.report(i + 1, len(pairs), "tensors compared")
+            return rows
         finally:
             pairpass.release()  # this thread's kept arrays (pairpass): the process may go on without a compare
     from concurrent.futures import ThreadPoolExecutor
@@ -304,7 +310,11 @@ def _map_rows(make_row, pairs: list) -> list[dict]:
     pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="compare-row")
     try:
         futures = {i: pool.submit(make_row, i, pairs[i]) for i in order}
-        return [futures[i].result() for i in range(len(pairs))]
+        rows = []
+        for i in range(len(pairs)):
+            rows.append(futures[i].result())
+            ticker.report(i + 1, len(pairs), "tensors compared")
+        return rows
     finally:  # on an error or Ctrl-C, the rows not started are dropped rather than computed first
         pool.shutdown(wait=True, cancel_futures=True)  # its threads' kept arrays go with them
 

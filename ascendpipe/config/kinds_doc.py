@@ -114,6 +114,10 @@ NOTES: dict[tuple[str, str], str] = {
     ("compare", "thresholds"): "per-stage overrides of the failure thresholds",
     ("compare", "seed"): "seed of the random input when `inputs` is not given",
     ("compare", "msit"): "ascend backend: also run `msit debug compare` (auto: where msit is installed)",
+    ("compare", "dump_keep"): "after the compare, the dumps keep: `rerun` the failing ops' tensors and those "
+                              "feeding the first failure (what a rerun of it needs), `failing` only the failing "
+                              "ops', `all` every tensor",
+    ("compare", "dump_keep_max"): "at most the first K of those ops, in graph order",
     ("dump", "fusions"): "onnxruntime graph fusions (auto: off for a plain ONNX, on for a converted model)",
     ("dump", "max_batch"): "dump at most this many samples",
     ("eval", "output_name"): "which model output to score (default: the first)",

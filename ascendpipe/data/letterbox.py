@@ -2,7 +2,10 @@
 
 Letterbox (YOLO's): scale the image by ``r = min(H / h, W / w)`` to ``round(w r) x round(h r)``
 (bilinear, below), then pad to the model input ``H x W`` with ``pad_value``, the padding split
-evenly (the odd pixel right / bottom). The metadata of one image is
+evenly (the odd pixel right / bottom). Ties: ``round`` is Python's, half to even, as ultralytics'
+``int(round(w * r))`` (a 7-pixel side scaled by 0.5 gives 4, a 5-pixel one 2); the pixel values of
+the resized image round half up (``floor(v + 0.5)``: 2.5 -> 3), where OpenCV's ``cvRound`` rounds
+half to even (2.5 -> 2): the two can differ by one level on an exact .5. The metadata of one image is
 ``{"size": [h, w], "scale": [sx, sy], "pad": [left, top], "input_size": [H, W]}`` with
 ``sx = new_w / w`` and ``sy = new_h / h`` (each axis's exact scale after rounding), so undoing it,
 ``x = (x' - left) / sx``, inverts the forward map exactly. ``mode: resize`` stretches to ``H x W``

@@ -141,6 +141,7 @@ def build(path: str, options: BuildOptions, stream=None) -> dict:
                 from ascendpipe.engine.doit_glue import run_stages
 
                 executor.on_start = progress.started
+                executor.on_progress = progress.tick
                 progress.verb = "restoring" if options.restore_only else "running"
 
                 def execute(name):

@@ -55,6 +55,7 @@ class StageExecutor:
         self._tool_cache: dict[tuple, dict] = {}
         self._produced = {o for st in pipeline.stages.values() for o in st.outs}
         self.on_start = None  # callback(name, reasons) when a stage starts running
+        self.on_progress = None  # callback(name, done, total, unit): a running stage's counts (ascendpipe.ticker)
         self.running: set[str] = set()  # stages being decided or done now (an interrupt fails them)
         self._phase: dict[str, tuple] = {}  # stage -> (what it is doing, the path that involves)
         self.record_errors: list[str] = []  # failures the database could not take
@@ -330,6 +331,16 @@ class StageExecutor:
                 raise StageFailed(stage.name, exc.message, log) from None
         return self._run_builtin(stage, kind, log, log_abs)
 
+    def _run_listened(self, name: str, kind, ctx):
+        """``kind.run(ctx)``, its ``ticker.report`` counts handed to ``on_progress`` (the console's status line)."""
+        if self.on_progress is None:
+            return kind.run(ctx)
+        from ascendpipe import ticker
+
+        on_progress = self.on_progress
+        with ticker.listening(lambda done, total, unit: on_progress(name, done, total, unit)):
+            return kind.run(ctx)
+
     def _run_builtin(self, stage, kind, log: str, log_abs: str):
         import shutil
         import tempfile
@@ -359,7 +370,7 @@ class StageExecutor:
                     run_command=self.run_command,
                 )
                 try:
-                    result = kind.run(ctx)
+                    result = self._run_listened(stage.name, kind, ctx)
                 except StageFailed as exc:  # the log's last lines say why, not only its header
                     logf.write(f"error: {exc.message}\n")
                     raise

@@ -19,6 +19,11 @@ class Progress:
         self.verb = "running"  # what a started stage does: `pull` only restores ("restoring")
         # when a list, everything written is kept there too: a no-op's memo replays it (engine/noop_memo.py)
         self.transcript: list[str] | None = None
+        # stages running now: name -> [started (monotonic), {unit: (done, total)}]; a status line shows
+        # those running past SHOW_AFTER seconds, on a terminal only (``ascendpipe.ticker`` feeds it)
+        self._running: dict[str, list] = {}
+        self._status_shown = False
+        self._ticking = False
 
     def _paint(self, state: str, text: str) -> str:
         code = _COLOURS.get(state)
@@ -26,6 +31,9 @@ class Progress:
 
     def write(self, text: str) -> None:
         with self._lock:
+            if self._status_shown:  # the status line gives way to the line, and comes back below it
+                self.stream.write("\r\033[K")
+                self._status_shown = False
             self.stream.write(text)
             self.stream.flush()
             if self.transcript is not None:
@@ -36,8 +44,60 @@ class Progress:
             return
         why = f"  ({reasons[0]}{' ...' if len(reasons) > 1 else ''})" if reasons else ""
         self.write(f"  {self._paint('running', f'{self.verb:<8}')}  {name}{why}\n")
+        if _is_tty(self.stream):  # counts only for someone watching
+            import time
+
+            with self._lock:
+                self._running[name] = [time.monotonic(), {}]
+                start = not self._ticking
+                self._ticking = True
+            if start:
+                _thread.start_new_thread(self._tick_loop, ())
+
+    def tick(self, name: str, done: int, total: int | None, unit: str) -> None:
+        """A running stage's count (``ascendpipe.ticker.report`` on its thread)."""
+        entry = self._running.get(name)
+        if entry is not None:
+            entry[1][unit] = (done, total)
+
+    def status_text(self, now: float, width: int = 120) -> str:
+        """The stages running for more than SHOW_AFTER seconds, with their counts, in one line."""
+        parts = []
+        for name, (since, counts) in list(self._running.items()):
+            if now - since < SHOW_AFTER:
+                continue
+            told = ", ".join(f"{done}/{total} {unit}" + (f" ({100 * done // total}%)" if total else "")
+                             if total else f"{done} {unit}" for unit, (done, total) in list(counts.items()))
+            parts.append(f"{name} {now - since:.0f}s" + (f": {told}" if told else ""))
+        text = "  ... " + "; ".join(parts) if parts else ""
+        return text if len(text) <= width else text[: width - 3] + "..."
+
+    def _tick_loop(self) -> None:
+        import shutil
+        import time
+
+        while True:
+            time.sleep(TICK_SECONDS)
+            with self._lock:
+                if not self._running:
+                    self._ticking = False
+                    if self._status_shown:
+                        self.stream.write("\r\033[K")
+                        self.stream.flush()
+                        self._status_shown = False
+                    return
+                text = self.status_text(time.monotonic(), shutil.get_terminal_size((120, 24)).columns - 1)
+                if text or self._status_shown:
+                    try:
+                        self.stream.write("\r\033[K" + text)
+                        self.stream.flush()
+                    except (OSError, ValueError):  # the console went away: stop showing
+                        self._running.clear()
+                        continue
+                    self._status_shown = bool(text)
 
     def finished(self, outcome) -> None:
+        self._running.pop(outcome.name, None)
         if self.quiet and outcome.state not in ("failed",):
             return
         label = {"ran": "ran", "restored": "restored", "fresh": "fresh", "failed": "FAILED", "skipped": "skipped"}[outcome.state]
@@ -71,6 +131,17 @@ class Progress:
         self.write(summary_line(counts, elapsed, run_id))
 
 
+SHOW_AFTER = 10.0  # seconds a stage runs before its counts show (a short stage stays one line)
+TICK_SECONDS = 1.0
+
+
+def _is_tty(stream) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False
+
+
 def summary_line(counts: dict[str, int], elapsed: float, run_id: int) -> str:
     """``30 stages: 30 fresh in 0.05s (run 12)``: a build's last line before its metrics."""
     order = ["ran", "restored", "fresh", "failed", "skipped"]
@@ -96,6 +167,23 @@ def first_failure_text(info: dict | None) -> str:
         return ""
     detail = ", ".join(str(v) for v in (ff.get("op_type"), ff.get("pass_name"), ff.get("kind")) if v)
     return f"{ff['op_name']} ({detail})" if detail else str(ff["op_name"])
+
+
+ADVICE_FILES = ("report.html", "keep_dtype.cfg", "fusion_switch.cfg", "aipp.cfg")
+
+
+def advice_files(pipeline, stage) -> str:
+    """``build/compare__fp16/report.html (+ keep_dtype.cfg, fusion_switch.cfg)``: a compare's report and
+    the remedy files its first failure's advice wrote, where they are."""
+    if stage.kind != "compare" or not stage.outs:
+        return ""
+    folder = stage.outs[0].rstrip("/")
+    names = [n for n in ADVICE_FILES if os.path.isfile(os.path.join(str(pipeline.workspace), folder, n))]
+    if not names:
+        return ""
+    head, rest = (names[0], names[1:]) if names[0] == "report.html" else (None, names)
+    text = f"{folder}/{head}" if head else f"{folder}/"
+    return text + (f" (+ {', '.join(rest)})" if head and rest else ", ".join(rest) if not head else "")
 
 
 def headline(pipeline, outcomes: dict, order: list[str], limit: int = 8, infos: dict | None = None) -> str:
@@ -127,5 +215,8 @@ def headline(pipeline, outcomes: dict, order: list[str], limit: int = 8, infos: 
             # ops beyond thresholds whose error no output shows: said before the count, never as a failure
             text = f"outputs pass ({o.metrics['contained_ops']} contained)  {text}"
         (keyed if key in o.metrics else lines).append(f"  {name:<28} {text}")
+        where = advice_files(pipeline, stage) if first else ""
+        if where:  # where the first failure's advice is: its report and the remedy files to paste
+            (keyed if key in o.metrics else lines).append(f"  {'':<28} advice: {where}")
     head = f"metrics (key: {', '.join(dict.fromkeys(keys))}):\n" if keys else "metrics:\n"
     return (head + "\n".join(keyed + lines) + "\n") if keyed or lines else ""

@@ -101,7 +101,7 @@ def key_columns(runs: list[dict]) -> list[str]:
 
 def curve(result: dict) -> dict:
     """One compare result -> the per-op series the overlay draws (compared rows only, graph order)."""
-    ops, types, cos, rel, failed = [], [], [], [], []
+    ops, types, cos, rel, failed, floats = [], [], [], [], [], []
     for row in result.get("rows") or []:
         if row.get("side", "both") != "both":
             continue
@@ -111,11 +111,55 @@ def curve(result: dict) -> dict:
         cos.append(round(c, 7) if is_number(c) else None)
         rel.append(float(f"{r:.4g}") if is_number(r) else None)
         failed.append(bool(row.get("failed")))
+        floats.append(is_float_row(row))
     first = result.get("first_failure")
     return {
-        "ops": ops, "types": types, "cosine": cos, "max_rel_error": rel, "failed": failed,
+        # float: False for an integer or bool tensor, whose relative error is no fp16 loss: not
+        # plotted on the log axis (a 0 there would sit at its floor, looking like a measurement)
+        "ops": ops, "types": types, "cosine": cos, "max_rel_error": rel, "failed": failed, "float": floats,
         "first_failure": first and {k: first.get(k) for k in ("op_name", "op_type", "reason")},
     }
+
+
+def is_float_row(row: dict) -> bool:
+    """Whether a compare row's tensor is a float one (its golden dtype, else the target's)."""
+    if row.get("float_tensor") is not None:
+        return bool(row["float_tensor"])
+    dtype = str(row.get("golden_dtype") or row.get("dtype") or "float").lower()
+    return not dtype.startswith(("int", "uint", "bool"))
+
+
+# the params a fix attempt changes, as its label shows them
+_FIX_PARAMS = {"keep_dtype": "keep", "fusion_switch": "", "skip_layers": "float"}
+
+
+def fix_label(run: dict) -> str | None:
+    """What a ``fix`` attempt tried, from its argv's ``--set`` lines: ``keep /ReduceSum, /Sqrt ·
+    TbeReduceElemwiseFusionPass off``; ``the pipeline's settings`` for the baseline and the restore
+    (no remedy set). None for a run fix did not make."""
+    if not is_fix_attempt(run):
+        return None
+    parts = []
+    for arg in run.get("argv") or []:
+        if not str(arg).startswith("--set="):
+            continue
+        key, _, value = str(arg)[len("--set="):].partition("=")
+        param = key.rsplit(".", 1)[-1]
+        if param not in _FIX_PARAMS:
+            continue
+        import yaml  # the --set grammar: the value is YAML (fix writes JSON, a person may write [a,b])
+
+        try:
+            parsed = yaml.safe_load(value)
+        except yaml.YAMLError:
+            parsed = value
+        if isinstance(parsed, dict):
+            parts += [f"{k} {v}" for k, v in parsed.items()]
+        elif isinstance(parsed, list):
+            parts.append(f"{_FIX_PARAMS[param]} {', '.join(map(str, parsed))}" if parsed else f"{param} []")
+        else:
+            parts.append(f"{param} {parsed}")
+    return " · ".join(parts) if parts else "the pipeline's settings"
 
 
 def is_fix_attempt(run: dict) -> bool:
@@ -156,7 +200,8 @@ def overlay_default(runs: list[dict], curve_of: dict, curves: dict) -> list[str]
                     top, pair = d, [ia, ib]
         return pair
 
-    for run in runs:  # newest first
+    finished = [r for r in runs if r.get("state") == "done"]  # a crashed run holds what it got to, not a result
+    for run in finished + [r for r in runs if r.get("state") != "done"]:  # newest first
         pair = best([c for c in ids if c[1] == run["id"]])
         if pair:
             return pair
@@ -195,7 +240,8 @@ def _run_json(run: dict, blobs: dict, curve_of: dict) -> dict:
             entry["curve"] = curve_of[(run["id"], name)]
         stages[name] = entry
     return {"id": run["id"], "pipeline": run.get("pipeline"), "started": run.get("started"), "state": run.get("state"),
-            "backend": run.get("backend"), "fix_attempt": is_fix_attempt(run), "stages": stages}
+            "backend": run.get("backend"), "fix_attempt": is_fix_attempt(run), "fix_label": fix_label(run),
+            "stages": stages}
 
 
 def _changed_params(prev: dict | None, run: dict) -> list[str]:
@@ -249,7 +295,7 @@ def _variant_rows(run: dict) -> list[dict]:
         rows.append({"run": run["id"], "pipeline": run.get("pipeline"), "variant": key or NO_VARIANT, "stages": names,
                      "settings": settings, "metrics": metrics, "remedy": remedy,
                      "first_failure": "; ".join(dict.fromkeys(failures)) or None, "failed": failed,
-                     "fix_attempt": is_fix_attempt(run)})
+                     "fix_attempt": is_fix_attempt(run), "fix_label": fix_label(run)})
     return rows
 
 
@@ -266,9 +312,11 @@ def _pick_setting_columns(rows: list[dict]) -> list[str]:
         for k in order:
             if k not in r["settings"]:
                 seen[k].add("<absent>")
+    # what tells the variants apart first: the settings that differ (the key ones among them first),
+    # then the key ones every row shares
     key = [k for k in order if k.split(".", 1)[1] in KEY_PARAMS]
-    varying = [k for k in order if len(seen[k]) > 1 and k not in key]
-    cols = key + varying
+    varying = [k for k in order if len(seen[k]) > 1]
+    cols = [k for k in varying if k in key] + [k for k in varying if k not in key] + [k for k in key if k not in varying]
     return cols[:MAX_SETTING_COLUMNS]
 
 
@@ -420,7 +468,7 @@ def page_model(runs: list[dict], curves: dict, *, workspace: str, generated: str
             "variants": list(variants), "modes": modes, "remedy": remedy, "metrics": metric_cells,
             "changed": _changed_params(by_pipeline_prev[run["id"]], run),
             "argv": " ".join(run.get("argv") or []),
-            "fix_attempt": is_fix_attempt(run),
+            "fix_attempt": is_fix_attempt(run), "fix_label": fix_label(run),
         })
 
     rows_out = []

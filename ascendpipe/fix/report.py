@@ -65,6 +65,31 @@ def yaml_lines(stage_prefix: str, keep: list[str], fusion: dict[str, str]) -> st
     return "\n".join(lines) + "\n"
 
 
+def named_matrix_yaml(base: str, matrix: dict, variant: str, keep: list[str], fusion: dict[str, str]) -> str:
+    """A list-form matrix (``precision_mode: [force_fp32, force_fp16]``) cannot take one variant's overlay
+    beside its lists (validate refuses the mix): the YAML that replaces it by its named form, the same
+    variants in the same order, ``variant`` with the remedy."""
+    import itertools
+
+    import yaml
+
+    keys = list(matrix)
+    named = {}
+    for combo in itertools.product(*(matrix[k] for k in keys)):
+        name = "-".join(str(v) for v in combo)
+        overlay = dict(zip(keys, combo))
+        if name == variant:
+            overlay.update({**({"keep_dtype": list(keep)} if keep else {}),
+                            **({"fusion_switch": dict(fusion)} if fusion else {})})
+        named[name] = overlay
+    body = yaml.safe_dump({"stages": {base: {"matrix": named}}}, sort_keys=False, default_flow_style=None, width=200)
+    return f"# replaces stages.{base}.matrix (its list form, in named form: the same variants)\n" + body
+
+
+def is_list_matrix(matrix) -> bool:
+    return isinstance(matrix, dict) and bool(matrix) and all(isinstance(v, list) and v for v in matrix.values())
+
+
 def overrides(stage_prefix: str, keep: list[str], fusion: dict[str, str]) -> list[str]:
     """``KEY=VALUE`` overrides (the engine's ``--set`` grammar) that apply a remedy."""
     items = []
@@ -114,10 +139,12 @@ def write_remedy_files(out_dir: Path, keep: list[str], fusion: dict[str, str], d
 
 
 def terminal_text(outcome: Outcome, metric_name: str, keep: list[str], fusion: dict[str, str], stage_prefix: str,
-                  written: dict[str, Path], target_text: str, restore_run: int | None = None) -> str:
+                  written: dict[str, Path], target_text: str, restore_run: int | None = None,
+                  yaml_text: str | None = None) -> str:
+    """``yaml_text``: the YAML to print instead of ``yaml_lines`` (a list-form matrix's named form)."""
     out = [f"target: {target_text}", "", attempt_table(outcome, metric_name, restore_run), outcome.message]
     if outcome.passed and (keep or fusion):
-        out += ["", "apply it with these YAML lines:", yaml_lines(stage_prefix, keep, fusion).rstrip(),
+        out += ["", "apply it with these YAML lines:", (yaml_text or yaml_lines(stage_prefix, keep, fusion)).rstrip(),
                 "", "or on the command line:", *set_lines(stage_prefix, keep, fusion)]
     if written:
         out += ["", "written: " + ", ".join(str(p) for p in written.values())]

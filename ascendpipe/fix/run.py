@@ -33,10 +33,31 @@ class FixReport:
     stage_prefix: str
     target_text: str
     restore_run: int | None = None  # pipeline mode: the last run fix records (the workspace put back)
+    yaml_text: str | None = None  # the YAML to paste where yaml_lines' would not validate (a list-form matrix)
 
     def text(self) -> str:
-        return report.terminal_text(self.outcome, self.metric_name, self.keep_dtype, self.fusion_switch,
-                                    self.stage_prefix, self.written, self.target_text, self.restore_run)
+        text = report.terminal_text(self.outcome, self.metric_name, self.keep_dtype, self.fusion_switch,
+                                    self.stage_prefix, self.written, self.target_text, self.restore_run,
+                                    self.yaml_text)
+        return text + "".join(line + "\n" for line in self.apply_lines())
+
+    def apply_lines(self) -> list[str]:
+        """Standalone mode: the convert line that applies the remedy files written (or how to get them)."""
+        from ascendpipe.cli.apply_line import REMEDY_OPTIONS, apply_lines
+
+        if self.summary.get("mode") != "standalone" or not self.outcome.passed or not (self.keep_dtype or self.fusion_switch):
+            return []
+        files = {path.name: path for key, path in self.written.items() if path.name in REMEDY_OPTIONS}
+        if not files:
+            return ["", "add --output DIR to have keep_dtype.cfg and fusion_switch.cfg written there, with the convert "
+                        "line that applies them"]
+        mode = self.summary.get("precision_mode")
+        options = [("precision_mode", mode)] if mode else []
+        if self.summary.get("soc_version"):
+            options.insert(0, ("soc_version", self.summary["soc_version"]))
+        model = Path(self.summary["model"])
+        return ["", *apply_lines(files, target=None, golden=model, new_output=next(iter(files.values())).parent / "converted",
+                                 options=options)]
 
 
 def _check_attempts(max_attempts: int) -> None:
@@ -110,11 +131,18 @@ def fix_pipeline(pipeline: str | Path, *, stage: str = "convert", metric: str, t
                           golden_metric=golden, tolerance=tolerance, runs=evaluator.runs, restore_run=restore_run,
                           set=evaluator.set_lines(outcome.remedy) if outcome.passed else [], resolution=noise,
                           restored=bool(outcome.passed and outcome.remedy and not noise.get("inside_noise")))
+    base, _, variant = target.convert.partition("@")
+    matrix = ((raw.get("stages") or {}).get(base) or {}).get("matrix")
+    yaml_text = (report.named_matrix_yaml(base, matrix, variant, keep, fusion)
+                 if variant and report.is_list_matrix(matrix) else None)
+    if yaml_text:
+        data["yaml"] = yaml_text
     out_dir = Path(output) if output else build_dir / "fix" / stage_folder(target.convert)
     written = report.write_remedy_files(out_dir, keep, fusion, data)
     target_text = (f"{target.metric_stage}.{target.metric} >= {target.golden_stage}.{target.metric} - {tolerance}"
                    + (f" = {golden - tolerance:.6g}" if golden is not None else ""))
-    return FixReport(outcome, keep, fusion, data, written, target.metric, target.set_prefix, target_text, restore_run)
+    return FixReport(outcome, keep, fusion, data, written, target.metric, target.set_prefix, target_text, restore_run,
+                     yaml_text)
 
 
 def _resolution(outcome: Outcome, evaluator, metric_stage, workspace: Path, tolerance: float) -> dict:

@@ -4,7 +4,7 @@
 image, boxes ``x1, y1, x2, y2`` in the original image's pixels (the model input's without
 ``letterbox``). Params (the eval stage's, so recorded and part of its key):
 
-- ``decode``: the head, ``yolov8`` | ``yolov8_dfl`` | ``yolov5`` | ``yolov5_raw`` (see
+- ``decode``: the head, ``yolov8`` | ``yolov8_dfl`` | ``yolov5`` | ``yolov5_raw`` | ``yolox`` (see
   ``ascendpipe.metrics.yolo_decode``), or ``boxes`` (the model outputs boxes ``(B, K, 4)``, scores
   ``(B, K)``, classes ``(B, K)`` and optionally a count ``(B,)``/``(B, 1)``: an end-to-end export) or
   ``onnx_nms`` (ONNX ``NonMaxSuppression``'s ``selected_indices (M, 3)`` = batch, class, box, with
@@ -28,7 +28,7 @@ from ascendpipe.errors import UserError
 from ascendpipe.metrics import yolo_decode
 from ascendpipe.metrics.nms import nms
 
-DECODERS = ("yolov8", "yolov8_dfl", "yolov5", "yolov5_raw", "boxes", "onnx_nms")
+DECODERS = ("yolov8", "yolov8_dfl", "yolov5", "yolov5_raw", "yolox", "boxes", "onnx_nms")
 BOX_FORMATS = ("xyxy", "xywh", "yxyx")
 DEFAULTS = {"conf_threshold": 0.001, "iou_threshold": 0.6, "max_det": 300, "agnostic_nms": False,
             "multi_label": False, "layout": "auto", "strides": [8, 16, 32], "reg_max": 16}
@@ -77,6 +77,11 @@ def candidates(outputs: dict, p: dict, input_hw) -> tuple[np.ndarray, np.ndarray
                             "[H, W] or the `letterbox` input")
         return yolo_decode.yolov8_dfl(out, input_hw, p.get("strides", DEFAULTS["strides"]),
                                       p.get("reg_max", DEFAULTS["reg_max"]), layout, nc)
+    if decode == "yolox":
+        if input_hw is None:
+            raise UserError("decode yolox needs the model input size for its grid: give params.input_size [H, W] or "
+                            "the `letterbox` input")
+        return yolo_decode.yolox(out, input_hw, p.get("strides", DEFAULTS["strides"]), layout, nc)
     raise UserError(f"decode must be one of {', '.join(DECODERS)}, got {decode!r}")
 
 
@@ -142,7 +147,12 @@ def detections(outputs: dict, params: dict, letterbox: list[dict] | None = None)
             per.append((b[ok][order], s[ok][order], c[ok][order]))
     else:
         boxes, scores = candidates(outputs, p, input_hw)
-        per = [select(boxes[i], scores[i], p) for i in range(boxes.shape[0])]
+        from ascendpipe import ticker
+
+        per = []
+        for i in range(boxes.shape[0]):
+            per.append(select(boxes[i], scores[i], p))
+            ticker.report(i + 1, boxes.shape[0], "images")
     if letterbox is not None:
         if len(letterbox) != len(per):
             raise UserError(f"letterbox metadata lists {len(letterbox)} images, the model output {len(per)}")

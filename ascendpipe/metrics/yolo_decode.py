@@ -15,6 +15,9 @@ input's pixels, and class scores ``(B, N, C)`` in [0, 1] (objectness already mul
 - ``yolov5_raw``: the raw anchor head: one output per stride, ``(B, A*(5+C), H, W)`` or
   ``(B, A, H, W, 5+C)``, all logits: ``xy = (2 sigmoid - 0.5 + cell) * stride``,
   ``wh = (2 sigmoid)^2 * anchor`` (YOLOv5's ``Detect``).
+- ``yolox``: the grid-relative head YOLOX exports: ``(B, N, 5+C)`` of raw ``dx, dy, log w, log h`` per
+  grid cell, objectness and class scores (sigmoid applied): ``xy = (d + cell) * stride``,
+  ``wh = exp(log wh) * stride`` (YOLOX's ``demo_postprocess``); needs the input size for its grid.
 
 Layout: ``auto`` takes the axis of size ``4+C`` (``5+C``, ``4*reg_max+C``) when ``num_classes`` is
 given, else the smaller of the last two axes as the channels; equal sizes are refused.
@@ -139,3 +142,35 @@ def yolov5_raw(outputs: list, strides=(8, 16, 32), anchors=None):
         boxes.append(xywh_to_xyxy(np.concatenate([xy, wh], axis=-1)).reshape(b, -1, 4))
         scores.append((y[..., 5:] * y[..., 4:5]).reshape(b, na * h * w, -1))
     return np.concatenate(boxes, axis=1), np.concatenate(scores, axis=1)
+
+
+def grid_cells(input_hw, strides) -> tuple[np.ndarray, np.ndarray]:
+    """(cells (N, 2) as x, y: each stride's grid of ``H // s`` x ``W // s`` integer cell corners, row
+    by row, stride by stride; stride per cell (N,)): the grid-relative heads' anchors (YOLOX)."""
+    cells, per = [], []
+    for s in strides:
+        h, w = int(input_hw[0]) // int(s), int(input_hw[1]) // int(s)
+        ys, xs = np.meshgrid(np.arange(h), np.arange(w), indexing="ij")
+        cells.append(np.stack([xs.ravel(), ys.ravel()], axis=1).astype(np.float64))
+        per.append(np.full(h * w, float(s)))
+    return np.concatenate(cells), np.concatenate(per)
+
+
+def yolox(output, input_hw, strides=(8, 16, 32), layout: str = "auto", num_classes: int | None = None):
+    """YOLOX as its ``tools/export_onnx.py`` exports it (``decode_in_inference`` off, the default):
+    ``(B, N, 5+C)`` holding, per grid cell, the raw box regression ``dx, dy, log w, log h`` (in
+    strides, from the cell's corner), objectness and class scores already through a sigmoid. Decoded
+    as YOLOX's ``demo_postprocess`` does: ``xy = (d + cell) * stride``, ``wh = exp(log wh) * stride``;
+    score = objectness x class. A model exported with ``--decode_in_inference`` holds pixels: that is
+    ``yolov5``'s layout."""
+    arr = channels_last(output, layout, None if num_classes is None else 5 + num_classes, "yolox")
+    cells, stride = grid_cells(input_hw, strides)
+    if arr.shape[1] != cells.shape[0]:
+        raise UserError(f"yolox: {arr.shape[1]} boxes, but an input of {list(input_hw)} with strides {list(strides)} "
+                        f"has {cells.shape[0]} grid cells (check input_size and strides; YOLOX-P6: [8, 16, 32, 64])")
+    if arr.shape[-1] < 6:
+        raise UserError(f"yolox: {arr.shape[-1]} channels; expected 4 box values, objectness and classes")
+    xy = (arr[..., :2] + cells[None]) * stride[None, :, None]
+    with np.errstate(over="ignore"):  # a wild log-size is an inf box, scored as what it is
+        wh = np.exp(arr[..., 2:4]) * stride[None, :, None]
+    return xywh_to_xyxy(np.concatenate([xy, wh], axis=-1)), arr[..., 5:] * arr[..., 4:5]

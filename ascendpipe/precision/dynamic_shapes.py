@@ -280,6 +280,25 @@ def om_input_specs(record: dict, onnx_inputs: list[dict]) -> list[dict]:
 
 # ---- the emulator's side (I/O: the model's specs and its convert.json) ------------------------------------
 
+def aipp_feed_shapes(record: dict, converted_specs) -> dict:
+    """With AIPP the OM's data input is the camera's uint8 NHWC image (AIPP's ``src_image_size``), not the
+    float NCHW tensor ``input_shape`` gives the ONNX: each accepted shape of an AIPP input takes the
+    converted model's dims, its batch the gear's (``input_shape``'s N), so infer, dump and compare feed the
+    uint8 images the device takes. An input AIPP does not touch keeps its shape."""
+    by_name = {s.name: s for s in converted_specs}
+    for gear in record.get("accepted") or []:
+        for name, dims in list(gear.items()):
+            spec = by_name.get(name)
+            if spec is None or spec.dtype != "uint8" or len(spec.shape) != len(dims) or len(dims) != 4:
+                continue
+            rest = list(spec.shape[1:])
+            if not all(isinstance(d, int) and d > 0 for d in rest):  # NCHW's H, W, C in NHWC order
+                rest = [dims[2], dims[3], dims[1]]
+            gear[name] = [dims[0], *rest]
+    record["aipp_inputs"] = sorted(n for n, spec in by_name.items() if spec.dtype == "uint8") or None
+    return record
+
+
 def record_emulated_shapes(model, params: dict, out_dir, soc_version: str | None = None) -> dict | None:
     """On onnxruntime: when a convert stage gives input_shape or a gear option, add the shapes the OM would
     take to its convert.json (``shapes``), so infer and dump refuse a feed the device would refuse."""
@@ -293,6 +312,9 @@ def record_emulated_shapes(model, params: dict, out_dir, soc_version: str | None
         return None
     aipp = bool(params.get("aipp") or params.get("insert_op_conf"))
     record = resolve(read_input_specs(Path(model)), params, soc_version=soc_version, aipp=aipp).record()
+    converted = Path(out_dir) / "model.onnx"
+    if aipp and converted.is_file():
+        aipp_feed_shapes(record, read_input_specs(converted))
     path = Path(out_dir) / "convert.json"
     data = json.loads(path.read_text()) if path.is_file() else {}
     data["shapes"] = record
@@ -311,6 +333,11 @@ def check_feeds(ctx, batches) -> None:
     if path is None or not path.is_file():
         return
     shapes = json.loads(path.read_text()).get("shapes")
+    model = Path(source) / "model.onnx"
+    if shapes and "aipp_inputs" not in shapes and model.is_file():  # recorded before AIPP feeds were: the OM's own
+        from ascendpipe.onnxgraph import read_input_specs
+
+        aipp_feed_shapes(shapes, read_input_specs(model))
     for batch in batches if shapes else []:
         err = feed_error(shapes, {n: tuple(a.shape) for n, a in batch.items()}, stage=ctx.name)
         if err is not None:

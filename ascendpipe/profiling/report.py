@@ -108,7 +108,9 @@ def timeline_rects(data, *, width: int = 900) -> dict:
 
 def render_profile_html(*, title: str, totals: Sequence[dict], latency: dict, batch_size: int,
                         iterations: int | None = None, session: dict | None = None, emulation_pct: float | None = None,
-                        attributed_pct: float | None = None, data=None) -> str:
+                        attributed_pct: float | None = None, data=None, emulated: bool = False) -> str:
+    """``emulated``: the times are onnxruntime's on the host CPU (the page says so, and that a core type is
+    where the op would run on the device)."""
     import jinja2  # only when a report is rendered
 
     from ascendpipe.profiling.msprof_csv import subtotals
@@ -122,4 +124,4 @@ def render_profile_html(*, title: str, totals: Sequence[dict], latency: dict, ba
                            session=session or {}, emulation_pct=emulation_pct, attributed_pct=attributed_pct,
                            sums=subtotals(totals), instances=op_instances(data.ops) if data is not None else [],
                            timeline=timeline_rects(data) if data is not None else None,
-                           timeline_rows=TIMELINE_ROWS)
+                           timeline_rows=TIMELINE_ROWS, emulated=emulated)

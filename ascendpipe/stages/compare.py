@@ -10,8 +10,10 @@ batch of ``inputs`` is compared; each op's row shows its worst batch.
 Dumps: the golden's dump is shared (``store.dump_cache``): every compare stage (and dump stage) of the
 same golden model and inputs reads one dump in ``cache/``, made by the first that needs it; this
 stage's folder lists it in ``object_refs.json`` (so gc keeps it) and holds the target's dump
-(``target_dump/``, fp16 where the device keeps fp16). ``dump_keep: failing`` and/or ``dump_keep_max: K``
-keep only the failing / first K ops' tensors there after the compare (default: all).
+(``target_dump/``, fp16 where the device keeps fp16). After the compare it keeps (``dump_keep``) what a
+rerun of the failure needs: the failing ops' tensors and those feeding the first failure (``rerun``, the
+default), only the failing ops' (``failing``) or every tensor (``all``); ``dump_keep_max: K`` keeps the
+first K of them.
 ``summary.dumps`` in result.json and the ``dump_bytes`` metric say how many bytes of dumps it keeps.
 A target that is a device model the backend runs (an ascend convert dir, model.om) is dumped through
 the backend (``Backend.dump_model``: ais_bench + acl.json + msaccucmp) and compared through the OM
@@ -29,7 +31,7 @@ _THRESHOLD_PROPS = {name: {"type": "number"} for name in ("cosine", "relative_eu
 
 class CompareKind(StageKind):
     name = "compare"
-    version = "4"  # 4: the golden's dump shared in cache/ (object_refs.json), dumps kept as dump_keep says
+    version = "4"  # 4: the golden's dump shared in cache/ (object_refs.json), dumps kept as dump_keep says (default rerun)
     summary = "per-op accuracy vs the fp32 golden (msit metrics), first failure and advice"
     input_fields = ("golden", "target", "inputs", "golden_inputs")
     required_inputs = ("golden", "target")
@@ -43,8 +45,9 @@ class CompareKind(StageKind):
             "batch_axes": {"type": "object", "additionalProperties": {"type": ["integer", "null"], "minimum": 0}},
             # ascend backend, OM target: also run `msit debug compare` (auto: where msit is found)
             "msit": {"enum": ["auto", "on", "off"], "default": "auto"},
-            # after the compare, keep only these ops' tensors in this stage's dumps (the shared golden stays whole)
-            "dump_keep": {"enum": ["all", "failing"], "default": "all"},
+            # after the compare, keep only these ops' tensors in this stage's dumps (the shared golden stays whole):
+            # rerun (default) the failing ops' and those feeding the first failure; failing; all
+            "dump_keep": {"enum": ["rerun", "failing", "all"], "default": "rerun"},
             "dump_keep_max": {"type": "integer", "minimum": 0},  # at most the first K of them, in graph order
         },
     }
@@ -69,7 +72,7 @@ class CompareKind(StageKind):
             convert_stage=convert_stage, golden_inputs=ctx.inputs.get("golden_inputs"),
             backend=ctx.backend, log=ctx.log, run_command=ctx.run_command, stage=ctx.name,
             batch_axes=ctx.params.get("batch_axes"),
-            dump_cache=DumpCache.for_workspace(ctx.workspace), keep=ctx.params.get("dump_keep", "all"),
+            dump_cache=DumpCache.for_workspace(ctx.workspace), keep=ctx.params.get("dump_keep", "rerun"),
             keep_max=ctx.params.get("dump_keep_max"), events=events,
         )
         dumps = result["summary"]["dumps"]
@@ -102,12 +105,16 @@ class CompareKind(StageKind):
         return StageResult(metrics=metrics, remedy_files=remedies, info=info)
 
 
+_KEPT = {"rerun": "the failing ops' and those feeding the first failure", "failing": "the failing ops'"}
+
+
 def dumps_line(dumps: dict, dumped_here: list[bool]) -> str:
     """One line: the bytes of dumps this stage keeps, and the shared golden's."""
     mb = 1e6
     kept = "all tensors" if dumps["keep"] == "all" and dumps["keep_max"] is None else (
-        f"{dumps['kept_tensors']} of {dumps['of_tensors']} tensors ({dumps['keep']}"
-        + (f", first {dumps['keep_max']}" if dumps["keep_max"] is not None else "") + ")")
+        f"{dumps['kept_tensors']} of {dumps['of_tensors']} tensors ({_KEPT.get(dumps['keep'], dumps['keep'])}"
+        + (f", first {dumps['keep_max']}" if dumps["keep_max"] is not None else "")
+        + "; params.dump_keep: all keeps every tensor)")
     line = f"dumps kept in this stage: {dumps['bytes_kept'] / mb:.1f} MB ({kept})"
     if dumps["golden_shared"]:
         how = "dumped by this stage" if any(dumped_here) else "dumped once, by another stage or build"

@@ -13,7 +13,9 @@ Pipeline shape::
                postprocess_function: postprocess}
 
 Labels, by task (``.npy`` files in the ``labels`` folder):
-- classification: ``labels.npy`` (class index per sample); ``labels`` may also be that file itself.
+- classification: ``labels.npy``, ``labels.txt`` (one class index a line) or ``labels.json`` (a list of
+  class indices), one per sample in the outputs' order; ``labels`` may also be that file itself
+  (``ascendpipe.metrics.class_labels``).
 - reid: ``query_ids.npy``, ``gallery_ids.npy``, and optionally ``query_cams.npy`` and
   ``gallery_cams.npy`` (then the Market-1501 same-identity-same-camera rule applies). With
   ``outputs`` instead of ``query``/``gallery``, the first len(query_ids) rows are the queries.
@@ -48,7 +50,7 @@ from ascendpipe.stages.base import StageContext, StageKind, StageResult, lazy_cl
 
 TASKS = ("classification", "reid", "detection")
 # the built-in detection heads (ascendpipe.metrics.detect_post.DECODERS; not imported: a no-op build stays light)
-DECODERS = ("yolov8", "yolov8_dfl", "yolov5", "yolov5_raw", "boxes", "onnx_nms")
+DECODERS = ("yolov8", "yolov8_dfl", "yolov5", "yolov5_raw", "yolox", "boxes", "onnx_nms")
 OUTPUTS_DIR = "outputs"  # where an infer stage keeps its outputs inside its out dir
 
 
@@ -107,9 +109,10 @@ class EvalKind(StageKind):
 
     @lazy_class_attr
     def doc_appendix():  # docs/kinds.md: formats, the postprocess contract, a worked example
+        from ascendpipe.metrics.class_labels import DOC as CLASSIFICATION
         from ascendpipe.stages.eval_detection import DOC
 
-        return DOC
+        return CLASSIFICATION + DOC
 
     uses_backend = False
     version = "3"  # 2: VOC IoU >= 0.5, voc_mAP50 / coco_AP50; 3: built-in detection postprocess, detections.json
@@ -239,8 +242,11 @@ def _label_file(ctx: StageContext, name: str, required: bool = True):
 def _classification(ctx: StageContext) -> dict:
     from ascendpipe.metrics import topk_accuracy
 
+    from ascendpipe.metrics.class_labels import find_labels_file, read_class_labels
+
     logits = _prepared(ctx, "outputs")
-    labels = _label_file(ctx, "labels.npy")
+    where = _where(ctx, "labels")
+    labels = read_class_labels(find_labels_file(Path(ctx.inputs["labels"]), where), where)
     try:
         return {f"top{k}": topk_accuracy(logits, labels, k) for k in ctx.params.get("topk", [1, 5])}
     except UserError as err:

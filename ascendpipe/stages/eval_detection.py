@@ -46,6 +46,7 @@ boxes, or a file of your own (`params.postprocess`, a `.py` file; its function `
 | `yolov8` | YOLOv8/v11 as ultralytics exports it: `(B, 4+C, N)` or `(B, N, 4+C)`: cx, cy, w, h in input pixels, class scores in [0, 1] |
 | `yolov8_dfl` | the raw anchor-free head `(B, 4*reg_max + C, N)`: DFL bins per side (softmax, expected bin, x stride from the cell centres of each stride's grid), class logits (sigmoid); needs `input_size` or `letterbox` |
 | `yolov5` | YOLOv5 as exported: `(B, N, 5+C)` (or transposed): cx, cy, w, h, objectness, class probabilities; score = objectness x class |
+| `yolox` | YOLOX as `tools/export_onnx.py` exports it: `(B, N, 5+C)` per grid cell of raw dx, dy, log w, log h, objectness and class scores (sigmoid applied): xy = (d + cell) x stride, wh = exp(log wh) x stride from each stride's `H // s` x `W // s` grid (`strides`, YOLOX-P6: [8, 16, 32, 64]); score = objectness x class; needs `input_size` or `letterbox`. Exported with `--decode_in_inference` it holds pixels: `yolov5` |
 | `yolov5_raw` | one raw head per stride (`head_outputs: {levels: [p3, p4, p5]}`), `(B, A*(5+C), H, W)` or `(B, A, H, W, 5+C)`, with `anchors` |
 | `boxes` | boxes/scores/classes already chosen (an end-to-end export): `head_outputs: {boxes, scores, classes, num}`, `box_format` |
 | `onnx_nms` | ONNX `NonMaxSuppression`: `head_outputs: {indices, boxes, scores}` (`selected_indices` (M, 3) = batch, class, box; boxes `(B, N, 4)` as `yxyx` unless `box_format` says; scores `(B, C, N)`) |
@@ -73,7 +74,12 @@ top], "input_size": [H, W]}, ...]}`.
 
 **What it writes:** `metrics.json`; `detections.json`, the predictions as a COCO results list
 (`image_id`, `category_id`: the ground truth's ids; `bbox` x, y, width, height; `score`) that pycocotools
-loads as is; `ground_truth_coco.json`, the ground truth as COCO instances whatever it was read from:
+loads as is; `ground_truth_coco.json`, the ground truth as COCO instances whatever it was read from.
+Rounding: `detections.json` writes each `score` to 6 decimals and each `bbox` value to 4 (pixels),
+after the letterbox is undone; the metrics are computed before that rounding, from float64 boxes, so
+pycocotools on the two files may differ from `mAP50_95` in its last digits. The letterbox's own
+rounding (ties half to even for the scaled size, half up for pixel values) is in
+`ascendpipe.data.letterbox`:
 
 ```python
 from pycocotools.coco import COCO
@@ -106,6 +112,7 @@ det_eval:
 _NMS = ("conf_threshold", "iou_threshold", "max_det", "agnostic_nms", "multi_label")
 # the settings each head uses, recorded with their defaults (the others only when given)
 USED = {"yolov8": _NMS + ("layout",), "yolov5": _NMS + ("layout",), "yolov8_dfl": _NMS + ("layout", "strides", "reg_max"),
+        "yolox": _NMS + ("layout", "strides"),
         "yolov5_raw": _NMS + ("strides",), "boxes": ("conf_threshold", "max_det"), "onnx_nms": ("conf_threshold", "max_det")}
 DETECTIONS_FILE = "detections.json"
 GT_COCO_FILE = "ground_truth_coco.json"
@@ -154,7 +161,7 @@ def detection_metrics(ctx: StageContext, outputs: dict, user_postprocess) -> tup
             raise err.with_location(stage=ctx.name, field="decode") from None
         settings = {**{k: v for k, v in DEFAULTS.items() if k in USED.get(p["decode"], ())}, **post}
     else:
-        raise UserError("task 'detection' needs params.decode (yolov8, yolov8_dfl, yolov5, yolov5_raw, boxes, onnx_nms) "
+        raise UserError("task 'detection' needs params.decode (yolov8, yolov8_dfl, yolov5, yolov5_raw, yolox, boxes, onnx_nms) "
                         "or params.postprocess (a .py file returning boxes, scores and labels per image)",
                         Location(stage=ctx.name))
     sizes = [m["size"] for m in letterbox] if letterbox and all("size" in m for m in letterbox) else None

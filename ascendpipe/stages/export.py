@@ -200,7 +200,7 @@ def _torch_export(torch, model, args, onnx_path: Path, p: dict, ctx: StageContex
 
     try:
         # the exporter's warnings (legacy exporter, constant Python branches: intended here) go to the log
-        with warnings.catch_warnings(record=True) as caught:
+        with warnings.catch_warnings(record=True) as caught, mha_fastpath_off(torch):
             warnings.simplefilter("always")
             torch.onnx.export(model, args, str(onnx_path), input_names=p["input_names"],
                               output_names=p.get("output_names"), opset_version=p["opset"],
@@ -210,7 +210,42 @@ def _torch_export(torch, model, args, onnx_path: Path, p: dict, ctx: StageContex
             ctx.say(f"torch.onnx.export: {w.category.__name__}: {str(w.message).splitlines()[0]}")
     except Exception as exc:
         message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise StageFailed(ctx.name, f"torch.onnx.export failed: {message[:300]}") from exc
+        raise StageFailed(ctx.name, f"torch.onnx.export failed: {message[:300]}" + export_hint(message)) from exc
+
+
+# ops of PyTorch's fused attention fast path (nn.TransformerEncoder(Layer) and nn.MultiheadAttention in
+# eval mode under no_grad), which have no ONNX form
+FASTPATH_OPS = ("_transformer_encoder_layer_fwd", "_native_multi_head_attention", "_nested_tensor_from_mask")
+
+
+class mha_fastpath_off:
+    """Export with PyTorch's multi-head-attention fast path off: the same math, as the ops ONNX has (the
+    fast path's fused kernels have no ONNX form: the export fails and torch prints its IR graph).
+    No-op on a torch without ``torch.backends.mha``."""
+
+    def __init__(self, torch):
+        self.mha = getattr(getattr(torch, "backends", None), "mha", None)
+
+    def __enter__(self):
+        self.before = None
+        if self.mha is not None and hasattr(self.mha, "set_fastpath_enabled"):
+            self.before = self.mha.get_fastpath_enabled()
+            self.mha.set_fastpath_enabled(False)
+        return self
+
+    def __exit__(self, *exc):
+        if self.before is not None:
+            self.mha.set_fastpath_enabled(self.before)
+        return False
+
+
+def export_hint(message: str) -> str:
+    """One line saying what to do about a known export failure ('' when none is known)."""
+    if any(op in message for op in FASTPATH_OPS):
+        return ("; this is PyTorch's attention fast path (nn.TransformerEncoder / MultiheadAttention in eval mode): "
+                "call torch.backends.mha.set_fastpath_enabled(False) before exporting (torch >= 2.1 does it here), "
+                "or export with the module in train() mode and dropout 0")
+    return ""
 
 
 def _check(onnx_path: Path, feeds: dict, expected: list, ctx: StageContext) -> dict:

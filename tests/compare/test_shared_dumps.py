@@ -244,7 +244,7 @@ def test_dump_keep_failing_and_first_k(tmp_path):
     convert_model(model, tmp_path / "conv", ConvertSettings(precision_mode="force_fp16"))
     np.savez(tmp_path / "in.npz", **mz.epsilon_inputs())
     metrics, folders = {}, {}
-    for keep in ({}, {"dump_keep": "failing"}, {"dump_keep": "all", "dump_keep_max": 1}):
+    for keep in ({"dump_keep": "all"}, {"dump_keep": "failing"}, {"dump_keep": "all", "dump_keep_max": 1}):
         name = "-".join(f"{k}={v}" for k, v in keep.items()) or "all"
         out = tmp_path / name
         out.mkdir()
@@ -255,7 +255,7 @@ def test_dump_keep_failing_and_first_k(tmp_path):
         result = CompareKind().run(ctx)
         metrics[name], folders[name] = result.metrics, out
         assert f"dumps kept in this stage: {result.metrics['dump_bytes'] / 1e6:.1f} MB" in log.getvalue()
-    rows = json.loads((folders["all"] / "result.json").read_text())["rows"]
+    rows = json.loads((folders["dump_keep=all"] / "result.json").read_text())["rows"]
     failing = {r["tensor"] for r in rows if r["failed"]}
     assert failing and len(failing) < len([r for r in rows if r["side"] != "golden_only"])
     index = json.loads((folders["dump_keep=failing"] / "target_dump" / "index.json").read_text())
@@ -264,7 +264,7 @@ def test_dump_keep_failing_and_first_k(tmp_path):
     assert len(list((folders["dump_keep=failing"] / "target_dump" / "tensors").iterdir())) == len(index["tensors"])
     first = json.loads((folders["dump_keep=all-dump_keep_max=1"] / "target_dump" / "index.json").read_text())
     assert len([t for t in first["tensors"] if t["op_type"] != "Input"]) == 1
-    assert metrics["dump_keep=failing"]["dump_bytes"] < metrics["all"]["dump_bytes"]
+    assert metrics["dump_keep=failing"]["dump_bytes"] < metrics["dump_keep=all"]["dump_bytes"]
     # the results themselves do not depend on what is kept
     same = [json.loads((f / "result.json").read_text()) for f in folders.values()]
     assert all(doc["rows"] == same[0]["rows"] and doc["first_failure"] == same[0]["first_failure"] for doc in same)
@@ -317,3 +317,45 @@ def test_link_names_only_a_whole_dump_and_remote_names_never_become_paths(tmp_pa
     assert linked is not None and linked.read_bytes("index.json") == b'{"format": "x"}'
     assert sorted(p.name for p in (tmp_path / "b" / "dumps").iterdir()) == ["4" * 64]
     assert not (tmp_path / "escape").exists()
+
+
+def test_the_default_keeps_what_a_rerun_of_the_first_failure_needs(tmp_path):
+    """dump_keep's default (issue 43): the failing rows' tensors and those feeding the first failure stay;
+    the dumps line says how to keep all."""
+    import io
+
+    from ascendpipe.backends.onnxruntime.convert import convert_model
+    from ascendpipe.precision.settings import ConvertSettings
+    from ascendpipe.stages.base import StageContext
+    from ascendpipe.stages.compare import CompareKind
+
+    model = mz.epsilon_model(tmp_path / "m.onnx")
+    convert_model(model, tmp_path / "conv", ConvertSettings(precision_mode="force_fp16"))
+    np.savez(tmp_path / "in.npz", **mz.epsilon_inputs())
+    out = tmp_path / "out"
+    out.mkdir()
+    log = io.StringIO()
+    ctx = StageContext(name="compare", kind="compare", workspace=tmp_path / "ws", out_dir=out, final_out_dir=out,
+                       params={}, inputs={"golden": model, "target": tmp_path / "conv", "inputs": tmp_path / "in.npz"},
+                       upstream={}, backend="onnxruntime", log=log)
+    CompareKind().run(ctx)
+    doc = json.loads((out / "result.json").read_text())
+    rows, first = doc["rows"], doc["first_failure"]
+    import onnx
+
+    graph = onnx.load(str(model)).graph
+    ops = set(rows[first["index"]]["golden_ops"])  # a fused kernel's ops: its inputs are what it reads from outside
+    nodes = [n for n in graph.node if n.name in ops]
+    inside = {o for n in nodes for o in n.output}
+    index = json.loads((out / "target_dump" / "index.json").read_text())
+    kept = {t["name"] for t in index["tensors"] if t["op_type"] != "Input"}
+    inputs = ({i for n in nodes for i in n.input} - inside - {i.name for i in graph.initializer}
+              - {i.name for i in graph.input})
+    failing = {r["tensor"] for r in rows if r["failed"] and r["side"] != "golden_only"}
+    passing = {r["tensor"] for r in rows if not r["failed"] and r["side"] == "both"}
+    assert inputs and inputs <= kept and failing <= kept  # the first failure's inputs, to run its op again
+    assert inputs & passing  # ... a passing op's output among them, which `failing` would have dropped
+    assert passing - inputs and not (passing - inputs) & kept  # the rest of the passing ops' tensors are gone
+    assert index["kept"]["rule"] == "rerun"
+    assert ("tensors (the failing ops' and those feeding the first failure; params.dump_keep: all keeps every tensor)"
+            in log.getvalue())

@@ -145,3 +145,28 @@ def test_fresh_and_restored_stages_keep_their_remedy_files_and_info(ws):
     # the content comes back with the record, as for a stage that ran
     shown = ascendpipe.show(restored_run["id"], str(ws.root))["stages"]["convert"]["remedy_files"]
     assert shown[0]["content"].split() == ["sum", "sqrt"]
+
+
+def test_diff_of_runs_of_two_pipelines_says_so_first(ws):
+    """latest~1 is the build before the latest, of whichever pipeline: diffing runs of two pipeline
+    files says so before any row, and names the run to diff instead."""
+    import io
+
+    ws.write("input.txt", "hello")
+    ws.pipeline(CHAIN)
+    ws.build()
+    ws.pipeline("build_dir: build/other\n" + CHAIN.replace("data/", "other/"), name="other.yaml")
+    ascendpipe.build(str(ws.root / "other.yaml"), quiet=True, stream=io.StringIO())
+    result = ascendpipe.diff("latest~1", "latest", workspace=str(ws.root))
+    assert result["pipelines"] == {"a": "pipeline.yaml", "b": "other.yaml", "same": False, "previous_of_b": None}
+    text = _cli(ws, "diff", "latest~1", "latest").splitlines()
+    assert text[:2] == [
+        "runs 1 and 2 are of different pipelines: run 1 built pipeline.yaml, run 2 built other.yaml; only stages "
+        "of the same name are compared",
+        "  the run before 2 of other.yaml is none (it is its first)"]
+    ws.build()
+    assert _cli(ws, "diff", "latest~1", "latest").splitlines()[1] == (
+        "  the run before 3 of pipeline.yaml is run 1: ascendpipe diff 1 3")
+    same = ascendpipe.diff(1, 3, workspace=str(ws.root))
+    assert same["pipelines"] == {"a": "pipeline.yaml", "b": "pipeline.yaml", "same": True}
+    assert not _cli(ws, "diff", "1", "3").startswith("runs 1 and 3 are of different")

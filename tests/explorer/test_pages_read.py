@@ -84,35 +84,39 @@ def test_the_runs_page_keeps_run_variant_and_the_key_metric_in_view(sweep, tmp_p
     assert stat.S_IMODE(page.stat().st_mode) == 0o644  # readable by others, as a page should be (was 0600)
 
     selectors = {"run_head": "#variants-table thead th:nth-child(1)", "variant_head": "#variants-table thead th:nth-child(2)",
-                 "metric_head": "#variants-table thead th:nth-child(3)", "last_head": "#variants-table thead th:last-child",
-                 "runs_run": "#runs-table thead th:nth-child(1)", "runs_first_metric": "#runs-table thead th:nth-child(3)"}
+                 "verdict_head": "#variants-table thead th.verdict", "metric_head": "#variants-table thead th.verdict + th",
+                 "last_head": "#variants-table thead th:last-child", "runs_run": "#runs-table thead th:nth-child(1)",
+                 "runs_changed": "#runs-table thead th:nth-child(3)", "runs_first_metric": "#runs-table thead th:nth-child(4)"}
     box, dom = measured(browser, page, selectors, tmp_path)
     heads = [e["text"].strip() for e in dom.find("th", inside="variants-table")]
-    assert heads[:3] == ["run", "variant", "compare.output_cosine"]  # the key metric right after what names the row
+    # what tells the variants apart (the settings that differ), the verdict, then the key metric (issue 43)
+    verdict = heads.index("first failure")
+    assert heads[:2] == ["run", "variant"] and heads[2] == "convert.precision_mode"
+    assert all(not h.startswith(("compare.", "score.")) for h in heads[2:verdict])
+    assert heads[verdict + 1] == "compare.output_cosine"
     runs_heads = [e["text"].strip() for e in dom.find("th", inside="runs-table")]
-    assert runs_heads[2] == "score.acc"  # the accuracy before anything else measured
-    for name in ("run_head", "variant_head", "metric_head", "runs_first_metric"):
+    assert runs_heads[2:4] == ["changed vs previous run", "score.acc"]  # then the accuracy before anything else measured
+    for name in ("run_head", "variant_head", "verdict_head", "metric_head", "runs_changed", "runs_first_metric"):
         assert 0 <= box["before"][name]["left"] and box["before"][name]["right"] <= VIEWPORT, name
 
-    # a narrow window: the tables scroll sideways, and run, variant and the key metric stay where they were
+    # a narrow window: the tables scroll sideways, and run and variant stay where they were
     box, _ = measured(browser, page, selectors, tmp_path, width=700)
     assert any(box["scrollable"]), "the tables are wider than 700 px"
-    for name in ("run_head", "variant_head", "metric_head", "runs_run"):
+    for name in ("run_head", "variant_head", "runs_run"):
         assert box["after"][name]["left"] == pytest.approx(box["before"][name]["left"], abs=1), name
-    assert box["after"]["metric_head"]["left"] >= box["after"]["variant_head"]["right"] - 1
     assert box["after"]["last_head"]["right"] <= 700  # the far end was scrolled into view beside them
 
     # the fix attempt is marked in both tables
     attempt = str(sweep.attempt["id"])
     fix_rows = [e for e in dom.find("tr", inside="runs-table") if e["attrs"].get("data-fix") == "1"]
-    assert [e["attrs"]["data-run"] for e in fix_rows] == [attempt] and "fix attempt" in fix_rows[0]["text"]
+    assert [e["attrs"]["data-run"] for e in fix_rows] == [attempt] and "fix attempt: keep sum, sqrt" in fix_rows[0]["text"]
     assert {e["attrs"]["data-run"] for e in dom.find("tr", inside="variants-table") if e["attrs"].get("data-fix")} == {attempt}
 
     # the overlay defaults to the two compares that differ most, in the newest run:
     # fp32's clean curve against an fp16 one that fails
-    legend = sorted(e["text"].strip() for e in dom.find("text", inside="overlay-svg") if e["text"].strip().startswith("— "))
+    legend = sorted(e["text"].strip() for e in dom.find("text", inside="overlay-svg") if e["text"].strip().startswith(("— ", "- - ")))
     newest_sweep = str(sweep.runs[-1]["id"])
-    assert [t.split(" · ")[0] for t in legend] == [f"— A: run {newest_sweep}", f"— B: run {newest_sweep}"]
+    assert [t.split(" · ")[0] for t in legend] == [f"- - B: run {newest_sweep}", f"— A: run {newest_sweep}"]
     stages = [t.split(" · ")[1].split(" ")[0] for t in legend]
     assert len(set(stages)) == 2 and "compare@fp32" in stages
     assert sum("(first failure" in t for t in legend) == 1

@@ -160,7 +160,7 @@ def test_the_runs_page_shows_key_metrics_the_failure_and_a_real_diff(runs_page, 
 
     # each pipeline's key metric is a runs-table column, filled for its runs (the classify run included)
     heads = [e["text"].strip() for e in dom.find("th", inside="runs-table")]
-    assert heads[2:4] == ["eval.mAP", "eval.top1"]
+    assert heads[2:5] == ["changed vs previous run", "eval.mAP", "eval.top1"]
     rows = {e["attrs"]["data-run"]: " ".join(e["text"].split()) for e in dom.find("tr", inside="runs-table") if e["attrs"].get("data-run")}
     assert set(rows) == {"1", "2", "3", "4", "5"}
     assert "0.569 … 0.883" in rows["4"] and "0.0529 … 0.6528" in rows["1"]  # top1 of the classify run, mAP of reid's
@@ -217,6 +217,6 @@ def test_the_overlay_draws_the_failing_side_when_asked(runs_page, tmp_path):
     assert any("≥1e1" == e["text"] for e in dom.find("text", inside="overlay-plot"))  # clipped a decade above 0.4
     tips = [k["tip"] for k in marks if "rel-edge" in k["cls"]]
     assert len(tips) == 2 and all("inf/NaN (not computed)" in t for t in tips)
-    legend = [e["text"] for e in dom.find("text", inside="overlay-plot") if e["text"].startswith("— ")]
-    assert legend[0].startswith("— A: run 1 · compare@fp16 (first failure") and legend[1].startswith("— B: run 3")
+    legend = [e["text"] for e in dom.find("text", inside="overlay-plot") if e["text"].startswith(("— ", "- - "))]
+    assert legend[0].startswith("— A: run 1 · compare@fp16 (first failure") and legend[1].startswith("- - B: run 3")
     assert json.loads(json.dumps(m["overflow"])) == []

@@ -163,3 +163,55 @@ def test_three_pipelines_in_one_workspace_keep_every_key_metric_column():
             "det_eval_golden.mAP50_95"}
     assert set(m["key_metrics"]) == keys
     assert set(m["run_metric_cols"][:6]) == keys and len(m["run_metric_cols"]) == 6
+
+
+def test_a_fix_attempt_is_labelled_by_the_remedy_it_tried():
+    from ascendpipe.explorer.shape import fix_label
+
+    def attempt(*sets):
+        return {"argv": ["ascendpipe", "fix", "p.yaml", "eval@fp16", *(f"--set={s}" for s in sets)]}
+
+    assert fix_label({"argv": ["ascendpipe", "build", "p.yaml"]}) is None
+    assert fix_label(attempt()) == "the pipeline's settings"  # the baseline, and the restore after the search
+    assert fix_label(attempt('stages.convert.matrix.fp16.keep_dtype=["/ReduceSum", "/Sqrt"]',
+                             'stages.convert.matrix.fp16.fusion_switch={"TbeReduceElemwiseFusionPass": "off"}')) == (
+        "keep /ReduceSum, /Sqrt · TbeReduceElemwiseFusionPass off")
+    assert fix_label(attempt("params.seed=3", "stages.convert.matrix.fp16.keep_dtype=[sum,sqrt]")) == "keep sum, sqrt"
+    assert fix_label(attempt("stages.quantize.params.skip_layers=[conv1]")) == "float conv1"
+    runs = [run(1, "force_fp16", 0.05)]
+    runs[0]["argv"] = attempt('stages.convert.matrix.b.keep_dtype=["/Sum"]')["argv"]
+    m = page_model(runs, {}, workspace="/w", generated="now")
+    assert {r["fix_label"] for r in m["rows"]} == {"keep /Sum"} and m["runs"][0]["fix_label"] == "keep /Sum"
+
+
+def test_settings_that_differ_come_first():
+    runs = [run(1, "force_fp16", 0.05)]
+    runs[0]["stages"]["convert@a"]["params"]["soc_version"] = "Ascend310P3"
+    runs[0]["stages"]["convert@b"]["params"]["soc_version"] = "Ascend910B1"
+    runs[0]["stages"]["convert@a"]["params"]["keep_dtype"] = []
+    runs[0]["stages"]["convert@b"]["params"]["keep_dtype"] = []
+    m = page_model(runs, {}, workspace="/w", generated="now")
+    # precision_mode and soc_version differ (the key one first); keep_dtype, the same in both, after them
+    assert m["setting_cols"][:3] == ["convert.precision_mode", "convert.soc_version", "convert.keep_dtype"]
+
+
+def test_an_integer_tensor_is_marked_so_its_error_is_not_plotted():
+    result = {"rows": [
+        {"op_name": "shape", "op_type": "Shape", "side": "both", "cosine": 1.0, "max_rel_error": 0.0, "failed": False,
+         "dtype": "int64", "golden_dtype": "int64"},
+        {"op_name": "conv", "op_type": "Conv", "side": "both", "cosine": 0.99, "max_rel_error": 0.0, "failed": False,
+         "dtype": "float16", "golden_dtype": "float32"},
+        {"op_name": "mask", "op_type": "Equal", "side": "both", "cosine": 1.0, "max_rel_error": 0.0, "failed": False,
+         "dtype": "bool"},
+    ], "first_failure": None}
+    assert curve(result)["float"] == [False, True, False]
+
+
+def test_the_overlay_default_skips_a_crashed_run():
+    from ascendpipe.explorer.shape import overlay_default
+
+    a, b = {"ops": ["x", "y"], "cosine": [1.0, 1.0]}, {"ops": ["x", "y"], "cosine": [1.0, 0.2]}
+    curves = {"a": a, "b": b}
+    runs = [{"id": 2, "state": "crashed"}, {"id": 1, "state": "done"}]
+    index = {(2, "compare@fp32"): "a", (2, "compare@fp16"): "b", (1, "compare@fp32"): "a", (1, "compare@fp16"): "b"}
+    assert sorted(overlay_default(runs, index, curves)) == ["1:compare@fp16", "1:compare@fp32"]

@@ -84,8 +84,11 @@ class _Runner:
     def segments(self, builder: "_SegmentBuilder", segments: list) -> None:
         """The segments in order, each fed the graph inputs and earlier segments' tensors it reads;
         a crossing value is kept only until its last reader has run."""
+        from ascendpipe import ticker
+
         carried: dict[str, object] = {}
         later = {name for seg in segments for name in seg.inputs}
+        dumped = 0
         freed = 0  # bytes the runs since the last release held (outputs, sub-model weights x 2)
         with ThreadPoolExecutor(max_workers=2) as pool:
             for number, seg in enumerate(segments, start=1):
@@ -104,9 +107,12 @@ class _Runner:
                 if freed >= RELEASE_AFTER_BYTES:  # see _release_memory
                     _release_memory()
                     freed = 0
+                tensors = sum(1 for n in seg.outputs if n in self.position)
+                dumped += tensors
+                ticker.report(dumped, len(self.plan), "tensors dumped")
                 if self.log is not None:
                     self.log.write(f"dump: segment {number}/{len(segments)}: {len(seg.nodes)} nodes, "
-                                   f"{sum(1 for n in seg.outputs if n in self.position)} tensors\n")
+                                   f"{tensors} tensors\n")
         _release_memory()
 
 

@@ -85,8 +85,30 @@ def run_stage(ctx):
     metrics = {"tensors": len(tensors), "tensors_with_nan": sum(1 for t in tensors if t["nan"]),
                "tensors_with_inf": sum(1 for t in tensors if t["inf"])}
     write_metrics(ctx.out_dir, metrics)
+    first = first_nonfinite(tensors)
+    if first:  # named by its op, as compare names the failure
+        ctx.say(f"dump: {sum(1 for t in tensors if t['nan'] or t['inf'])} tensors hold NaN or Inf; first: {first_text(first)}")
     info = {"model": str(model), "inputs": source, "fusions": bool(fusions), "shared_dump": shared.key,
-            "made": made}
+            "made": made, "first_nan_or_inf": first}
     if made:
         info["chunks"] = stats["chunks"]
     return StageResult(metrics=metrics, info=info)
+
+
+def first_nonfinite(tensors: list[dict]) -> dict | None:
+    """The first tensor (graph order) holding NaN or Inf, named by its op as compare names a row: a fused
+    kernel's output carries the kernel's name (``sum``), not the member op that wrote the tensor."""
+    for t in tensors:
+        if t.get("nan") or t.get("inf"):
+            return {"op_name": t.get("op_name"), "op_type": t.get("op_type"), "tensor": t["name"]}
+    return None
+
+
+def first_text(first: dict | None) -> str:
+    """``op 'sum' (ReduceSum), tensor 'norm'``: the op first, as compare's first failure names it."""
+    if not first:
+        return ""
+    if not first.get("op_name") or first["op_name"] == first["tensor"]:
+        return f"tensor '{first['tensor']}'"
+    kind = f" ({first['op_type']})" if first.get("op_type") else ""
+    return f"op '{first['op_name']}'{kind}, tensor '{first['tensor']}'"

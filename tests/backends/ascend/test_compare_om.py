@@ -66,7 +66,7 @@ def _compare(make_ctx, om_dir, params=None, name="compare"):
 
 
 def test_om_target_is_dumped_and_mapped_through_the_om_json(cann_env, om_dir, make_ctx):
-    ctx, result, log = _compare(make_ctx, om_dir, {"msit": "off"})
+    ctx, result, log = _compare(make_ctx, om_dir, {"msit": "off", "dump_keep": "all"})
     out = ctx.out_dir
     rows = {r["op_name"]: r for r in json.loads((out / "result.json").read_text())["rows"]}
     both = {n for n, r in rows.items() if r["side"] == "both"}

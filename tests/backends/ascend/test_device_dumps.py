@@ -163,7 +163,7 @@ def _compare(make_ctx, layout_om, monkeypatch, env: dict, name="compare__fp32", 
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     out, model, x = layout_om
-    ctx = make_ctx(name, "compare", {"msit": "off"}, inputs={"golden": model, "target": out, "inputs": x},
+    ctx = make_ctx(name, "compare", {"msit": "off", "dump_keep": "all"}, inputs={"golden": model, "target": out, "inputs": x},
                    upstream={"target": ("convert", "convert", out)})
     result = CompareKind().run(ctx)
     rows = json.loads((ctx.out_dir / "result.json").read_text())["rows"]

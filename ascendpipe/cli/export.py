@@ -59,7 +59,12 @@ def _refuse_store_over_records(uri: str | None, workspace: str | None) -> None:
     from ascendpipe.cli import guard
     from ascendpipe.engine.workspace import Workspace
 
-    root = _workspace_root(workspace)
+    from ascendpipe.errors import UserError
+
+    try:
+        root = _workspace_root(workspace)
+    except UserError:
+        return  # no workspace, no records to protect: the export itself says so, after the extra's check
     state = {"the records folder": os.path.relpath(os.path.join(root, ".ascendpipe")),
              "the cache folder": os.path.relpath(Workspace(root).cache_root)}
     guard.refuse_output_over_inputs(path, state, flag="--tracking-uri", shown=uri,

@@ -13,7 +13,7 @@ def test_without_mlflow_the_error_says_how_to_install(monkeypatch):
 
     monkeypatch.setitem(sys.modules, "mlflow", None)
     monkeypatch.setitem(sys.modules, "mlflow.tracking", None)
-    with pytest.raises(UserError, match=r"pip install 'ascendpipe\[mlflow\]'"):
+    with pytest.raises(UserError, match=r"pip install mlflow-skinny"):
         _client("file:///nowhere")
 
 

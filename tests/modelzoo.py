@@ -742,3 +742,24 @@ def dynamic_hw_detector(path: Path | str, channels: int = 4, anchors: int = 3) -
 def dynamic_hw_inputs(height: int = 32, width: int = 48, seed: int = 0) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
     return {"images": rng.standard_normal((1, 3, height, width)).astype(np.float32)}
+
+
+def kv_cache_model(path: Path | str, heads: int = 2, head_dim: int = 16) -> Path:
+    """One decode step of attention over a KV cache: ``present_key = Concat(past_key_0, k)`` along the
+    sequence axis, scores ``q @ present_key^T``, softmax. Inputs ``q`` and ``k`` float32 [2, heads, 1,
+    head_dim], ``past_key_0`` float32 [2, heads, "past", head_dim] (0 long: an empty cache, the first
+    decode step); outputs ``present_key`` and ``probs``."""
+    from onnx import TensorProto, helper
+
+    f = TensorProto.FLOAT
+    nodes = [helper.make_node("Concat", ["past_key_0", "k"], ["present_key"], name="concat_past", axis=2),
+             helper.make_node("Transpose", ["present_key"], ["key_t"], name="key_t", perm=[0, 1, 3, 2]),
+             helper.make_node("MatMul", ["q", "key_t"], ["scores"], name="scores"),
+             helper.make_node("Softmax", ["scores"], ["probs"], name="softmax", axis=-1)]
+    graph = helper.make_graph(nodes, "kv_cache", [
+        helper.make_tensor_value_info("q", f, [2, heads, 1, head_dim]),
+        helper.make_tensor_value_info("k", f, [2, heads, 1, head_dim]),
+        helper.make_tensor_value_info("past_key_0", f, [2, heads, "past", head_dim])],
+        [helper.make_tensor_value_info("present_key", f, [2, heads, "total", head_dim]),
+         helper.make_tensor_value_info("probs", f, [2, heads, 1, "total"])])
+    return _save(graph, path)

@@ -132,7 +132,8 @@ def _check_input_shape(settings: ConvertSettings, model) -> None:
 
 def _fix_input_shapes(graph, shapes: dict[str, list]) -> None:
     """ATC builds a dynamic model at the ``--input_shape`` it is given: the emulated model takes that
-    shape too, so random inputs and feeds follow it (a dim given as -1 stays dynamic)."""
+    shape too, so random inputs and feeds follow it (a dim given as -1 stays dynamic; 0 is pinned: an empty
+    past of a KV cache)."""
     for vi in graph.input:
         dims = shapes.get(vi.name)
         if dims is None:
@@ -142,9 +143,9 @@ def _fix_input_shapes(graph, shapes: dict[str, list]) -> None:
         if len(dims) != len(model_dims):
             raise UserError(f"input_shape gives '{vi.name}' {len(dims)} dims; the model's input has {len(model_dims)}", where)
         for axis, (dim, value) in enumerate(zip(model_dims, dims)):
-            if not isinstance(value, int) or value <= 0:
+            if not isinstance(value, int) or value < 0:
                 continue
-            if dim.HasField("dim_value") and dim.dim_value > 0 and dim.dim_value != value:
+            if dim.HasField("dim_value") and dim.dim_value != value:
                 raise UserError(f"input_shape gives '{vi.name}' axis {axis} = {value}; the model fixes it at "
                                 f"{dim.dim_value}", where)
             dim.dim_value = value

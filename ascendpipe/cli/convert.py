@@ -33,6 +33,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     for flag, text, required in _FLAGS:
         spellings = dict.fromkeys([f"--{flag}", f"--{flag.replace('-', '_')}"])  # ATC's underscores too, once
         parser.add_argument(*spellings, dest=flag.replace("-", "_"), required=required, help=text)
+    parser.add_argument("--allow-custom-ops", "--allow_custom_ops", dest="allow_custom_ops", action="store_true",
+                        help="emulate ops outside the ai.onnx domain (onnxruntime contrib ops) that ATC cannot convert, "
+                        "instead of refusing them (onnxruntime backend only; recorded in convert.json)")
     parser.add_argument("--json", action="store_true",
                         help='print {"model", "output", "precision_mode", "ops": {"float16", "float32", "other"}, "remedy_files", "atc_argv"}')
     parser.add_argument("--backend", choices=("onnxruntime", "ascend"), default="onnxruntime",
@@ -84,7 +87,7 @@ def main(args: argparse.Namespace) -> int:
         print(f"  atc: {result.info['atc_cmdline']}")
         return 0
     settings = resolve(params_from_args(args))
-    result = convert_model(Path(args.model), Path(args.output), settings)
+    result = convert_model(Path(args.model), Path(args.output), settings, allow_custom_ops=args.allow_custom_ops)
     for line in result.warnings:
         print(line, file=sys.stderr)
     c = result.counts

@@ -68,6 +68,7 @@ ONE_RUN_BYTES = 128 << 20
 # (measured: BERT-shaped encoders at 1x512, 2x128, 4x128 stay within issue 32's bound)
 TOGETHER_BYTES = 4 * DEFAULT_MEMORY_BUDGET
 AUTO = "auto"
+EXTERNAL_GRAPH_MAX = 256 << 20  # an .onnx file this big holds weights inline, whatever else is external
 # Bump when the bytes of a dump change for the same model and feeds (part of a shared dump's key).
 # 2: no path or run count in index.json, graph facts in it, fp16 ops' outputs stored as fp16
 # 3: an unnamed op is named as convert names it (<OpType>_<index>), not by its tensor or node_<index>
@@ -324,6 +325,9 @@ def dump_model(model_path, feeds: dict[str, np.ndarray], out_dir, *, fusions: bo
         del model, raw  # the weights stay in memory once (or in the file), as the bytes each segment slices
         run.segments(builder, segments)
     else:
+        from ascendpipe.backends.onnxruntime.dump_run import ALONE_WEIGHT_BYTES
+
+        run.alone = sum(_tensor_bytes(i) for i in model.graph.initializer) >= ALONE_WEIGHT_BYTES
         existing_outputs = {o.name for o in model.graph.output}
         model_bytes = model.SerializeToString() if external else raw
         del model, raw  # the parsed weights go before the marked copy is made
@@ -398,7 +402,35 @@ def _model_bytes(model_path: Path) -> tuple[bytes, Path | None, tuple | None]:
                 light = None
             if light is not None:
                 return light, real.parent, _identity(stat)
+            external = _external_bytes(handle, real.parent)
+            if external is not None:
+                return external, real.parent, _identity(stat)
     return model_path.read_bytes(), None, None
+
+
+def _external_bytes(handle, folder: Path) -> bytes | None:
+    """A model whose weights are external data already (past 2 GB): its graph as the bytes to run,
+    with only the small weights read in (onnxruntime's shape inference reads a Reshape's shape, and
+    reads no external data of a model given as bytes there); the big ones it maps from their files,
+    relative to ``folder``. None for a model with no external data."""
+    import onnx
+
+    from ascendpipe import onnxexternal
+    from ascendpipe.onnxwire import REFERENCE_MIN_BYTES
+
+    if os.fstat(handle.fileno()).st_size > EXTERNAL_GRAPH_MAX:
+        return None  # weights inline (a model whose references could not be made): read as before
+    handle.seek(0)
+    raw = handle.read()
+    try:
+        model = onnx.load_model_from_string(raw)
+    except Exception:  # noqa: BLE001 - not ONNX: the caller's parse says so
+        return None
+    if not onnxexternal.has_external(model):
+        return None
+    if onnxexternal.inline_small(model, folder, REFERENCE_MIN_BYTES) == 0:
+        return raw
+    return model.SerializeToString()
 
 
 def _identity(stat: os.stat_result) -> tuple:

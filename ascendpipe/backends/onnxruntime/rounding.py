@@ -128,6 +128,13 @@ class Rounding:
         ]
         return nodes, internal
 
+    def weight(self, tensor, name: str):
+        """The initializer ``tensor`` rounded (``values``) as a new TensorProto named ``name``
+        (external weights: ``external_weights.ExternalRounding`` rounds them as it writes them)."""
+        from onnx import numpy_helper
+
+        return numpy_helper.from_array(self.values(numpy_helper.to_array(tensor)), name)
+
     def values(self, array):
         import numpy as np
 
@@ -174,7 +181,6 @@ def _apply_rounding(graph, decisions: dict[str, Decision], floats: set[str], rou
     from onnx import numpy_helper
 
     scope = scope or Scope()
-    round_fp16 = rounding.values
     inits = {i.name: i for i in graph.initializer}
     local = _local_names(graph)
     produced_fp16 = {t for n in graph.node if decisions[n.name].dtype == "float16" for t in n.output} | set(force)
@@ -199,7 +205,7 @@ def _apply_rounding(graph, decisions: dict[str, Decision], floats: set[str], rou
             return rounded_inputs[t]
         if t in inits:
             copy = f"{EMU}/fp16_init/{scope.prefix}{t}"
-            graph.initializer.append(numpy_helper.from_array(round_fp16(numpy_helper.to_array(inits[t])), copy))
+            graph.initializer.append(rounding.weight(inits[t], copy))
             internal.append(copy)
         else:
             copy = f"{EMU}/round/{scope.prefix}{t}"
@@ -216,7 +222,7 @@ def _apply_rounding(graph, decisions: dict[str, Decision], floats: set[str], rou
                 if not t or t not in floats or t in produced_fp16 or t in scope.fp16:
                     continue
                 if t in inits and all(readers[t]):  # only fp16 readers: round the weight itself
-                    inits[t].CopyFrom(numpy_helper.from_array(round_fp16(numpy_helper.to_array(inits[t])), t))
+                    inits[t].CopyFrom(rounding.weight(inits[t], t))
                     continue
                 node.input[i] = fp16_copy(t)
         for attr_name, sub in _subgraphs(node):

@@ -1,0 +1,132 @@
+"""Models whose weights are ONNX external data (every LLM: past protobuf's 2 GB) through convert,
+dump and compare: the graph edited without its weights, the converted model written beside its own
+weights file (fp16-read weights rounded as they are streamed), the source's file referenced where no
+rounding applies, and the same numbers as the same model with its weights inline. The > 2 GB run is
+bench/convert_external.py."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+
+from ascendpipe import onnxexternal
+from ascendpipe.backends.onnxruntime import dump as D
+from ascendpipe.backends.onnxruntime.convert import convert_model
+from ascendpipe.errors import UserError
+from ascendpipe.precision.settings import resolve
+from tests import modelzoo
+
+
+def _inline_copy(path: Path, target: Path) -> Path:
+    onnx.save(onnx.load(str(path)), str(target))
+    return target
+
+
+def _run(path, feeds):
+    return ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+
+
+FEEDS = {"x": np.random.default_rng(3).standard_normal((2, 64)).astype(np.float32) * 40}
+
+
+@pytest.mark.parametrize("params", [
+    {"precision_mode": "force_fp16"},
+    {"precision_mode": "force_fp16", "overflow_mode": "saturation"},
+    {"precision_mode": "force_fp16", "keep_dtype": ["side"], "soc_version": "Ascend910B1"},
+    {"precision_mode": "allow_mix_precision"},
+])
+def test_an_external_model_converts_to_the_same_model_as_its_inline_twin(tmp_path, params):
+    external = modelzoo.external_ffn_model(tmp_path / "src" / "ffn.onnx")
+    inline = _inline_copy(external, tmp_path / "inline.onnx")
+    twin = convert_model(inline, tmp_path / "inline_out", resolve(params))
+    result = convert_model(external, tmp_path / "out", resolve(params))
+    np.testing.assert_array_equal(_run(result.model_path, FEEDS), _run(twin.model_path, FEEDS))
+    assert result.model_path.stat().st_size < 8 << 10  # the graph only: weights stay out of the protobuf
+    graph = onnx.load(str(result.model_path), load_external_data=False)
+    big = [t for t in graph.graph.initializer if onnxexternal.tensor_nbytes(t) >= 64 << 10]
+    assert big and all(onnxexternal.is_external(t) for t in big)
+    onnx.checker.check_model(str(result.model_path))  # onnx reads it too (no hard link, locations inside)
+    record = json.loads((result.out_dir / "convert.json").read_text())["external_data"]
+    assert record["data_file"] == "model.onnx.data" and (result.out_dir / "model.onnx.data").is_file()
+    assert json.loads((result.out_dir / "precision_plan.json").read_text())["counts"] == twin.counts
+
+
+def test_a_weight_no_fp16_op_reads_references_the_source_file_unrounded(tmp_path):
+    external = modelzoo.external_ffn_model(tmp_path / "src" / "ffn.onnx")
+    # on an A2 SoC a kept MatMul reads fp32: w_up is read in fp16 by 'up' and in fp32 by 'side'
+    result = convert_model(external, tmp_path / "out",
+                           resolve({"keep_dtype": ["side"], "soc_version": "Ascend910B1"}))
+    record = json.loads((result.out_dir / "convert.json").read_text())["external_data"]
+    assert set(record["source_files"]) == {"source_weights/ffn.onnx.data"}
+    copied = result.out_dir / "source_weights" / "ffn.onnx.data"
+    assert copied.read_bytes() == (tmp_path / "src" / "ffn.onnx.data").read_bytes()
+    assert os.stat(copied).st_nlink == 1  # onnx refuses a hard-linked weights file
+    graph = onnx.load(str(result.model_path), load_external_data=False).graph
+    locations = {t.name: onnxexternal.external_info(t)[0] for t in graph.initializer if onnxexternal.is_external(t)}
+    assert locations["w_up"] == "source_weights/ffn.onnx.data"  # the fp32 reader's, unrounded
+    assert locations["ascendpipe_emu/fp16_init/w_up"] == "model.onnx.data"  # the fp16 reader's copy
+    loaded = {t.name: onnx.numpy_helper.to_array(t) for t in onnx.load(str(result.model_path)).graph.initializer}
+    source = onnx.numpy_helper.to_array(next(t for t in onnx.load(str(external)).graph.initializer if t.name == "w_up"))
+    np.testing.assert_array_equal(loaded["w_up"], source)
+    np.testing.assert_array_equal(loaded["ascendpipe_emu/fp16_init/w_up"], source.astype(np.float16).astype(np.float32))
+
+
+def test_rounding_streams_in_chunks_with_the_same_values(tmp_path, monkeypatch):
+    from ascendpipe.backends.onnxruntime import external_weights
+
+    external = modelzoo.external_ffn_model(tmp_path / "src" / "ffn.onnx", scale=3e5)  # past fp16's range
+    whole = convert_model(external, tmp_path / "whole", resolve({"overflow_mode": "saturation"}))
+    monkeypatch.setattr(external_weights, "CHUNK", 1000)  # 128 KB weights in 33 uneven chunks
+    chunked = convert_model(external, tmp_path / "chunked", resolve({"overflow_mode": "saturation"}))
+    assert (tmp_path / "whole" / "model.onnx.data").read_bytes() == (tmp_path / "chunked" / "model.onnx.data").read_bytes()
+    weights = {t.name: onnx.numpy_helper.to_array(t) for t in onnx.load(str(whole.model_path)).graph.initializer}
+    assert np.abs(weights["w_up"]).max() == 65504.0  # saturation clips before rounding, chunk by chunk too
+
+
+def test_dump_and_compare_read_external_weights_by_reference(tmp_path):
+    from ascendpipe.cli.main import main
+
+    external = modelzoo.external_ffn_model(tmp_path / "src" / "ffn.onnx")
+    inline = _inline_copy(external, tmp_path / "inline.onnx")
+    feeds = {"x": FEEDS["x"]}
+    raw, weights_dir, _ = D._model_bytes(external)
+    assert weights_dir == external.resolve().parent and len(raw) < 4096  # the graph, small weights inlined
+    for budget in (None, 1):  # one run, and a run per op (segments slice the references)
+        D.dump_model(external, feeds, tmp_path / f"ext{budget}", fusions=False, memory_budget_bytes=budget)
+        D.dump_model(inline, feeds, tmp_path / f"in{budget}", fusions=False, memory_budget_bytes=budget)
+        ext = json.loads((tmp_path / f"ext{budget}" / "index.json").read_text())
+        ins = json.loads((tmp_path / f"in{budget}" / "index.json").read_text())
+        assert [t["name"] for t in ext["tensors"]] == [t["name"] for t in ins["tensors"]]
+        for entry in ext["tensors"]:
+            np.testing.assert_array_equal(np.load(tmp_path / f"ext{budget}" / entry["file"]),
+                                          np.load(tmp_path / f"in{budget}" / entry["file"]))
+    convert_model(external, tmp_path / "conv", resolve({}))
+    np.save(tmp_path / "x.npy", feeds["x"])
+    code = main(["compare", "--golden", str(external), "--target", str(tmp_path / "conv"), "--input",
+                 str(tmp_path / "x.npy"), "--output", str(tmp_path / "cmp")])
+    assert code == 0
+    rows = json.loads((tmp_path / "cmp" / "result.json").read_text())["rows"]
+    assert {r["op_name"] for r in rows} >= {"up", "down", "reshape"} and all(r["cosine"] > 0.999 for r in rows)
+
+
+def test_a_missing_or_escaping_weights_file_is_one_located_line(tmp_path):
+    external = modelzoo.external_ffn_model(tmp_path / "src" / "ffn.onnx")
+    os.rename(tmp_path / "src" / "ffn.onnx.data", tmp_path / "elsewhere.data")
+    with pytest.raises(UserError) as err:
+        convert_model(external, tmp_path / "out", resolve({}))
+    assert "weights file 'ffn.onnx.data' is missing" in err.value.message
+    model = onnx.load(str(external), load_external_data=False)
+    for tensor in model.graph.initializer:
+        for entry in tensor.external_data:
+            if entry.key == "location":
+                entry.value = "../elsewhere.data"
+    onnx.save(model, str(external))
+    with pytest.raises(UserError) as err:
+        convert_model(external, tmp_path / "out", resolve({}))
+    assert "'../elsewhere.data' must be a path inside the model's folder" in err.value.message

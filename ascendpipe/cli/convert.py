@@ -17,7 +17,7 @@ _FLAGS = [
     ("fusion-switch-file", "fusion switch file (either ATC format; ATC pass names)", False),
     ("insert-op-conf", "AIPP config (aipp_op { ... })", False),
     ("modify-mixlist", "modify_mixlist JSON", False),
-    ("input-shape", "name:1,3,224,224;name2:...", False),
+    ("input-shape", "name:1,3,224,224;name2:... (a dim may be 0: an empty KV cache, past_key_0:2,2,0,16)", False),
     ("input-format", "NCHW, NHWC, ND...", False),
     ("soc-version", "e.g. Ascend310P3: the passes that apply and the default overflow mode", False),
     ("overflow-mode", "inf_nan or saturation (default: the SoC's)", False),

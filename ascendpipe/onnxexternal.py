@@ -172,3 +172,28 @@ def place_weights(model, source_dir: Path, target_dir: Path, prefix: str = "", k
             if entry.key == "location":
                 entry.value = new
     return placed
+
+
+def external_model_bytes(handle, folder: Path, max_file_bytes: int) -> bytes | None:
+    """A model file (``handle``, open for reading) whose weights are external data: its graph as bytes to
+    give onnxruntime with ``folder`` as where its weights lie, the small weights read in (onnxruntime's
+    shape inference reads a Reshape's shape, and reads no external data there: "Cannot parse data from
+    external tensors"); the big ones it maps from their files. None for a model without external data,
+    or a file over ``max_file_bytes`` (its weights are inline, whatever else is external)."""
+    import onnx
+
+    from ascendpipe.onnxwire import REFERENCE_MIN_BYTES
+
+    if os.fstat(handle.fileno()).st_size > max_file_bytes:
+        return None
+    handle.seek(0)
+    raw = handle.read()
+    try:
+        model = onnx.load_model_from_string(raw)
+    except Exception:  # noqa: BLE001 - not ONNX: the caller's own parse says so
+        return None
+    if not has_external(model):
+        return None
+    if inline_small(model, folder, REFERENCE_MIN_BYTES) == 0:
+        return raw
+    return model.SerializeToString()

@@ -388,6 +388,7 @@ def _model_bytes(model_path: Path) -> tuple[bytes, Path | None, tuple | None]:
     Otherwise, and for weights already external, the file's bytes as they are.
     """
     from ascendpipe.backends.onnxruntime.session import weights_dir_supported
+    from ascendpipe.onnxexternal import external_model_bytes
     from ascendpipe.onnxwire import weights_by_reference
 
     if weights_dir_supported():
@@ -402,35 +403,10 @@ def _model_bytes(model_path: Path) -> tuple[bytes, Path | None, tuple | None]:
                 light = None
             if light is not None:
                 return light, real.parent, _identity(stat)
-            external = _external_bytes(handle, real.parent)
+            external = external_model_bytes(handle, real.parent, EXTERNAL_GRAPH_MAX)
             if external is not None:
                 return external, real.parent, _identity(stat)
     return model_path.read_bytes(), None, None
-
-
-def _external_bytes(handle, folder: Path) -> bytes | None:
-    """A model whose weights are external data already (past 2 GB): its graph as the bytes to run,
-    with only the small weights read in (onnxruntime's shape inference reads a Reshape's shape, and
-    reads no external data of a model given as bytes there); the big ones it maps from their files,
-    relative to ``folder``. None for a model with no external data."""
-    import onnx
-
-    from ascendpipe import onnxexternal
-    from ascendpipe.onnxwire import REFERENCE_MIN_BYTES
-
-    if os.fstat(handle.fileno()).st_size > EXTERNAL_GRAPH_MAX:
-        return None  # weights inline (a model whose references could not be made): read as before
-    handle.seek(0)
-    raw = handle.read()
-    try:
-        model = onnx.load_model_from_string(raw)
-    except Exception:  # noqa: BLE001 - not ONNX: the caller's parse says so
-        return None
-    if not onnxexternal.has_external(model):
-        return None
-    if onnxexternal.inline_small(model, folder, REFERENCE_MIN_BYTES) == 0:
-        return raw
-    return model.SerializeToString()
 
 
 def _identity(stat: os.stat_result) -> tuple:

@@ -130,3 +130,16 @@ def test_a_missing_or_escaping_weights_file_is_one_located_line(tmp_path):
     with pytest.raises(UserError) as err:
         convert_model(external, tmp_path / "out", resolve({}))
     assert "'../elsewhere.data' must be a path inside the model's folder" in err.value.message
+
+
+def test_a_session_runs_a_model_whose_small_weights_are_external_too(tmp_path):
+    """onnxruntime alone refuses it ("Cannot parse data from external tensors": its shape inference
+    reads the ReduceSum's axes); the session reads the small ones in and maps the rest."""
+    from ascendpipe.backends.onnxruntime.session import make_session
+
+    external = modelzoo.external_ffn_model(tmp_path / "src" / "ffn.onnx")
+    with pytest.raises(Exception, match="Cannot parse data from external tensors"):
+        ort.InferenceSession(str(external), providers=["CPUExecutionProvider"])
+    inline = _inline_copy(external, tmp_path / "inline.onnx")
+    got = make_session(external).run(None, FEEDS)[0]
+    np.testing.assert_array_equal(got, _run(inline, FEEDS))

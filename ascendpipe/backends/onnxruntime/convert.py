@@ -222,13 +222,14 @@ def convert_model(model_path: Path, out_dir: Path, settings: ConvertSettings, *,
         raise
     except Exception as exc:
         raise UserError(f"cannot read ONNX model: {exc}", Location(file=str(model_path))) from None
+    _name_nodes(original.graph)  # (named as the refusal and the plan name them; naming again changes nothing)
+    _refuse_custom_ops(original.graph, allow_custom_ops)  # before anything is written
     _check_input_shape(settings, original)
     source_sha = sha256_file(model_path)  # a tune bank names the model it belongs to (docs/profile-tune.md)
     runtime = bank_runtime(settings.tune_bank, out_dir, model_path, source_sha)  # another model's: refused
     _fix_input_shapes(model.graph, settings.input_shape)
     _name_nodes(original.graph)
     _name_nodes(model.graph)
-    _refuse_custom_ops(original.graph, allow_custom_ops)
     graph = model.graph
     dynamic = fusion.dynamic_shape(original, settings.input_shape, getattr(settings, "input_shape_range", None))
     fusion_plan = fusion.apply(model, settings.fusion_switch, settings.soc_version, dynamic)

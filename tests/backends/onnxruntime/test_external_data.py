@@ -143,3 +143,25 @@ def test_a_session_runs_a_model_whose_small_weights_are_external_too(tmp_path):
     inline = _inline_copy(external, tmp_path / "inline.onnx")
     got = make_session(external).run(None, FEEDS)[0]
     np.testing.assert_array_equal(got, _run(inline, FEEDS))
+
+
+def test_a_whole_run_over_big_weights_runs_alone_in_the_gate(tmp_path, monkeypatch):
+    """Two dumps at once would each hold their session's weights: past ALONE_WEIGHT_BYTES a whole-model
+    run waits until nothing else is held (a 2.4 GB model's compare: 2.6 GB at its peak, not 4.8 GB)."""
+    from ascendpipe.backends.onnxruntime import dump_run
+    from ascendpipe.backends.onnxruntime.memory_gate import MemoryGate
+
+    held = []
+
+    class Spy(MemoryGate):
+        def hold(self, nbytes):
+            held.append(nbytes)
+            return super().hold(nbytes)
+
+    external = modelzoo.external_ffn_model(tmp_path / "src" / "ffn.onnx")
+    monkeypatch.setattr(D, "fits_without_estimate", lambda *args: False)  # as a big model's weights make it
+    D.dump_model(external, FEEDS, tmp_path / "small", fusions=False, gate=Spy(D.TOGETHER_BYTES))
+    assert held and held[-1] < D.TOGETHER_BYTES  # 256 KB of weights: its tensors' estimate, as before
+    monkeypatch.setattr(dump_run, "ALONE_WEIGHT_BYTES", 200 << 10)
+    D.dump_model(external, FEEDS, tmp_path / "big", fusions=False, gate=Spy(D.TOGETHER_BYTES))
+    assert held[-1] > D.TOGETHER_BYTES  # more than the gate holds: it runs alone

@@ -162,6 +162,8 @@ def _round_stream(source, source_dir: Path, rounding: Rounding, out, nbytes: int
         raise UserError(f"weight '{source.name}': external data length {length} is not its {nbytes} bytes",
                         Location(op=source.name))
     buffer = np.empty(CHUNK, np.float32)
+    half = np.empty(CHUNK, np.float16)
+    fast = None  # onnxruntime's Cast gives rounding.values' bits: checked on the first chunk
     with open(onnxexternal.resolve(source_dir, location), "rb") as handle:
         handle.seek(offset)
         left = nbytes // 4
@@ -171,5 +173,34 @@ def _round_stream(source, source_dir: Path, rounding: Rounding, out, nbytes: int
             if got != view.nbytes:
                 raise UserError(f"the weights file '{location}' is shorter than weight '{source.name}' needs",
                                 Location(file=str(source_dir / location)))
-            out.write(memoryview(np.ascontiguousarray(rounding.values(view), dtype="<f4")).cast("B"))
+            if fast is False:
+                rounded = rounding.values(view)
+            else:
+                reference = rounding.values(view) if fast is None else None
+                rounded = _cast_round_trip(view, half[:view.size], rounding.saturate)
+                if reference is not None:
+                    from ascendpipe.backends.onnxruntime.half import equal_bits
+
+                    fast = equal_bits(rounded, reference)
+                    rounded = rounded if fast else reference
+            out.write(memoryview(np.ascontiguousarray(rounded, dtype="<f4")).cast("B"))
             left -= view.size
+
+
+def _cast_round_trip(view, half, saturate: bool):
+    """``view`` (float32, clipped in place to +-65504 first in saturation mode) rounded to fp16 and
+    back through onnxruntime's vectorised Cast (``half.py``: ~0.4 ns an element against numpy's
+    scalar ~6, the rounding's whole cost on a 2.4 GB model), into a new array (the writer holds it)."""
+    import numpy as np
+
+    from ascendpipe.backends.onnxruntime.half import MIN_ELEMENTS, _cast_into
+    from ascendpipe.precision.fp16 import FP16_MAX, round_fp16
+
+    if saturate:
+        np.clip(view, -FP16_MAX, FP16_MAX, out=view)
+    if view.size < MIN_ELEMENTS:
+        return round_fp16(view)
+    back = np.empty(view.size, np.float32)
+    _cast_into("narrow", "half", view, half)
+    _cast_into("widen", "wide", half, back)
+    return back

@@ -77,16 +77,25 @@ def test_a_weight_no_fp16_op_reads_references_the_source_file_unrounded(tmp_path
     np.testing.assert_array_equal(loaded["ascendpipe_emu/fp16_init/w_up"], source.astype(np.float16).astype(np.float32))
 
 
-def test_rounding_streams_in_chunks_with_the_same_values(tmp_path, monkeypatch):
+@pytest.mark.parametrize("overflow_mode", ["saturation", "inf_nan"])
+def test_rounding_streams_in_chunks_with_numpys_values(tmp_path, monkeypatch, overflow_mode):
+    """Big chunks round through onnxruntime's Cast, small ones through numpy: the same bits as the
+    inline model's rounding (numpy, in memory), chunk by chunk, past fp16's range too."""
     from ascendpipe.backends.onnxruntime import external_weights
 
-    external = modelzoo.external_ffn_model(tmp_path / "src" / "ffn.onnx", scale=3e5)  # past fp16's range
-    whole = convert_model(external, tmp_path / "whole", resolve({"overflow_mode": "saturation"}))
-    monkeypatch.setattr(external_weights, "CHUNK", 1000)  # 128 KB weights in 33 uneven chunks
-    chunked = convert_model(external, tmp_path / "chunked", resolve({"overflow_mode": "saturation"}))
-    assert (tmp_path / "whole" / "model.onnx.data").read_bytes() == (tmp_path / "chunked" / "model.onnx.data").read_bytes()
-    weights = {t.name: onnx.numpy_helper.to_array(t) for t in onnx.load(str(whole.model_path)).graph.initializer}
-    assert np.abs(weights["w_up"]).max() == 65504.0  # saturation clips before rounding, chunk by chunk too
+    external = modelzoo.external_ffn_model(tmp_path / "src" / "ffn.onnx", hidden=128, ffn=1024, scale=3e5)
+    inline = _inline_copy(external, tmp_path / "inline.onnx")
+    params = resolve({"overflow_mode": overflow_mode})
+    twin = {t.name: onnx.numpy_helper.to_array(t)
+            for t in onnx.load(str(convert_model(inline, tmp_path / "twin", params).model_path)).graph.initializer}
+    for chunk in (external_weights.CHUNK, 70000, 1000):  # whole, through the Cast (and a numpy tail), numpy
+        monkeypatch.setattr(external_weights, "CHUNK", chunk)
+        result = convert_model(external, tmp_path / f"c{chunk}", params)
+        weights = {t.name: onnx.numpy_helper.to_array(t) for t in onnx.load(str(result.model_path)).graph.initializer}
+        for name in ("w_up", "w_down"):
+            assert weights[name].tobytes() == twin[name].tobytes(), (chunk, name)
+    top = np.abs(weights["w_up"]).max()
+    assert top == (65504.0 if overflow_mode == "saturation" else np.inf)  # clipped, or overflowed to inf
 
 
 def test_dump_and_compare_read_external_weights_by_reference(tmp_path):

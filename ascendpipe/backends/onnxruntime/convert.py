@@ -271,7 +271,7 @@ def convert_model(model_path: Path, out_dir: Path, settings: ConvertSettings, *,
 
     weights = _write_weights(model, out_dir, model_path, rounding) if external else None
     with atomic_path(out_dir / MODEL_FILE) as tmp:
-        onnx.save(model, tmp)
+        weights = _save_model(model, tmp) or weights
         check_loads(tmp, producer)  # never leave a model that does not load: the error names the op
 
     custom = custom_domain_ops([*((n.name, n.op_type, n.domain) for n in graph.node),
@@ -352,6 +352,29 @@ def _write_weights(model, out_dir: Path, model_path: Path, rounding) -> dict:
     from ascendpipe.backends.onnxruntime import external_weights
 
     return external_weights.write(model, out_dir, model_path.parent, rounding, f"{MODEL_FILE}.data")
+
+
+# An inline model whose weights the conversion took past this (an fp16 copy of a weight also read in
+# fp32, AIPP, folds) is written with its weights as external data: protobuf holds at most 2 GiB
+INLINE_LIMIT = (2 << 30) - (64 << 20)
+
+
+def _save_model(model, path: str) -> dict | None:
+    """``onnx.save``; an inline model past ``INLINE_LIMIT`` is saved with its weights in
+    ``model.onnx.data`` beside it (the record for convert.json), never meeting protobuf's limit."""
+    import onnx
+
+    from ascendpipe import onnxexternal
+
+    if sum(len(t.raw_data) for t in onnxexternal.initializers(model)) < INLINE_LIMIT:
+        onnx.save(model, path)
+        return None
+    data = f"{MODEL_FILE}.data"
+    (Path(path).parent / data).unlink(missing_ok=True)  # onnx appends to an existing data file
+    onnx.save_model(model, path, save_as_external_data=True, all_tensors_to_one_file=True, location=data,
+                    size_threshold=1024)
+    return {"data_file": data, "rounded": 0, "own": sum(1 for t in onnxexternal.initializers(model)
+                                                        if onnxexternal.is_external(t)), "source_files": {}}
 
 
 def _keep_changes(info: NodeInfo, decision: Decision, policy: str, op_lists: Lists, cube_fp32: bool) -> bool:

@@ -174,3 +174,19 @@ def test_a_whole_run_over_big_weights_runs_alone_in_the_gate(tmp_path, monkeypat
     monkeypatch.setattr(dump_run, "ALONE_WEIGHT_BYTES", 200 << 10)
     D.dump_model(external, FEEDS, tmp_path / "big", fusions=False, gate=Spy(D.TOGETHER_BYTES))
     assert held[-1] > D.TOGETHER_BYTES  # more than the gate holds: it runs alone
+
+
+def test_an_inline_model_the_conversion_takes_past_the_limit_is_written_with_external_data(tmp_path, monkeypatch):
+    """An fp16 copy of a weight also read in fp32 makes the converted model bigger than its source: past
+    protobuf's limit (here lowered) its weights go to model.onnx.data instead of failing to serialise."""
+    from ascendpipe.backends.onnxruntime import convert as C
+
+    inline = _inline_copy(modelzoo.external_ffn_model(tmp_path / "src" / "ffn.onnx"), tmp_path / "inline.onnx")
+    params = resolve({"keep_dtype": ["side"], "soc_version": "Ascend910B1"})
+    small = convert_model(inline, tmp_path / "small", params)
+    monkeypatch.setattr(C, "INLINE_LIMIT", 200 << 10)  # the source's 260 KB fit; the converted 390 KB do not
+    big = convert_model(inline, tmp_path / "big", params)
+    assert not (tmp_path / "small" / "model.onnx.data").exists()
+    assert (tmp_path / "big" / "model.onnx.data").is_file() and big.model_path.stat().st_size < 8 << 10
+    assert json.loads((tmp_path / "big" / "convert.json").read_text())["external_data"]["data_file"] == "model.onnx.data"
+    np.testing.assert_array_equal(_run(big.model_path, FEEDS), _run(small.model_path, FEEDS))

@@ -366,7 +366,8 @@ def _save_model(model, path: str) -> dict | None:
 
     from ascendpipe import onnxexternal
 
-    if sum(len(t.raw_data) for t in onnxexternal.initializers(model)) < INLINE_LIMIT:
+    inline = (t for t in onnxexternal.initializers(model) if not onnxexternal.is_external(t))
+    if sum(onnxexternal.tensor_nbytes(t) for t in inline) < INLINE_LIMIT:  # from dims: reading raw_data copies it
         onnx.save(model, path)
         return None
     data = f"{MODEL_FILE}.data"

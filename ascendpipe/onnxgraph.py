@@ -16,8 +16,9 @@ if TYPE_CHECKING:
 
 
 def dim_of(dim):
-    """A static dim as an int; a dynamic one as its name, or None when it has none."""
-    if dim.HasField("dim_value") and dim.dim_value > 0:
+    """A static dim as an int (0 included: an empty KV cache pinned by ``--input-shape``); a dynamic
+    one as its name, or None when it has none."""
+    if dim.HasField("dim_value") and dim.dim_value >= 0:
         return dim.dim_value
     return dim.dim_param or None
 

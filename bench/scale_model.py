@@ -20,10 +20,14 @@ single activation x 4 + the weights x 2 (``bound``), checked on the peak above a
 imports what compare imports (``baseline``: numpy, onnx, onnxruntime, ~60 MB, which the bound leaves
 out: the check is about what grows with the model).
 
+``--past-2gb`` adds a row past protobuf's 2 GB limit: ``convert_external.py``'s FFN stack (9 MatMuls of
+4096x16384 fp32 weights, 2.4 GB of ONNX external data, batch ``--batch``), converted and compared the same
+way (its convert beside plain onnxruntime's session creation: ``bench/convert_external.py``).
+
 Defaults fit a shared 2-core machine (under ~10 minutes, under ~8 GB): 2x128, 4x128, 4x256, 8x256,
 4x512. ``--full`` adds 12x256, 8x512, 12x512 (several GB of activations; needs the disk for two dumps).
 
-    python bench/scale_model.py [--sizes 4x128,8x256] [--full] [--batch 8]
+    python bench/scale_model.py [--sizes 4x128,8x256] [--full] [--batch 8] [--past-2gb]
            [--polygraphy bench/.peers/bin/polygraphy] [--polygraphy-max-gb 1.0]
 """
 
@@ -113,7 +117,7 @@ def activation_facts(path: Path) -> dict:
     """fp32 bytes of every node output (shape inference), the largest one, and the weights' bytes."""
     import onnx
 
-    model = onnx.shape_inference.infer_shapes(onnx.load(str(path)))
+    model = onnx.shape_inference.infer_shapes(onnx.load(str(path), load_external_data=False))  # dims only
     sizes = []
     for vi in list(model.graph.value_info) + list(model.graph.output):
         dims = [d.dim_value for d in vi.type.tensor_type.shape.dim]
@@ -139,9 +143,12 @@ def main() -> int:
     ap.add_argument("--polygraphy", default=str(HERE / ".peers" / "bin" / "polygraphy"))
     ap.add_argument("--polygraphy-max-gb", type=float, default=1.0, help="run Polygraphy up to this many GB of activations")
     ap.add_argument("--work", default=None, help="folder for models and dumps (default: a temp folder, removed)")
+    ap.add_argument("--past-2gb", action="store_true", help="add a 2.4 GB model with external data (FFN stack, 9 MatMuls)")
     args = ap.parse_args()
     sizes = args.sizes or (DEFAULT_SIZES + ("," + FULL_SIZES if args.full else ""))
-    points = [tuple(int(v) for v in s.split("x")) for s in sizes.split(",")]
+    points = [tuple(int(v) for v in s.split("x")) for s in sizes.split(",") if s]
+    if args.past_2gb:
+        points.append(("ffn", 9))  # the FFN stack past 2 GB: 9 MatMuls
     ascendpipe = [sys.executable, "-m", "ascendpipe"]
     poly = args.polygraphy if os.path.exists(args.polygraphy) else None
     work = Path(args.work or tempfile.mkdtemp(prefix="bench-scale-model-"))
@@ -160,16 +167,27 @@ def main() -> int:
             case = work / f"{layers}x{seq}"
             shutil.rmtree(case, ignore_errors=True)
             case.mkdir()
-            model = build_encoder(case / "model.onnx", layers, seq, args.batch)
+            if layers == "ffn":  # past 2 GB: weights in model.onnx.data, written one at a time
+                from convert_external import HIDDEN as FFN_HIDDEN
+                from convert_external import build as build_ffn_stack
+
+                model = case / "model.onnx"
+                build_ffn_stack(model, seq, args.batch)
+                x = np.random.default_rng(0).standard_normal((args.batch, FFN_HIDDEN)).astype(np.float32)
+            else:
+                model = build_encoder(case / "model.onnx", layers, seq, args.batch)
+                x = np.random.default_rng(0).standard_normal((args.batch, seq, HIDDEN)).astype(np.float32)
             facts = activation_facts(model)
-            np.save(case / "x.npy", np.random.default_rng(0).standard_normal((args.batch, seq, HIDDEN)).astype(np.float32))
+            np.save(case / "x.npy", x)
             conv = measure([*ascendpipe, "convert", "--model", str(model), "--output", str(case / "conv"),
                             "--precision-mode", "force_fp16"])
             cmp_ = measure([*ascendpipe, "compare", "--golden", str(model), "--target", str(case / "conv"),
                             "--input", str(case / "x.npy"), "--output", str(case / "out")], ok_codes=(0, 1))
             bound = (facts["largest"] * 4 + facts["weights"] * 2) / 1e6
             peer = "-"
-            if poly and facts["activations"] <= args.polygraphy_max_gb * 1e9:
+            if layers == "ffn":
+                peer = "(see bench/convert_external.py)"
+            elif poly and facts["activations"] <= args.polygraphy_max_gb * 1e9:
                 (case / "poly").mkdir()
                 save, load = run_polygraphy(poly, model, case / "conv" / "model.onnx", case / "poly")
                 peer = f"{save['wall'] + load['wall']:.1f} s / {max(save['peak_rss_mb'], load['peak_rss_mb']):.0f} MB"
@@ -187,15 +205,17 @@ def main() -> int:
     finally:
         if not args.work:
             shutil.rmtree(work, ignore_errors=True)
+    bounded = [r["size"] for r in rows if r["above"] <= r["bound"]]
+    all_rows, rows = rows, [r for r in rows if not r["size"].startswith("ffn")]  # the fits: encoders only
     if len(rows) >= 2:
         slope, intercept, r2, worst = fit([r["activations"] / 1e9 for r in rows], [r["compare"] for r in rows])
         print(f"compare time ~ {intercept:.2f} s + {slope:.2f} s/GB x activations (least squares over {len(rows)} sizes): "
               f"R^2 {r2:.3f}, largest residual {worst:.0%}")
         mem_slope, mem_icpt, _, _ = fit([r["activations"] / 1e9 for r in rows], [r["peak"] for r in rows])
         print(f"peak memory ~ {mem_icpt:.0f} MB + {mem_slope:.0f} MB/GB x activations")
-    bounded = [r["size"] for r in rows if r["above"] <= r["bound"]]
-    print(f"peak - baseline <= largest activation x 4 + weights x 2: {len(bounded)} of {len(rows)} sizes"
-          + (f" (not: {', '.join(r['size'] for r in rows if r['above'] > r['bound'])})" if len(bounded) < len(rows) else ""))
+    print(f"peak - baseline <= largest activation x 4 + weights x 2: {len(bounded)} of {len(all_rows)} sizes"
+          + (f" (not: {', '.join(r['size'] for r in all_rows if r['above'] > r['bound'])})"
+             if len(bounded) < len(all_rows) else ""))
     print(f"whole run {time.perf_counter() - started:.0f} s, load average {os.getloadavg()[0]:.1f} at the end")
     return 0
 

@@ -742,3 +742,108 @@ def dynamic_hw_detector(path: Path | str, channels: int = 4, anchors: int = 3) -
 def dynamic_hw_inputs(height: int = 32, width: int = 48, seed: int = 0) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
     return {"images": rng.standard_normal((1, 3, height, width)).astype(np.float32)}
+
+
+def kv_cache_model(path: Path | str, heads: int = 2, head_dim: int = 16) -> Path:
+    """One decode step of attention over a KV cache: ``present_key = Concat(past_key_0, k)`` along the
+    sequence axis, scores ``q @ present_key^T``, softmax. Inputs ``q`` and ``k`` float32 [2, heads, 1,
+    head_dim], ``past_key_0`` float32 [2, heads, "past", head_dim] (0 long: an empty cache, the first
+    decode step); outputs ``present_key`` and ``probs``."""
+    from onnx import TensorProto, helper
+
+    f = TensorProto.FLOAT
+    nodes = [helper.make_node("Concat", ["past_key_0", "k"], ["present_key"], name="concat_past", axis=2),
+             helper.make_node("Transpose", ["present_key"], ["key_t"], name="key_t", perm=[0, 1, 3, 2]),
+             helper.make_node("MatMul", ["q", "key_t"], ["scores"], name="scores"),
+             helper.make_node("Softmax", ["scores"], ["probs"], name="softmax", axis=-1)]
+    graph = helper.make_graph(nodes, "kv_cache", [
+        helper.make_tensor_value_info("q", f, [2, heads, 1, head_dim]),
+        helper.make_tensor_value_info("k", f, [2, heads, 1, head_dim]),
+        helper.make_tensor_value_info("past_key_0", f, [2, heads, "past", head_dim])],
+        [helper.make_tensor_value_info("present_key", f, [2, heads, "total", head_dim]),
+         helper.make_tensor_value_info("probs", f, [2, heads, 1, "total"])])
+    return _save(graph, path)
+
+
+def external_ffn_model(path: Path | str, hidden: int = 64, ffn: int = 512, scale: float = 1.0, seed: int = 0) -> Path:
+    """An FFN block saved with ONNX external data (every weight in ``<name>.data``, size_threshold=0):
+    MatMul (``hidden`` x ``ffn``, 128 KB at the defaults: beyond what convert reads into the graph) ->
+    Add bias -> Relu -> MatMul back -> Reshape (its shape external too: onnxruntime's shape inference
+    needs it inline) -> ``y`` [2, 4, hidden/4]; ``w_up`` is read again by a second MatMul from ``x`` (a
+    weight an fp32 op reads too, under keep_dtype). Input ``x`` float32 [2, hidden]; ``scale``
+    multiplies ``w_up`` (past fp16's range for an overflow)."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    rng = np.random.default_rng(seed)
+    w_up = (rng.standard_normal((hidden, ffn)) / np.sqrt(hidden) * scale).astype(np.float32)
+    w_down = (rng.standard_normal((ffn, hidden)) / np.sqrt(ffn)).astype(np.float32)
+    nodes = [helper.make_node("MatMul", ["x", "w_up"], ["up"], name="up"),
+             helper.make_node("Add", ["up", "b_up"], ["biased"], name="bias"),
+             helper.make_node("Relu", ["biased"], ["act"], name="relu"),
+             helper.make_node("MatMul", ["act", "w_down"], ["down"], name="down"),
+             helper.make_node("MatMul", ["x", "w_up"], ["side"], name="side"),
+             helper.make_node("ReduceSum", ["side", "axes"], ["side_sum"], name="side_sum", keepdims=1),
+             helper.make_node("Add", ["down", "side_sum"], ["mixed"], name="mix"),
+             helper.make_node("Reshape", ["mixed", "shape"], ["y"], name="reshape")]
+    inits = [_const("w_up", w_up), _const("w_down", w_down), _const("b_up", np.full(ffn, 0.01, np.float32)),
+             _const("axes", np.array([1], np.int64)), _const("shape", np.array([2, 4, hidden // 4], np.int64))]
+    graph = helper.make_graph(nodes, "external_ffn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, hidden])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4, hidden // 4])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="modelzoo")
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    onnx.save(model, str(path), save_as_external_data=True, location=path.name + ".data", size_threshold=0)
+    return path
+
+
+def fused_bert_model(path: Path | str, hidden: int = 16, heads: int = 2, seq: int = 8, vocab: int = 30) -> Path:
+    """A one-layer BERT as onnxruntime's transformer optimizer fuses it: com.microsoft
+    EmbedLayerNormalization (int32 ids and mask -> embeddings and an int32 ``mask_index``), Attention
+    reading that mask_index, SkipLayerNormalization, FastGelu (no value_info: as the optimizer writes it).
+    Inputs ``input_ids``, ``segment_ids``, ``input_mask`` int32 [1, seq]."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    rng = np.random.default_rng(11)
+
+    def w(name, *shape, scale=0.1):
+        return _const(name, (rng.standard_normal(shape) * scale).astype(np.float32))
+
+    ms = "com.microsoft"
+    nodes = [
+        helper.make_node("EmbedLayerNormalization", ["input_ids", "segment_ids", "word", "pos", "seg", "emb_g", "emb_b",
+                                                     "input_mask"], ["emb", "mask_index"], name="embed", domain=ms,
+                         epsilon=1e-12),
+        helper.make_node("Attention", ["emb", "qkv_w", "qkv_b", "mask_index"], ["attn"], name="attention", domain=ms,
+                         num_heads=heads),
+        helper.make_node("SkipLayerNormalization", ["attn", "emb", "ln_g", "ln_b"], ["ln"], name="skip_ln", domain=ms,
+                         epsilon=1e-12),
+        helper.make_node("MatMul", ["ln", "ffn_w"], ["ffn"], name="ffn"),
+        helper.make_node("FastGelu", ["ffn", "ffn_b"], ["y"], name="gelu", domain=ms),
+    ]
+    inits = [w("word", vocab, hidden), w("pos", seq, hidden), w("seg", 2, hidden),
+             _const("emb_g", np.ones(hidden, np.float32)), _const("emb_b", np.zeros(hidden, np.float32)),
+             w("qkv_w", hidden, 3 * hidden), _const("qkv_b", np.zeros(3 * hidden, np.float32)),
+             _const("ln_g", np.ones(hidden, np.float32)), _const("ln_b", np.zeros(hidden, np.float32)),
+             w("ffn_w", hidden, 4 * hidden), _const("ffn_b", np.zeros(4 * hidden, np.float32))]
+    ints = [helper.make_tensor_value_info(n, TensorProto.INT32, [1, seq]) for n in ("input_ids", "segment_ids", "input_mask")]
+    graph = helper.make_graph(nodes, "fused_bert", ints,
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, seq, 4 * hidden])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET), helper.make_opsetid(ms, 1)],
+                              producer_name="modelzoo")
+    model.ir_version = 8
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    onnx.save(model, str(path))
+    return path
+
+
+def fused_bert_inputs(seq: int = 8, vocab: int = 30) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(12)
+    mask = np.ones((1, seq), np.int32)
+    mask[0, seq - 2:] = 0
+    return {"input_ids": rng.integers(0, vocab, (1, seq)).astype(np.int32),
+            "segment_ids": np.zeros((1, seq), np.int32), "input_mask": mask}

@@ -17,7 +17,7 @@ _FLAGS = [
     ("fusion-switch-file", "fusion switch file (either ATC format; ATC pass names)", False),
     ("insert-op-conf", "AIPP config (aipp_op { ... })", False),
     ("modify-mixlist", "modify_mixlist JSON", False),
-    ("input-shape", "name:1,3,224,224;name2:...", False),
+    ("input-shape", "name:1,3,224,224;name2:... (a dim may be 0: an empty KV cache, past_key_0:2,2,0,16)", False),
     ("input-format", "NCHW, NHWC, ND...", False),
     ("soc-version", "e.g. Ascend310P3: the passes that apply and the default overflow mode", False),
     ("overflow-mode", "inf_nan or saturation (default: the SoC's)", False),
@@ -37,6 +37,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--framework", default="5", metavar="5",
                         help="ATC's framework: 5 (ONNX), the only one ascendpipe converts; accepted so that an atc "
                         "command line pastes as it is")
+    parser.add_argument("--allow-custom-ops", "--allow_custom_ops", dest="allow_custom_ops", action="store_true",
+                        help="emulate ops outside the ai.onnx domain (onnxruntime contrib ops) that ATC cannot convert, "
+                        "instead of refusing them (onnxruntime backend only; recorded in convert.json)")
     parser.add_argument("--json", action="store_true",
                         help='print {"model", "output", "precision_mode", "ops": {"float16", "float32", "other"}, "remedy_files", "atc_argv"}')
     parser.add_argument("--backend", choices=("onnxruntime", "ascend"), default="onnxruntime",
@@ -94,7 +97,7 @@ def main(args: argparse.Namespace) -> int:
         print(f"  atc: {result.info['atc_cmdline']}")
         return 0
     settings = resolve(params_from_args(args))
-    result = convert_model(Path(args.model), Path(args.output), settings)
+    result = convert_model(Path(args.model), Path(args.output), settings, allow_custom_ops=args.allow_custom_ops)
     for line in result.warnings:
         print(line, file=sys.stderr)
     c = result.counts

@@ -47,6 +47,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     alone.add_argument("--seed", type=int, default=0, help="seed of the random input (default 0)")
     alone.add_argument("--soc-version", "--soc_version", dest="soc_version",
                        help="SoC to convert for, e.g. Ascend910B1 (a kept cube op reads fp32 only on Atlas A2/A3)")
+    alone.add_argument("--input-shape", "--input_shape", dest="input_shape",
+                       help="ATC --input_shape for the conversion and the random input, e.g. "
+                       "'ids:1,8;past_key_0:2,2,0,16' (0: an empty KV cache)")
     add_batch_axes_arg(alone)
     parser.add_argument("--max-attempts", "--max_attempts", dest="max_attempts", type=int, default=30,
                         help="most conversions to try (default 30)")
@@ -83,7 +86,8 @@ def main(args: argparse.Namespace) -> int:
             guard.random_input_size(golden, None, flag="--golden")
         result = fix_standalone(args.golden, input_path=args.input, precision_mode=args.precision_mode,
                                 min_cosine=args.min_cosine, max_attempts=args.max_attempts, output=args.output,
-                                seed=args.seed, soc_version=args.soc_version, batch_axes=batch_axes(args))
+                                seed=args.seed, soc_version=args.soc_version, batch_axes=batch_axes(args),
+                                params={"input_shape": args.input_shape} if args.input_shape else None)
     elif args.pipeline:
         from ascendpipe.cli import guard
 

@@ -85,7 +85,8 @@ def fix_standalone(golden: str | Path, *, input_path: str | Path | None = None, 
     if soc_version:
         base["soc_version"] = soc_version
     resolve(base)  # a bad mode or remedy is a user error now, not after the golden dump
-    feeds, _note = make_feeds(side.model, Path(input_path) if input_path else None, seed, batch_axes=batch_axes)
+    feeds, _note = make_feeds(side.model, Path(input_path) if input_path else None, seed, batch_axes=batch_axes,
+                              specs=_pinned_specs(side.model, base.get("input_shape")))
     with tempfile.TemporaryDirectory(prefix="ascendpipe-fix-") as scratch:
         evaluator = StandaloneEvaluator(side.model, feeds, params=base, min_cosine=min_cosine, work_dir=Path(scratch))
         outcome = search(evaluator, max_attempts=max_attempts)
@@ -95,6 +96,28 @@ def fix_standalone(golden: str | Path, *, input_path: str | Path | None = None, 
     written = report.write_remedy_files(Path(output), keep, fusion, data) if output else {}
     return FixReport(outcome, keep, fusion, data, written, "output cosine", "stages.convert.params",
                      f"cosine at the final outputs >= {min_cosine}")
+
+
+def _pinned_specs(model: Path, input_shape: str | None) -> list | None:
+    """The model's input specs with the dims ``input_shape`` (ATC's grammar) fixes, so the random or
+    given input takes the shape the conversion pins (an empty KV cache: 0); None without one."""
+    if not input_shape:
+        return None
+    from dataclasses import replace
+
+    from ascendpipe.onnxgraph import read_input_specs
+    from ascendpipe.precision.input_shape import parse_input_shape
+
+    shapes = parse_input_shape(input_shape, Location(field="--input-shape"))
+    specs = read_input_specs(model)
+    unknown = sorted(set(shapes) - {s.name for s in specs})
+    if unknown:
+        raise UserError(f"--input-shape names '{unknown[0]}', which is not a model input; inputs: "
+                        f"{', '.join(s.name for s in specs)}", Location(field="--input-shape"))
+    return [replace(s, shape=tuple(d if isinstance(d, int) and d >= 0 else old
+                                   for d, old in zip(shapes[s.name], s.shape)))
+            if len(shapes.get(s.name, ())) == len(s.shape) and s.name in shapes else s
+            for s in specs]
 
 
 def fix_pipeline(pipeline: str | Path, *, stage: str = "convert", metric: str, tolerance: float = 0.01,

@@ -101,7 +101,7 @@ def parse_gears(option: str, value, where: Location) -> list[list[int]]:
 
 
 def _model_dims(spec) -> list:
-    return [d if isinstance(d, int) and d > 0 else -1 for d in spec.shape]
+    return [d if isinstance(d, int) and d >= 0 else -1 for d in spec.shape]  # 0: a pinned empty dim
 
 
 def _derive(specs, option: str | None, examples: dict[str, list[int]] | None, where: Location) -> dict[str, list]:
@@ -128,14 +128,14 @@ def _derive(specs, option: str | None, examples: dict[str, list[int]] | None, wh
                 f"atc needs --input_shape: input '{spec.name}' has a non-fixed dim ({_show(spec.shape)}), and no "
                 f"example shape is known for it (ATC: 'If the original model has a non-fixed shape, --input_shape "
                 f"is required', atlasatcparam_16_0016)", Location(stage=where.stage, field="input_shape"),
-                hint=f"set params.input_shape, e.g. {spec.name}:{','.join(str(d if d > 0 else 1) for d in dims)}, "
+                hint=f"set params.input_shape, e.g. {spec.name}:{','.join(str(d if d >= 0 else 1) for d in dims)}, "
                      f"or a gear option (dynamic_batch_size: \"1,2,4,8\")")
         shape[spec.name] = [(-1 if axis in keep else example[axis]) if d == -1 else d for axis, d in enumerate(dims)]
     return shape
 
 
 def _show(shape) -> str:
-    return "[" + ",".join(str(d) if isinstance(d, int) and d > 0 else (d or "?") if isinstance(d, str) else "?"
+    return "[" + ",".join(str(d) if isinstance(d, int) and d >= 0 else (d or "?") if isinstance(d, str) else "?"
                           for d in shape) + "]"
 
 
@@ -162,7 +162,7 @@ def resolve(specs, params: dict, *, soc_version: str | None = None, examples: di
         derived = False
     else:
         shape, derived = _derive(specs, option, examples, at("input_shape")), True
-        if all(isinstance(d, int) and d > 0 for s in specs for d in s.shape) and not option:
+        if all(isinstance(d, int) and d >= 0 for s in specs for d in s.shape) and not option:
             shape = {}  # a fixed model needs no --input_shape (ATC: optional then)
     for name in shape:
         if name not in names:

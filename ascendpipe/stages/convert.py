@@ -44,6 +44,8 @@ class ConvertKind(StageKind):
             "tune_bank": {"type": "string"},
             # fp16 overflow: inf/NaN (IEEE) or saturation to +-65504; default: the SoC's (docs/emulation.md)
             "overflow_mode": {"enum": ["inf_nan", "saturation"]},
+            # emulate ops outside ai.onnx (contrib ops) that ATC cannot convert; refused by default, and on ascend
+            "allow_custom_ops": {"type": "boolean"},
             # ATC options without an emulation counterpart: passed to atc, recorded on onnxruntime
             "op_select_implmode": {"enum": ["high_performance", "high_precision", "high_precision_for_all",
                                             "high_performance_for_all"]},

@@ -39,18 +39,31 @@ class SourceKind(StageKind):
             raise err.with_location(stage=ctx.name, field="model") from None
         if path.suffix != ".onnx":
             raise UserError(f"{path} is not an .onnx file", where)
+        from ascendpipe import onnxexternal
+
         try:
-            external = any(init.data_location == onnx.TensorProto.EXTERNAL
-                           for init in onnx.load(str(path), load_external_data=False).graph.initializer)
-            model = onnx.load(str(path), load_external_data=True)
+            model = onnx.load(str(path), load_external_data=False)  # the graph; weights stay in their files
         except Exception as exc:
             raise UserError(f"{path} is not a readable ONNX model: {str(exc).strip().splitlines()[0]}", where) from None
-        try:
-            onnx.checker.check_model(model, full_check=ctx.params.get("full_check", True))
+        external = onnxexternal.has_external(model)
+        full = ctx.params.get("full_check", True)
+        try:  # by path: onnx finds external weights in the model's folder, past protobuf's 2 GB too
+            onnx.checker.check_model(str(path), full_check=full and not external)
+            if full and external:  # full_check's shape inference, with the small weights it reads inline
+                light = onnx.ModelProto()
+                light.CopyFrom(model)
+                onnxexternal.inline_small(light, path.parent, 64 << 10)
+                onnx.shape_inference.infer_shapes(light, check_type=True, strict_mode=True)
+        except UserError as err:
+            raise err.with_location(stage=ctx.name, field="model") from None
         except Exception as exc:
             raise UserError(f"onnx.checker rejects {path}: {str(exc).strip().splitlines()[0]}", where) from None
         target = ctx.out_dir / "model.onnx"
-        if external:
+        if external:  # the weights files beside it, under the names the model gives them (never inlined)
+            try:
+                onnxexternal.place_weights(model, path.parent, ctx.out_dir)
+            except UserError as err:
+                raise err.with_location(stage=ctx.name, field="model") from None
             onnx.save(model, str(target))
         else:
             shutil.copyfile(path, target)

@@ -39,18 +39,27 @@ def test_integer_and_quantized_ops_are_never_fp16_nor_keep_candidates(tmp_path):
     np.testing.assert_allclose(target, golden, rtol=2e-3)  # int8 arithmetic exact; fp16 only at the float end
 
 
-def test_a_custom_domain_op_is_warned_and_listed(tmp_path):
+def test_a_custom_domain_op_is_refused_or_emulated_when_allowed_and_listed(tmp_path):
     model = modelzoo.custom_domain_model(tmp_path / "m.onnx")
-    result = convert_model(model, tmp_path / "out", resolve({}))
+    with pytest.raises(UserError) as err:
+        convert_model(model, tmp_path / "refused", resolve({}))
+    assert "com.microsoft.Gelu at 'gelu'" in err.value.message and err.value.location.op == "gelu"
+    assert not (tmp_path / "refused" / "model.onnx").exists()
+    result = convert_model(model, tmp_path / "out", resolve({}), allow_custom_ops=True)
     listed = [{"op_name": "gelu", "op_type": "Gelu", "domain": "com.microsoft"}]
-    assert json.loads((tmp_path / "out" / "convert.json").read_text())["custom_domain_ops"] == listed
+    record = json.loads((tmp_path / "out" / "convert.json").read_text())
+    assert record["custom_domain_ops"] == listed and record["allow_custom_ops"] is True
     assert json.loads((tmp_path / "out" / "precision_plan.json").read_text())["custom_domain_ops"] == listed
     assert len(result.warnings) == 1 and "gelu (com.microsoft.Gelu)" in result.warnings[0]
     assert "ATC would reject" in result.warnings[0]
-    cli = _cli("convert", "--model", str(model), "--output", str(tmp_path / "cli"))
+    refused = _cli("convert", "--model", str(model), "--output", str(tmp_path / "cli0"))
+    assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1
+    assert "com.microsoft.Gelu at 'gelu'" in refused.stderr and "--allow-custom-ops" in refused.stderr
+    cli = _cli("convert", "--model", str(model), "--output", str(tmp_path / "cli"), "--allow-custom-ops")
     assert cli.returncode == 0 and "gelu (com.microsoft.Gelu)" in cli.stderr
     plain = convert_model(modelzoo.l2norm_model(tmp_path / "l2.onnx"), tmp_path / "l2", resolve({}))
     assert plain.warnings == [] and json.loads((tmp_path / "l2" / "convert.json").read_text())["custom_domain_ops"] == []
+    assert "allow_custom_ops" not in json.loads((tmp_path / "l2" / "convert.json").read_text())
 
 
 def test_a_40_op_keep_list_on_the_command_line_is_a_list_not_a_file(tmp_path):

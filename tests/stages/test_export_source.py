@@ -116,6 +116,28 @@ def test_source_checks_and_copies(tmp_path, make_ctx):
     assert result.metrics["nodes"] == 1
 
 
+def test_source_keeps_external_weights_in_their_files(tmp_path, make_ctx):
+    """A model past 2 GB keeps its weights as external data: the stage copies the files beside its
+    model.onnx (never inlined into the protobuf, which would meet its 2 GB limit)."""
+    import numpy as np
+    import onnx
+
+    from tests import modelzoo
+
+    source = modelzoo.external_ffn_model(tmp_path / "src" / "ffn.onnx")
+    ctx = make_ctx("source", {"full_check": True}, {"model": source})
+    result = SourceKind().run(ctx)
+    written = ctx.out_dir / "model.onnx"
+    assert written.stat().st_size < 4096 and result.metrics["nodes"] == 8
+    assert (ctx.out_dir / "ffn.onnx.data").read_bytes() == (tmp_path / "src" / "ffn.onnx.data").read_bytes()
+    weights = {t.name: onnx.numpy_helper.to_array(t) for t in onnx.load(str(written)).graph.initializer}
+    original = {t.name: onnx.numpy_helper.to_array(t) for t in onnx.load(str(source)).graph.initializer}
+    assert all(np.array_equal(weights[n], original[n]) for n in original)
+    (tmp_path / "src" / "ffn.onnx.data").unlink()
+    with pytest.raises(UserError, match="rejects|missing"):
+        SourceKind().run(make_ctx("source", {"full_check": True}, {"model": source}, name="src2"))
+
+
 def test_source_rejects_a_broken_model(tmp_path, make_ctx):
     (tmp_path / "bad.onnx").write_bytes(b"not a model")
     ctx = make_ctx("source", {"full_check": True}, {"model": tmp_path / "bad.onnx"}, name="src")

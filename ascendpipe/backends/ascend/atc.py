@@ -281,3 +281,34 @@ def load_om_json(path: Path) -> OmInfo:
         return parse_om_json(json.loads(Path(path).read_text()))
     except (OSError, ValueError) as exc:
         raise UserError(f"cannot read the OM JSON {path}: {exc}") from None
+
+
+# The ONNX ops ATC converts: its ONNX parser registers each as ``ai.onnx::<opset>::<type>`` ("E19010:
+# No parser is registered for Op [/model.0/conv/Conv, optype [ai.onnx::19::Conv]]", hiascend forum
+# thread 02108171386292261156; a custom domain: "[pkg.onnxscript.torch_lib.common::1::Cast]", thread
+# 0292174974303120058), and CANN documents the ONNX operators it supports as ONNX's own IR, ai.onnx ops
+# by name ("支持ONNX算子清单", operatorlist_0004, CANN 8.0.RC2.2: "该算子规格仅适用于ONNX原生IR定义的网络模型",
+# ONNX 1.12). No ai.onnx.ml op is documented there: it is refused too (the conservative side).
+ONNX_DOMAINS = ("", "ai.onnx")
+ALLOW_CUSTOM_OPS = "--allow-custom-ops"
+
+
+def unconvertible_ops(nodes) -> list[dict[str, str]]:
+    """The (name, op_type, domain) triples ATC cannot convert (a domain other than ai.onnx)."""
+    return [{"op_name": name, "op_type": op_type, "domain": domain}
+            for name, op_type, domain in nodes if domain not in ONNX_DOMAINS]
+
+
+def unconvertible_error(ops: list[dict[str, str]], *, emulated: bool) -> UserError:
+    """One line naming each op type ATC cannot convert, its domain and its nodes (three, then a count).
+    ``emulated``: on the onnxruntime backend, where ``--allow-custom-ops`` emulates them anyway."""
+    groups: dict[str, list[str]] = {}
+    for op in ops:
+        groups.setdefault(f"{op['domain']}.{op['op_type']}", []).append(op["op_name"])
+    parts = [f"{kind} at {', '.join(repr(n) for n in names[:3])}" + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+             for kind, names in groups.items()]
+    how = (f"; emulate them anyway with {ALLOW_CUSTOM_OPS} (param allow_custom_ops: true), which ATC will not do"
+           if emulated else "")
+    return UserError(f"ATC cannot convert {len(ops)} op(s) outside the ai.onnx domain (E19010, no parser): "
+                     f"{'; '.join(parts)}: export them as standard ONNX ops{how}",
+                     Location(op=ops[0]["op_name"], field="model"))

@@ -27,6 +27,7 @@ def convert(ctx):
     tk = discover()
     out = Path(ctx.out_dir)
     plan = convert_plan(ctx, tk, True, out)
+    _refuse_custom_ops(ctx)
     for note in plan.data["notes"]:
         ctx.say(f"{ctx.name}: {note}")
     remedy_files = {}
@@ -54,6 +55,25 @@ def convert(ctx):
     return StageResult(metrics=metrics, remedy_files=remedy_files,
                        info={"atc_cmdline": info.atc_cmdline or " ".join(plan.argvs[0]), "atc_argv": record["atc_argv"],
                              "tool_versions": record["tool_versions"]})
+
+
+def _refuse_custom_ops(ctx) -> None:
+    """Ops outside ai.onnx: atc has no parser for them (E19010), so they are refused before it runs,
+    one line naming each (allow_custom_ops emulates them on onnxruntime only)."""
+    from ascendpipe.backends.ascend.atc import unconvertible_error, unconvertible_ops
+    from ascendpipe.backends.ascend.convert_settings import onnx_model
+    from ascendpipe.onnxgraph import load_graph, name_nodes
+
+    graph = load_graph(onnx_model(ctx)).graph
+    name_nodes(graph)
+    nodes, stack = [], [graph]
+    while stack:
+        current = stack.pop()
+        nodes += [(n.name, n.op_type, n.domain) for n in current.node]
+        stack += [sub for n in current.node for attr in n.attribute for sub in (attr.g, *attr.graphs) if sub.node]
+    ops = unconvertible_ops(nodes)
+    if ops:
+        raise unconvertible_error(ops, emulated=False)
 
 
 @located

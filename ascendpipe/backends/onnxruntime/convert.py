@@ -133,7 +133,8 @@ def _check_input_shape(settings: ConvertSettings, model) -> None:
 
 def _fix_input_shapes(graph, shapes: dict[str, list]) -> None:
     """ATC builds a dynamic model at the ``--input_shape`` it is given: the emulated model takes that
-    shape too, so random inputs and feeds follow it (a dim given as -1 stays dynamic)."""
+    shape too, so random inputs and feeds follow it (a dim given as -1 stays dynamic; 0 is pinned: an empty
+    past of a KV cache)."""
     for vi in graph.input:
         dims = shapes.get(vi.name)
         if dims is None:
@@ -143,9 +144,9 @@ def _fix_input_shapes(graph, shapes: dict[str, list]) -> None:
         if len(dims) != len(model_dims):
             raise UserError(f"input_shape gives '{vi.name}' {len(dims)} dims; the model's input has {len(model_dims)}", where)
         for axis, (dim, value) in enumerate(zip(model_dims, dims)):
-            if not isinstance(value, int) or value <= 0:
+            if not isinstance(value, int) or value < 0:
                 continue
-            if dim.HasField("dim_value") and dim.dim_value > 0 and dim.dim_value != value:
+            if dim.HasField("dim_value") and dim.dim_value != value:
                 raise UserError(f"input_shape gives '{vi.name}' axis {axis} = {value}; the model fixes it at "
                                 f"{dim.dim_value}", where)
             dim.dim_value = value
@@ -207,9 +208,10 @@ def _kernel_fp16(groups, infos: list[NodeInfo], policy: str, op_lists: Lists, gr
 
 
 def convert_model(model_path: Path, out_dir: Path, settings: ConvertSettings, *,
-                  workspace: Path | None = None) -> ConvertResult:
+                  workspace: Path | None = None, allow_custom_ops: bool = False) -> ConvertResult:
     """Write the emulated device model and its records to ``out_dir``. Paths under ``workspace``
-    are recorded relative to it, so the outputs do not depend on where the workspace lives."""
+    are recorded relative to it, so the outputs do not depend on where the workspace lives.
+    ``allow_custom_ops``: emulate ops ATC cannot convert (outside ai.onnx) instead of refusing them."""
     import onnx
 
     from ascendpipe.backends.onnxruntime import fusion
@@ -218,10 +220,13 @@ def convert_model(model_path: Path, out_dir: Path, settings: ConvertSettings, *,
     out_dir.mkdir(parents=True, exist_ok=True)
     fusion.check_rules(settings.fusion_switch)
     try:
-        original = onnx.load(str(model_path), load_external_data=False)
-        model = onnx.load(str(model_path))
+        original, model, external = _read_source(model_path)
+    except UserError:
+        raise
     except Exception as exc:
         raise UserError(f"cannot read ONNX model: {exc}", Location(file=str(model_path))) from None
+    _name_nodes(original.graph)  # (named as the refusal and the plan name them; naming again changes nothing)
+    _refuse_custom_ops(original.graph, allow_custom_ops)  # before anything is written
     _check_input_shape(settings, original)
     source_sha = sha256_file(model_path)  # a tune bank names the model it belongs to (docs/profile-tune.md)
     runtime = bank_runtime(settings.tune_bank, out_dir, model_path, source_sha)  # another model's: refused
@@ -235,6 +240,7 @@ def convert_model(model_path: Path, out_dir: Path, settings: ConvertSettings, *,
     orig_types = {n.name: n.op_type for n in original.graph.node}
     non_tensor: dict[str, str] = {}
     floats = _float_tensors(model, non_tensor)
+    floats, untyped = _custom_op_floats(model, floats) if allow_custom_ops else (floats, {})
     # an op making a sequence of floats computes in the policy's dtype (its float inputs rounded
     # where it reads fp16), though its sequence output takes no Cast pair (floats holds tensors only)
     float_like = floats | {name for name, kind in non_tensor.items() if "tensor(float)" in kind}
@@ -256,8 +262,7 @@ def convert_model(model_path: Path, out_dir: Path, settings: ConvertSettings, *,
         for t in group.outputs:
             producer[t] = {"op_name": group.name, "op_type": node_type[group.name]}
     opset = default_opset(model)
-    rounding = Rounding(saturate=settings.effective_overflow_mode == "saturation", opset=opset,
-                        hf32_bits=hf32_bits(settings.soc_version))
+    rounding = _rounding(settings, opset, model_path.parent if external else None)
     internal = _apply_rounding(graph, decisions, floats, rounding, force)
     if internal and not any(o.domain in ("", "ai.onnx") for o in model.opset_import):
         model.opset_import.append(onnx.helper.make_opsetid("", opset))  # the Casts' domain (an all-ai.onnx.ml model)
@@ -268,8 +273,9 @@ def convert_model(model_path: Path, out_dir: Path, settings: ConvertSettings, *,
     entry = model.metadata_props.add()
     entry.key, entry.value = "ascendpipe.emulation", json.dumps(meta)
 
+    weights = _write_weights(model, out_dir, model_path, rounding) if external else None
     with atomic_path(out_dir / MODEL_FILE) as tmp:
-        onnx.save(model, tmp)
+        weights = _save_model(model, tmp) or weights
         check_loads(tmp, producer)  # never leave a model that does not load: the error names the op
 
     custom = custom_domain_ops([*((n.name, n.op_type, n.domain) for n in graph.node),
@@ -293,8 +299,9 @@ def convert_model(model_path: Path, out_dir: Path, settings: ConvertSettings, *,
         "counts": counts,  # ops by dtype over every graph, Constant/Identity left out
         "custom_domain_ops": custom,
         # sequence/optional/map values an fp16 op makes: no Cast pair can take them (see rounding.py)
-        "not_rounded": not_rounded(non_tensor, decisions,
-                                   {**{t: {"op_name": n.name} for n, _ in body_nodes for t in n.output}, **producer}),
+        "not_rounded": {**not_rounded(non_tensor, decisions,
+                                      {**{t: {"op_name": n.name} for n, _ in body_nodes for t in n.output}, **producer}),
+                        **_untyped_entries(untyped)},
         "overflow_mode": settings.effective_overflow_mode,
         # UB-fused kernels: where their intermediates are rounded (float16 also under keep_dtype)
         "ub_fusion": {g.name: {"pass": g.pass_name, "members": g.members,
@@ -308,11 +315,74 @@ def convert_model(model_path: Path, out_dir: Path, settings: ConvertSettings, *,
     argv = settings_argv(settings, str(model_path), "model")
     record = {**settings.record(), "atc_argv": argv, "fusion": fusion_info, "runtime": runtime,
               "custom_domain_ops": custom}
+    if weights is not None:
+        record["external_data"] = weights  # where the weights were written or placed
+    if custom:
+        record["allow_custom_ops"] = allow_custom_ops  # emulated although ATC cannot convert them
     if workspace is not None:
         argv, record = workspace_relative(argv, workspace), workspace_relative(record, workspace)
     _write_json(out_dir / "convert.json", record)
     warnings = settings.warnings() + ([custom_domain_warning(custom)] if custom else [])
+    if untyped:
+        warnings.append(f"warning: {len(untyped)} output(s) of ops outside ai.onnx left unrounded, their type "
+                        f"unknown here: {', '.join(sorted(untyped)[:5])}{' ...' if len(untyped) > 5 else ''} "
+                        f"(precision_plan.json not_rounded)")
     return ConvertResult(out_dir / MODEL_FILE, out_dir, counts, remedy_paths, argv, fusion_info, decisions, warnings)
+
+
+def _read_source(model_path: Path):
+    """(the source graph without its weights, the model to edit, whether its weights are external).
+    An external model is edited as its graph with references to its weights files (only the small
+    weights inlined: ``external_weights.read``); an inline one (under 2 GB) is read whole."""
+    import onnx
+
+    from ascendpipe.backends.onnxruntime import external_weights
+
+    original, model, external = external_weights.read(model_path)
+    return original, model if external else onnx.load(str(model_path)), external
+
+
+def _rounding(settings: ConvertSettings, opset: int, external_dir: Path | None) -> Rounding:
+    """How rounding points are written; with external weights, fp16-read weights are rounded as they
+    are streamed into the converted model's data file."""
+    saturate = settings.effective_overflow_mode == "saturation"
+    bits = hf32_bits(settings.soc_version)
+    if external_dir is None:
+        return Rounding(saturate=saturate, opset=opset, hf32_bits=bits)
+    from ascendpipe.backends.onnxruntime.external_weights import ExternalRounding
+
+    return ExternalRounding(saturate=saturate, opset=opset, hf32_bits=bits, base_dir=external_dir)
+
+
+def _write_weights(model, out_dir: Path, model_path: Path, rounding) -> dict:
+    """An external model's weights beside the converted one (``external_weights.write``)."""
+    from ascendpipe.backends.onnxruntime import external_weights
+
+    return external_weights.write(model, out_dir, model_path.parent, rounding, f"{MODEL_FILE}.data")
+
+
+# An inline model whose weights the conversion took past this (an fp16 copy of a weight also read in
+# fp32, AIPP, folds) is written with its weights as external data: protobuf holds at most 2 GiB
+INLINE_LIMIT = (2 << 30) - (64 << 20)
+
+
+def _save_model(model, path: str) -> dict | None:
+    """``onnx.save``; an inline model past ``INLINE_LIMIT`` is saved with its weights in
+    ``model.onnx.data`` beside it (the record for convert.json), never meeting protobuf's limit."""
+    import onnx
+
+    from ascendpipe import onnxexternal
+
+    inline = (t for t in onnxexternal.initializers(model) if not onnxexternal.is_external(t))
+    if sum(onnxexternal.tensor_nbytes(t) for t in inline) < INLINE_LIMIT:  # from dims: reading raw_data copies it
+        onnx.save(model, path)
+        return None
+    data = f"{MODEL_FILE}.data"
+    (Path(path).parent / data).unlink(missing_ok=True)  # onnx appends to an existing data file
+    onnx.save_model(model, path, save_as_external_data=True, all_tensors_to_one_file=True, location=data,
+                    size_threshold=1024)
+    return {"data_file": data, "rounded": 0, "own": sum(1 for t in onnxexternal.initializers(model)
+                                                        if onnxexternal.is_external(t)), "source_files": {}}
 
 
 def _keep_changes(info: NodeInfo, decision: Decision, policy: str, op_lists: Lists, cube: CubeRules) -> bool:
@@ -338,6 +408,32 @@ def count_dtypes(plan_nodes: dict[str, dict]) -> dict[str, int]:
     return counts
 
 
+def _refuse_custom_ops(graph, allow: bool) -> None:
+    """Ops ATC cannot convert (outside ai.onnx, bodies included) are refused, one line naming each,
+    unless ``allow`` (``--allow-custom-ops``) emulates them anyway."""
+    from ascendpipe.backends.ascend.atc import unconvertible_error, unconvertible_ops
+
+    nodes = [*graph.node, *(n for n, _ in _body_nodes(graph))]
+    ops = unconvertible_ops((n.name, n.op_type, n.domain) for n in nodes)
+    if ops and not allow:
+        raise unconvertible_error(ops, emulated=True)
+
+
+def _custom_op_floats(model, floats: set[str]) -> tuple[set[str], dict]:
+    """The float tensors with custom ops' outputs typed by their schema (``custom_ops.typed_floats``)."""
+    from ascendpipe.backends.onnxruntime.custom_ops import typed_floats
+
+    return typed_floats(model, floats)
+
+
+def _untyped_entries(untyped: dict[str, dict]) -> dict[str, dict]:
+    """precision_plan.json's ``not_rounded`` entries for custom ops' outputs of unknown type."""
+    return {name: {"type": "unknown", "op_name": op["op_name"], "domain": op["domain"],
+                   "why": f"an output of {op['domain']}.{op['op_type']}, whose type is not known here (no schema, "
+                          f"or one its inputs do not fix): left unrounded rather than given a float type"}
+            for name, op in sorted(untyped.items())}
+
+
 def custom_domain_ops(nodes) -> list[dict[str, str]]:
     """Ops outside the default ONNX domain ((name, op_type, domain) triples). ATC would refuse them:
     its ONNX parsers are registered per ``domain::version::type`` (E19010 "No parser is registered for
@@ -351,9 +447,9 @@ def custom_domain_ops(nodes) -> list[dict[str, str]]:
 def custom_domain_warning(custom: list[dict[str, str]]) -> str:
     shown = ", ".join(f"{c['op_name']} ({c['domain']}.{c['op_type']})" for c in custom[:5])
     more = f" and {len(custom) - 5} more" if len(custom) > 5 else ""
-    return (f"warning: {len(custom)} op(s) outside the default ONNX domain: {shown}{more}; emulated with "
-            "onnxruntime's kernels, but ATC would reject them (E19010 no parser / E16005 a second opset "
-            "domain): export them as standard ONNX ops")
+    return (f"warning: {len(custom)} op(s) outside the ai.onnx domain emulated (allow_custom_ops): {shown}{more}; "
+            "emulated with onnxruntime's kernels, but ATC would reject them (E19010 no parser / E16005 a second "
+            "opset domain): export them as standard ONNX ops")
 
 
 def check_loads(path: str, producer: dict | None = None) -> None:
@@ -366,6 +462,9 @@ def check_loads(path: str, producer: dict | None = None) -> None:
         options = ort.SessionOptions()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL  # load checks, no work
         options.log_severity_level = 3
+        # a load check packs no weights: packing copies every MatMul weight (a 2.4 GB model: 10.5 s and
+        # 2.6 GB against 0.6 s and 54 MB, its weights mapped from the file and never touched)
+        options.add_session_config_entry("session.disable_prepacking", "1")
         ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
     except Exception as exc:
         text = " ".join(str(exc).split()).replace(str(path), "the emulated model")

@@ -68,6 +68,7 @@ ONE_RUN_BYTES = 128 << 20
 # (measured: BERT-shaped encoders at 1x512, 2x128, 4x128 stay within issue 32's bound)
 TOGETHER_BYTES = 4 * DEFAULT_MEMORY_BUDGET
 AUTO = "auto"
+EXTERNAL_GRAPH_MAX = 256 << 20  # an .onnx file this big holds weights inline, whatever else is external
 # Bump when the bytes of a dump change for the same model and feeds (part of a shared dump's key).
 # 2: no path or run count in index.json, graph facts in it, fp16 ops' outputs stored as fp16
 # 3: an unnamed op is named as convert names it (<OpType>_<index>), not by its tensor or node_<index>
@@ -324,6 +325,9 @@ def dump_model(model_path, feeds: dict[str, np.ndarray], out_dir, *, fusions: bo
         del model, raw  # the weights stay in memory once (or in the file), as the bytes each segment slices
         run.segments(builder, segments)
     else:
+        from ascendpipe.backends.onnxruntime.dump_run import ALONE_WEIGHT_BYTES
+
+        run.alone = sum(_tensor_bytes(i) for i in model.graph.initializer) >= ALONE_WEIGHT_BYTES
         existing_outputs = {o.name for o in model.graph.output}
         model_bytes = model.SerializeToString() if external else raw
         del model, raw  # the parsed weights go before the marked copy is made
@@ -384,6 +388,7 @@ def _model_bytes(model_path: Path) -> tuple[bytes, Path | None, tuple | None]:
     Otherwise, and for weights already external, the file's bytes as they are.
     """
     from ascendpipe.backends.onnxruntime.session import weights_dir_supported
+    from ascendpipe.onnxexternal import external_model_bytes
     from ascendpipe.onnxwire import weights_by_reference
 
     if weights_dir_supported():
@@ -398,6 +403,9 @@ def _model_bytes(model_path: Path) -> tuple[bytes, Path | None, tuple | None]:
                 light = None
             if light is not None:
                 return light, real.parent, _identity(stat)
+            external = external_model_bytes(handle, real.parent, EXTERNAL_GRAPH_MAX)
+            if external is not None:
+                return external, real.parent, _identity(stat)
     return model_path.read_bytes(), None, None
 
 

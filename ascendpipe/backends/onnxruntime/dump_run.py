@@ -30,6 +30,7 @@ class _Runner:
         self.write = write  # (Planned, value, out_dir, position) -> its index entry, on a writer thread
         self.session_seconds, self.model_bytes = 0.0, 0
         self.gate = gate  # a memory_gate.MemoryGate shared with a dump made at the same time, or None
+        self.alone = False  # the whole model's run waits until nothing else is held (``ALONE_WEIGHT_BYTES``)
 
     def _hold(self, nbytes: int):
         return nullcontext() if self.gate is None else self.gate.hold(nbytes)
@@ -71,7 +72,7 @@ class _Runner:
     def whole(self, marked_model: bytes) -> None:
         """One run of the whole model with every dumped tensor marked."""
         names = [p.name for p in self.plan]
-        with self._hold(self._whole_bytes()):
+        with self._hold(_ALONE if self.alone else self._whole_bytes()):
             values = self._run(marked_model, names, self.feeds)
             del marked_model
             with ThreadPoolExecutor(max_workers=2) as pool:
@@ -117,6 +118,10 @@ class _Runner:
 
 
 _ALONE = 1 << 62  # more than any gate's capacity: a run holding it waits until nothing else is held
+# A whole-model run whose weights are this big runs alone: its session holds them (packed by
+# onnxruntime, or mapped from the file and touched), and two such runs at once would hold two models'
+# weights (a 2.4 GB model's compare: 4.8 GB at once, 2.6 GB one after the other)
+ALONE_WEIGHT_BYTES = 1 << 30
 
 
 def _release_memory() -> None:

@@ -223,6 +223,13 @@ class Rounding:
         self._saturation(src, tensor, "sat32", "float32", nodes, internal, dst)
         return nodes, internal
 
+    def weight(self, tensor, name: str, fmt: str = "float16"):
+        """The initializer ``tensor`` rounded to ``fmt`` (``values``) as a new TensorProto named ``name``
+        (external weights: ``external_weights.ExternalRounding`` rounds fp16 ones as it writes them)."""
+        from onnx import numpy_helper
+
+        return numpy_helper.from_array(self.values(numpy_helper.to_array(tensor), fmt), name)
+
     def values(self, array, fmt: str = "float16"):
         import numpy as np
 
@@ -322,7 +329,7 @@ def _apply_rounding(graph, decisions: dict[str, Decision], floats: set[str], rou
         key = "" if fmt == "float16" else f"_{FORMAT_TAG[fmt]}"
         if t in inits:
             copy = f"{EMU}/fp16_init{key}/{scope.prefix}{t}"
-            graph.initializer.append(numpy_helper.from_array(rounding.values(numpy_helper.to_array(inits[t]), fmt), copy))
+            graph.initializer.append(rounding.weight(inits[t], copy, fmt))
             internal.append(copy)
         else:
             copy = f"{EMU}/round{key}/{scope.prefix}{t}"
@@ -342,7 +349,7 @@ def _apply_rounding(graph, decisions: dict[str, Decision], floats: set[str], rou
                 if fmt == "hf32" and i >= 2:  # HF32 rounds what the cube reads from L0A/L0B; the bias is added in fp32
                     continue
                 if t in inits and all(r == fmt for r in readers[t]):  # one format reads it: round the weight itself
-                    inits[t].CopyFrom(numpy_helper.from_array(rounding.values(numpy_helper.to_array(inits[t]), fmt), t))
+                    inits[t].CopyFrom(rounding.weight(inits[t], t, fmt))
                     produced[t] = fmt
                     continue
                 node.input[i] = low_copy(t, fmt)

@@ -156,10 +156,33 @@ def make_session(model_path: str | Path | bytes, *, fusions: bool = True, runtim
     if opts.log_severity_level < 4:  # a load error is raised (below), not also logged in colour on stderr
         opts.log_severity_level = 4
     try:
-        return ort.InferenceSession(source, sess_options=opts, providers=["CPUExecutionProvider"], **extra)
+        try:
+            return ort.InferenceSession(source, sess_options=opts, providers=["CPUExecutionProvider"], **extra)
+        except Exception as exc:  # noqa: BLE001 - retried only for the one failure below
+            retry = _small_weights_inline(source, exc) if weights_dir is None else None
+            if retry is None:
+                raise
+            opts.add_session_config_entry(WEIGHTS_DIR_KEY, str(retry[1]))
+            return ort.InferenceSession(retry[0], sess_options=opts, providers=["CPUExecutionProvider"], **extra)
     except Exception as exc:  # ORT raises its own exception types for bad models
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise UserError(f"onnxruntime cannot load the model: {without_cpp(first)}", Location(file=label)) from None
+
+
+def _small_weights_inline(source, exc: Exception):
+    """(model bytes, weights folder) for a model file whose small weights are external data too
+    (``save_as_external_data(size_threshold=0)``): onnxruntime's shape inference cannot read a Reshape's
+    or a ReduceSum's external constant ("Cannot parse data from external tensors"), so those are read
+    in and the big weights still mapped from their files; None for any other failure."""
+    if isinstance(source, bytes) or "Cannot parse data from external tensors" not in str(exc) \
+            or not weights_dir_supported():
+        return None
+    from ascendpipe.onnxexternal import external_model_bytes
+
+    path = Path(source).resolve()
+    with open(path, "rb") as handle:
+        raw = external_model_bytes(handle, path.parent, 256 << 20)
+    return None if raw is None else (raw, path.parent)
 
 
 def without_cpp(text: str) -> str:

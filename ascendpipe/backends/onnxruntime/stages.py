@@ -14,7 +14,8 @@ def convert(ctx: StageContext) -> StageResult:
     try:
         settings = resolve(ctx.params, ctx.path, where)
         model = find_model_file(ctx.inputs["model"], what="input model")
-        result = convert_model(model, ctx.out_dir, settings, workspace=ctx.workspace)
+        result = convert_model(model, ctx.out_dir, settings, workspace=ctx.workspace,
+                               allow_custom_ops=bool(ctx.params.get("allow_custom_ops")))
         from ascendpipe.precision.dynamic_shapes import record_emulated_shapes  # ATC's gears (docs/ascend.md)
 
         record_emulated_shapes(model, ctx.params, ctx.out_dir, settings.soc_version)
@@ -34,7 +35,8 @@ def convert(ctx: StageContext) -> StageResult:
         metrics=metrics,
         remedy_files={name: path.relative_to(ctx.out_dir) for name, path in result.remedy_files.items()},
         info={"atc_argv": result.atc_argv, "policy": settings.policy, "fusion": result.fusion,
-              "tune_bank": settings.tune_bank},
+              "tune_bank": settings.tune_bank,
+              **({"allow_custom_ops": True} if ctx.params.get("allow_custom_ops") else {})},
     )
 
 

@@ -21,10 +21,11 @@ def save(tmp_path, nodes, inputs, outputs, name="m", opsets=(("", 17),), inits=(
     return path
 
 
-def infer(tmp_path, model, feeds=None, *extra, mode="force_fp16", convert=True):
+def infer(tmp_path, model, feeds=None, *extra, mode="force_fp16", convert=True, convert_args=()):
     tmp_path.mkdir(parents=True, exist_ok=True)
     if convert:
-        assert main(["convert", "--model", str(model), "--output", str(tmp_path / "conv"), "--precision-mode", mode]) == 0
+        assert main(["convert", "--model", str(model), "--output", str(tmp_path / "conv"), "--precision-mode", mode,
+                     *convert_args]) == 0
         model = tmp_path / "conv"
     argv = ["infer", "--model", str(model), "--output", str(tmp_path / "out"), "--warmup", "0", *extra]
     if feeds is not None:
@@ -110,13 +111,16 @@ def test_a_sequence_producing_if_under_force_fp16_loads_and_rounds_its_elements(
     np.testing.assert_array_equal(out["y"], r16(x))
 
 
-def test_an_all_ai_onnx_ml_model_gets_the_casts_opset(tmp_path):
+def test_an_all_ai_onnx_ml_model_gets_the_casts_opset(tmp_path, capsys):
     f = TensorProto.FLOAT
     model = save(tmp_path, [helper.make_node("Binarizer", ["x"], ["y"], domain="ai.onnx.ml", threshold=1.0)],
                  [helper.make_tensor_value_info("x", f, [4])], [helper.make_tensor_value_info("y", f, [4])],
                  opsets=(("ai.onnx.ml", 1),))
     x = np.array([0.5, 1.0001, 2.0, -3.0], np.float32)
-    out, _ = infer(tmp_path, model, {"x": x})
+    # ATC documents ai.onnx ops only: refused unless emulated anyway
+    assert main(["convert", "--model", str(model), "--output", str(tmp_path / "refused")]) == 2
+    assert "ai.onnx.ml.Binarizer at 'Binarizer_0'" in capsys.readouterr().err
+    out, _ = infer(tmp_path, model, {"x": x}, convert_args=("--allow-custom-ops",))
     np.testing.assert_array_equal(out["y"], (r16(x) > 1.0).astype(np.float32))
     converted = onnx.load(str(tmp_path / "conv" / "model.onnx"))
     assert {o.domain for o in converted.opset_import} >= {"", "ai.onnx.ml"}

@@ -1,7 +1,10 @@
 """Why an op diverges, and whether that divergence reaches an output. Pure: rows (graph order) + op edges.
 
 A row beyond the thresholds is one of:
-- ``overflow``: its values leave fp16's range (beyond 65504 they become inf), its own or carried in;
+- ``overflow``: its values leave fp16's range (beyond 65504 they become inf), its own or carried in; also
+  a failing row that holds no inf where the golden of the op (or of a member of its fused kernel, whose
+  intermediates stay fp16) lies beyond 65504: what fp16 cannot hold overflowed, whatever the relative
+  error of what comes out (``beyond_range``: 1/sqrt(inf) is a finite 0);
 - ``underflow``: values (or a constant, such as the epsilon of ``Log(x + 1e-10)``) flushed to 0 or to
   fp16's subnormals; an op that turns a flushed 0 into inf (Log, Div, Reciprocal, Sqrt's gradient-free
   forms, Pow) shows it as a non-finite value, yet nothing overflowed;
@@ -76,6 +79,42 @@ def compute_producers(producers: dict[str, list[str]], op: str, types: dict[str,
         else:
             found.append(p)
     return found
+
+
+def golden_peaks(rows: list[dict]) -> dict[str, float]:
+    """Each original op's largest golden |value| over the rows; a fused row's value is its last op's
+    (``golden_op``), its members' come from their golden-only rows."""
+    peak: dict[str, float] = {}
+    for r in rows:
+        for op in ([r["golden_op"]] if r.get("fused") and r.get("golden_op") else ops_of(r)):
+            peak[op] = max(peak.get(op, 0.0), r.get("golden_abs_max") or 0.0)
+    return peak
+
+
+def beyond_range(rows: list[dict]) -> None:
+    """A failing row without inf/NaN that overflowed all the same gets ``overflow`` 'target' and why:
+    a fused kernel (its intermediates in fp16) one of whose members' golden exceeds 65504, or an op whose
+    golden exceeds 65504 while its target stays within fp16's range (saturated, or clipped)."""
+    peak = golden_peaks(rows)
+    for r in rows:
+        if (not r.get("failed") or r.get("overflow") == "target" or r.get("side") != "both" or r.get("pre")
+                or r.get("float_tensor") is False or _saturated(r)):
+            continue
+        if r.get("fused"):
+            over = [op for op in ops_of(r) if peak.get(op, 0.0) > FP16_MAX and not _saturated({"golden_abs_max": peak[op]})]
+            if not over:
+                continue
+            top = max(over, key=lambda op: peak[op])
+            why = (f"target overflows fp16 inside the fused kernel: '{top}' reaches {peak[top]:.3g} in the golden, "
+                   "beyond fp16's 65504")
+        else:
+            golden, target = r.get("golden_abs_max") or 0.0, r.get("target_abs_max")
+            if golden <= FP16_MAX or target is None or target > FP16_MAX:
+                continue
+            why = (f"target overflows fp16: the golden reaches {golden:.3g}, beyond fp16's 65504, the target only "
+                   f"{target:.3g}")
+        r["overflow"] = "target"
+        r["reasons"] = [why, *(r.get("reasons") or [])]
 
 
 def _saturated(row: dict) -> bool:
@@ -273,6 +312,7 @@ def annotate(rows: list[dict], producers: dict[str, list[str]] | None) -> tuple[
         r.setdefault("mechanism", None)
         r.setdefault("contained", None)
     quantisation(rows, producers)
+    beyond_range(rows)
     classify(rows, producers)
     reword(rows)
     reach, outputs_pass = reaching(rows, producers)

@@ -216,7 +216,7 @@ def _row(pos: int, pair: mapping.Pair, golden_dir, target_dir, limits: dict, out
     if overflow == "target":
         reasons.insert(0, "target overflows fp16 (inf/NaN or 65504)")
     row.update(_metric_fields(m, cells))
-    row.update(overflow=overflow, golden_abs_max=golden_max, failed=bool(reasons) and pair.side == "both" or overflow == "target",
+    row.update(overflow=overflow, golden_abs_max=golden_max, target_abs_max=target_max, failed=bool(reasons) and pair.side == "both" or overflow == "target",
                reasons=reasons)
     # what our decision read (see thresholds): its own keys, apart from msaccucmp's values
     row.update(exact_cosine=None if m is None else m["exact_cosine"],
@@ -428,6 +428,8 @@ def compare_dumps(
     failures = [advisor.describe_failure(rows, i, precision_plan=precision_plan, fusion_rules=rules,
                                          producers=producers, stage=convert_stage,
                                          target_settings=target_settings) for i in picked]
+    if failures and not rows[failures[0]["index"]].get("pre"):
+        advisor.note_unresolved(failures[0], rows, producers, reach)
     for failure in failures:
         row = rows[failure["index"]]
         failure.update(batch=row["batch"], batches=row["batches"], failed_batches=row["failed_batches"])

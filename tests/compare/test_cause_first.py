@@ -1,0 +1,105 @@
+"""The cause, not the symptom (issue 40, part B), on hand-made rows: an op whose golden (or a fused
+member's) lies beyond fp16's range overflows whatever its relative error; a saturated mask ranks
+behind an overflow of computed values; advice says when another op breaks on its own; a Cast beyond
+fp16's range is a fix candidate, one in range is not."""
+
+from __future__ import annotations
+
+from ascendpipe.compare import advisor, mechanism, order
+
+
+def _row(i, op, op_type, *, failed=True, golden=1.0, target=1.0, overflow=None, side="both", fused=False,
+         members=None, golden_op=None, reasons=None, is_output=False):
+    return {"index": i, "op_name": op, "op_type": op_type, "tensor": f"{op}:0", "side": side, "fused": fused,
+            "golden_ops": members or [op], "golden_op": golden_op or op, "golden_op_type": op_type,
+            "golden_abs_max": golden, "target_abs_max": target, "overflow": overflow, "failed": failed,
+            "reasons": list(reasons or ["CosineSimilarity 0 < 0.99"]), "float_tensor": True, "is_output": is_output,
+            "shape": [4]}
+
+
+def _rms_rows():
+    """x -> [Pow, ReduceMean, Add, Sqrt, Div] fused (golden members beyond 65504, output 1/sqrt in range) -> Mul -> out."""
+    members = ["pow", "mean", "add", "sqrt", "div"]
+    return [
+        _row(0, "x", "Gather", failed=False, golden=400.0, target=400.0),
+        _row(1, "pow", "Pow", failed=False, golden=1.6e5, side="golden_only", overflow="fp16_range"),
+        _row(2, "mean", "ReduceMean", failed=False, golden=1.6e5, side="golden_only", overflow="fp16_range"),
+        _row(3, "mean", "ReduceMean", golden=2.5e-3, target=0.0, fused=True, members=members, golden_op="div"),
+        _row(4, "mul", "Mul", golden=3.0, target=0.0, is_output=True),
+    ]
+
+
+PRODUCERS = {"x": [], "pow": ["x"], "mean": ["pow"], "add": ["mean"], "sqrt": ["add"], "div": ["sqrt"],
+             "mul": ["x", "div"]}
+
+
+def test_a_fused_mean_of_squares_beyond_fp16_overflows_though_its_output_is_in_range():
+    rows = _rms_rows()
+    reach, _ = mechanism.annotate(rows, PRODUCERS)
+    assert rows[3]["overflow"] == "target" and rows[3]["mechanism"] == "overflow"
+    assert rows[3]["reasons"][0] == ("target overflows fp16 inside the fused kernel: 'pow' reaches 1.6e+05 in the "
+                                     "golden, beyond fp16's 65504")
+    assert order.select_failures(rows, producers=PRODUCERS, eligible=reach) == [3]
+    # the same rows with the members in range: fp16 rounding, as before
+    calm = _rms_rows()
+    calm[1]["golden_abs_max"] = calm[2]["golden_abs_max"] = 100.0
+    mechanism.annotate(calm, PRODUCERS)
+    assert calm[3]["overflow"] is None and calm[3]["mechanism"] == "precision_loss"
+
+
+def test_an_op_clipped_below_its_golden_overflows_and_one_kept_in_fp32_does_not():
+    clipped = [_row(0, "x", "Input", failed=False), _row(1, "sum", "ReduceSum", golden=3e5, target=65504.0,
+                                                         is_output=True)]
+    mechanism.annotate(clipped, {"x": [], "sum": ["x"]})
+    assert clipped[1]["mechanism"] == "overflow" and clipped[1]["overflow"] == "target"
+    kept = [_row(0, "x", "Input", failed=False), _row(1, "sum", "ReduceSum", golden=3e5, target=2.9e5, is_output=True)]
+    mechanism.annotate(kept, {"x": [], "sum": ["x"]})
+    assert kept[1]["overflow"] is None and kept[1]["mechanism"] == "precision_loss"
+
+
+def _mask_rows():
+    """mask -> Mul(lowest) (NaN in fp16: 0 * -inf) and q,k -> MatMul (beyond 65504) -> Add -> Softmax -> out."""
+    nan = ["target overflows fp16 (inf/NaN or 65504)"]
+    return [
+        _row(0, "mask_mul", "Mul", golden=3.4e38, target=0.0, overflow="target", reasons=nan),
+        _row(1, "q", "MatMul", failed=False, golden=10.0, target=10.0),
+        _row(2, "scores", "MatMul", golden=1.8e5, target=0.0, overflow="target", reasons=nan),
+        _row(3, "add", "Add", golden=3.4e38, target=0.0, overflow="target", reasons=nan),
+        _row(4, "softmax", "Softmax", golden=1.0, target=0.0, overflow="target", reasons=nan, is_output=True),
+    ]
+
+
+MASK_PRODUCERS = {"mask_mul": [], "q": [], "scores": ["q"], "add": ["scores", "mask_mul"], "softmax": ["add"]}
+
+
+def test_the_scores_overflow_is_named_before_the_saturated_mask_and_the_advice_says_it_is_not_enough():
+    rows = _mask_rows()
+    reach, _ = mechanism.annotate(rows, MASK_PRODUCERS)
+    assert rows[0]["mechanism"] == "saturated_mask" and rows[2]["mechanism"] == "overflow"
+    picked = order.select_failures(rows, "all", producers=MASK_PRODUCERS, eligible=reach)
+    assert picked[:2] == [2, 0]  # both origins; the computed overflow first, though the mask comes first in graph order
+    failure = advisor.describe_failure(rows, 2, producers=MASK_PRODUCERS, convert_params={"keep_dtype"})
+    advisor.note_unresolved(failure, rows, MASK_PRODUCERS, reach)
+    assert failure["restores"] is False and [o["op_name"] for o in failure["also_failing"]] == ["mask_mul"]
+    assert "Not enough on its own: 'mask_mul' (Mul, saturated_mask) also breaks on its own" in failure["advice"][0]["message"]
+
+
+def test_advice_covering_every_break_is_not_marked_insufficient():
+    rows = _rms_rows()
+    reach, _ = mechanism.annotate(rows, PRODUCERS)
+    failure = advisor.describe_failure(rows, 3, producers=PRODUCERS, convert_params={"keep_dtype"})
+    advisor.note_unresolved(failure, rows, PRODUCERS, reach)
+    assert failure["restores"] is None and failure["also_failing"] == [] and failure["verified"] is False
+    assert "Not enough" not in failure["advice"][0]["message"]
+
+
+def test_a_cast_beyond_fp16_is_a_candidate_and_one_in_range_is_not():
+    from ascendpipe.fix.search import Result, _keepable
+
+    rows = [_row(0, "residual", "Add", golden=1e5, target=0.0), _row(1, "cast", "Cast", golden=1e5, target=0.0),
+            _row(2, "cast_small", "Cast", golden=3.0, target=0.0), _row(3, "reshape", "Reshape", golden=3.0)]
+    result = Result(False, rows=rows, candidates=frozenset({"residual", "cast", "cast_small", "reshape"}))
+    assert _keepable(result, "cast") and _keepable(result, "residual")
+    assert not _keepable(result, "cast_small") and not _keepable(result, "reshape")
+    # never one the plan says keep_dtype cannot change (the emulation does not round it)
+    assert not _keepable(Result(False, rows=rows, candidates=frozenset({"residual"})), "cast")

@@ -352,8 +352,14 @@ def verdict(rows: list[dict], failures: list[dict], outputs_pass: bool | None) -
     tail = f"; {contained} op{'s' if contained != 1 else ''} beyond thresholds contained (listed apart)" if contained else ""
     if failures:
         first = failures[0]
+        what = MECHANISM_TEXT.get(first.get("mechanism") or "", first.get("kind", "failed"))
+        row = next((r for r in rows if r["index"] == first["index"]), {})
+        if row.get("reaches_output") is False:  # an own overflow whose error is absorbed on the way (runner)
+            return (f"outputs fail: first failure #{first['index']} {first['op_name']} ({first['op_type']}), {what}: "
+                    f"it overflows on its own, upstream of the failure reaching them, and its error is absorbed on the "
+                    f"way{tail}")
         return (f"outputs fail: first failure reaching them #{first['index']} {first['op_name']} ({first['op_type']}), "
-                f"{MECHANISM_TEXT.get(first.get('mechanism') or '', first.get('kind', 'failed'))}{tail}")
+                f"{what}{tail}")
     if outputs_pass:
         return "every output passes" + tail
     if outputs_pass is None:

@@ -94,7 +94,8 @@ def _in_graph(remedy: frozenset, evaluator) -> frozenset:
 
 def needed_for(outcome: Outcome, labels: list[str]) -> dict[str, list[str] | None]:
     """Each remedy of the answer -> the cases that fail without it (read from the search's own trials of
-    the answer less that remedy); a kept op whose golden lies beyond fp16's range in a case is needed
+    the answer less that remedy, or of a failing superset of it: a keep set that fails fails with less
+    kept too); a kept op whose golden lies beyond fp16's range in a case is needed
     for that case by range alone. None: not measured (the shrink did not try the answer without it)."""
     answer = frozenset(outcome.remedy)
     trials = {frozenset(a.remedy): a.result for a in outcome.attempts}
@@ -102,6 +103,9 @@ def needed_for(outcome: Outcome, labels: list[str]) -> dict[str, list[str] | Non
     found: dict[str, list[str] | None] = {}
     for c in outcome.remedy:
         without = trials.get(answer - {c})
+        if without is None:  # a failing trial of a superset of the answer less it: less fails too
+            supersets = [(len(r), r) for r in trials if c not in r and r >= answer - {c} and not trials[r].passed]
+            without = trials[min(supersets, key=lambda x: (x[0], sorted(map(str, x[1]))))[1]] if supersets else None
         if isinstance(without, CasesResult) and without.cases:
             found[str(c)] = [case.label for case in without.cases if not case.passed]
             continue

@@ -103,3 +103,37 @@ def test_a_cast_beyond_fp16_is_a_candidate_and_one_in_range_is_not():
     assert not _keepable(result, "cast_small") and not _keepable(result, "reshape")
     # never one the plan says keep_dtype cannot change (the emulation does not round it)
     assert not _keepable(Result(False, rows=rows, candidates=frozenset({"residual"})), "cast")
+
+
+def test_an_own_overflow_absorbed_on_the_way_is_still_named_first():
+    """A decoder's decode step: layer 0's RMSNorm overflows on its own (x*x past 65504 in the fused
+    kernel), but a residual add that passes absorbs its error; the final norm overflows and reaches the
+    output. The prefill names layer 0's norm; so does the decode step, and the verdict says why."""
+    from ascendpipe.compare.runner import own_overflows
+
+    members = ["pow", "mean", "add", "sqrt", "div"]
+    final = [f"f_{m}" for m in members]
+    rows = [
+        _row(0, "x", "Gather", failed=False, golden=300.0, target=300.0),
+        _row(1, "pow", "Pow", failed=False, golden=9e4, side="golden_only", overflow="fp16_range"),
+        _row(2, "mean", "ReduceMean", golden=3e-3, target=0.0, fused=True, members=members, golden_op="div"),
+        _row(3, "attn", "MatMul", golden=0.5, target=0.0),
+        _row(4, "residual", "Add", failed=False, golden=300.0, target=300.0),
+        _row(5, "f_pow", "Pow", failed=False, golden=9e4, side="golden_only", overflow="fp16_range"),
+        _row(6, "f_mean", "ReduceMean", golden=3e-3, target=0.0, fused=True, members=final, golden_op="f_div"),
+        _row(7, "out", "Mul", golden=2.0, target=0.0, is_output=True),
+    ]
+    producers = {"x": [], "pow": ["x"], "mean": ["pow"], "add": ["mean"], "sqrt": ["add"], "div": ["sqrt"],
+                 "attn": ["div"], "residual": ["x", "attn"], "f_pow": ["residual"], "f_mean": ["f_pow"],
+                 "f_add": ["f_mean"], "f_sqrt": ["f_add"], "f_div": ["f_sqrt"], "out": ["residual", "f_div"]}
+    reach, outputs_pass = mechanism.annotate(rows, producers)
+    assert outputs_pass is False and 2 not in reach and 6 in reach and rows[2]["contained"]
+    eligible = reach | own_overflows(rows, producers, outputs_pass)
+    picked = order.select_failures(rows, producers=producers, eligible=eligible)
+    assert picked == [2]
+    failure = advisor.describe_failure(rows, 2, producers=producers, convert_params={"keep_dtype"})
+    text = mechanism.verdict(rows, [failure], outputs_pass)
+    assert text.startswith("outputs fail: first failure #2 mean (ReduceMean), overflow")
+    assert "its error is absorbed on the way" in text
+    # with every output passing, an absorbed overflow is named nowhere
+    assert own_overflows(rows, producers, True) == set()

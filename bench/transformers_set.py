@@ -11,13 +11,14 @@ family breaks: attention query/key, LLaMA's embeddings into RMSNorm, T5's FFN ou
 - ``torch`` (plain torch modules, ``tests/fix/transformer_models.py``): the same families, the
   decoders also as a separate prefill graph.
 
-For every (model, input) case and mode (force_fp16, allow_mix_precision) compare's verdict is held
-against an independent reference: the emulated model run on onnxruntime, its outputs' cosine with
-the fp32 model's by numpy (>= 0.99 and finite: passes). Printed per model: clean (the clean model's
-cases all pass compare), verdict (agreements / cases), false alarms (compare fails, the reference
-passes), the first failure compare names on the scaled model, and fix: one keep set over all of the
-model's cases (``fix --case``), its evaluations, the kept ops (Casts among them), and whether the
-answer restores every case in the reference.
+For every (model, input) case and mode (force_fp16, allow_mix_precision, allow_fp32_to_fp16)
+compare's verdict is held against an independent reference: the emulated model run on onnxruntime,
+every output finite with numpy's cosine >= 0.99 and relative Euclidean distance <= 0.05 (compare's two
+default output thresholds). Printed per model: clean (the clean model's cases all pass compare under
+force_fp16), verdict (agreements / runs), false alarms (compare fails, the reference passes), the first
+failure compare names on the scaled model, and fix: one keep set over all of the model's cases
+(``fix --case``), its evaluations, the kept ops (Casts among them), and whether the answer restores
+every case in the reference.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from tests.fix import transformer_models as tm  # noqa: E402
 
 MIN_COSINE = 0.99
 MAX_DISTANCE = 0.05
-MODES = ("force_fp16", "allow_mix_precision")
+MODES = ("force_fp16", "allow_mix_precision", "allow_fp32_to_fp16")
 SMALL = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64)
 LAYERS, HEADS, HEAD_DIM = 2, 2, 16
 

@@ -157,6 +157,17 @@ def note_unresolved(failure: dict, rows: list[dict], producers: dict[str, list[s
         advice[0]["restores"] = False
 
 
+def note_blocked(failure: dict, why: str) -> None:
+    """No keep_dtype set can restore the outputs on this SoC (``compare.cube.cube_blocked``): say so on
+    the keep_dtype advice, never printed as a fix."""
+    failure["restores"] = False
+    failure["blocked"] = why
+    for item in failure.get("advice") or []:
+        if item.get("kind") == "keep_dtype":
+            item["message"] += f". It cannot restore the outputs alone: {why}"
+            item["restores"] = False
+
+
 def _float_names(rows, plan_nodes, names: list[str]) -> list[str]:
     skip = non_float_ops(rows, plan_nodes)
     return [n for n in names if n not in skip]

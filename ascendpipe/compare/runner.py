@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ascendpipe.compare import advisor, mapping, mechanism, msaccucmp, npymap, order, pairpass, thresholds as thr
+from ascendpipe.compare import advisor, cube, mapping, mechanism, msaccucmp, npymap, order, pairpass, thresholds as thr
 from ascendpipe.compare.mechanism import FP16_MIN_NORMAL
 from ascendpipe.compare.metrics import FP16_MAX, magnitude_max, tensor_metrics
 from ascendpipe.compare.pairpass import pair_pass
@@ -430,6 +430,9 @@ def compare_dumps(
                                          target_settings=target_settings) for i in picked]
     if failures and not rows[failures[0]["index"]].get("pre"):
         advisor.note_unresolved(failures[0], rows, producers, reach)
+        blocked = cube.cube_blocked(rows, producers, (target_settings or {}).get("soc_version"))
+        if blocked:
+            advisor.note_blocked(failures[0], blocked)
     for failure in failures:
         row = rows[failure["index"]]
         failure.update(batch=row["batch"], batches=row["batches"], failed_batches=row["failed_batches"])

@@ -139,3 +139,42 @@ def test_an_own_overflow_absorbed_on_the_way_is_still_named_first():
     assert "its error is absorbed on the way" in text
     # with every output passing, an absorbed overflow is named nowhere
     assert own_overflows(rows, producers, True) == set()
+
+
+def test_keep_dtype_advice_that_the_soc_cannot_honour_says_it_cannot_restore(tmp_path):
+    """A global sum past 65504 into a MatMul: on the default SoC a kept cube op still reads fp16, so the
+    advice to keep them is marked as not restoring, with why; on an A2 SoC it is not (docs/emulation.md)."""
+    import json
+
+    import numpy as np
+    import onnxruntime as ort
+
+    from ascendpipe.backends.compare_sources import dump
+    from ascendpipe.backends.onnxruntime.convert import convert_model
+    from ascendpipe.compare.runner import compare_dumps, graph_info
+    from ascendpipe.precision.settings import resolve
+    from tests.compare import mechanism_models as mm
+
+    model = mm.global_sum_model(tmp_path / "m.onnx")
+    feeds = mm.global_sum_inputs(0)
+    golden = dump(model, feeds, tmp_path / "golden", fusions=False)
+    found = {}
+    for soc in (None, "Ascend910B1"):
+        params = {"precision_mode": "force_fp16", **({"soc_version": soc} if soc else {})}
+        out = tmp_path / f"model-{soc}"
+        convert_model(model, out, resolve(params))
+        target = dump(out / "model.onnx", feeds, tmp_path / f"target-{soc}", fusions=True)
+        result = compare_dumps(golden, target, fused_map=json.loads((out / "fused_map.json").read_text()),
+                               precision_plan=json.loads((out / "precision_plan.json").read_text()),
+                               graph=graph_info(model), target_settings=params)
+        found[soc] = result["first_failure"]
+        # the claim, checked: the advice applied, run on onnxruntime
+        keep = found[soc]["advice"][0]["ops"]
+        fixed = convert_model(model, tmp_path / f"fixed-{soc}", resolve({**params, "keep_dtype": keep}))
+        run = lambda path: ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+        t, g = run(fixed.model_path).astype(np.float64).ravel(), run(model).astype(np.float64).ravel()
+        found[soc]["checked"] = bool(np.isfinite(t).all() and t @ g / (np.linalg.norm(t) * np.linalg.norm(g)) >= 0.99)
+    default, a2 = found[None], found["Ascend910B1"]
+    assert default["restores"] is False and "'head' (MatMul) is a cube op" in default["blocked"]
+    assert "It cannot restore the outputs alone" in default["advice"][0]["message"] and not default["checked"]
+    assert a2["restores"] is None and "blocked" not in a2 and a2["checked"]

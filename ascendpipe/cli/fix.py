@@ -51,6 +51,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help="ATC --input_shape for the conversion and the random input, e.g. "
                        "'ids:1,8;past_key_0:2,2,0,16' (0: an empty KV cache)")
     add_batch_axes_arg(alone)
+    alone.add_argument("--case", dest="cases", action="append", default=[], metavar="MODEL[:INPUT]",
+                       help="another (model, input) the same keep set must restore, e.g. a decoder's decode graph "
+                       "with its KV cache (repeatable; --golden/--input is the first case; without --golden the "
+                       "first --case is)")
     parser.add_argument("--max-attempts", "--max_attempts", dest="max_attempts", type=int, default=30,
                         help="most conversions to try (default 30)")
     parser.add_argument("--output", type=Path, help="write keep_dtype.cfg, fusion_switch.cfg and fix.json here "
@@ -75,8 +79,12 @@ def main(args: argparse.Namespace) -> int:
         else:
             sys.stdout.write(result.text())
         return 0 if result.outcome.passed else 1
+    if args.cases and args.pipeline:
+        raise UserError("--case is for standalone mode (--golden); pipeline mode fixes the pipeline's stages",
+                        Location(field="--case"))
     if args.pipeline and args.golden:
         raise UserError("give a PIPELINE (pipeline mode) or --golden (standalone mode), not both", Location(field="--golden"))
+    cases = _cases(args)
     if args.golden:
         from ascendpipe.cli import guard
 
@@ -87,7 +95,8 @@ def main(args: argparse.Namespace) -> int:
         result = fix_standalone(args.golden, input_path=args.input, precision_mode=args.precision_mode,
                                 min_cosine=args.min_cosine, max_attempts=args.max_attempts, output=args.output,
                                 seed=args.seed, soc_version=args.soc_version, batch_axes=batch_axes(args),
-                                params={"input_shape": args.input_shape} if args.input_shape else None)
+                                params={"input_shape": args.input_shape} if args.input_shape else None,
+                                cases=cases)
     elif args.pipeline:
         from ascendpipe.cli import guard
 
@@ -108,3 +117,22 @@ def main(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(result.text())
     return 0 if result.outcome.passed else 1
+
+
+def _cases(args: argparse.Namespace) -> list:
+    """``--case MODEL[:INPUT]`` pairs, each checked as --golden/--input are; without --golden the first
+    case becomes --golden/--input."""
+    from ascendpipe.cli import guard
+    from ascendpipe.errors import Location, UserError
+    from ascendpipe.fix.cases import parse_case
+
+    pairs = [parse_case(text) for text in args.cases]
+    for model, given in pairs:
+        guard.model_file(model, "--case")
+        if given is not None and not given.is_file():
+            raise UserError(f"--case input {given} does not exist", Location(file=str(given), field="--case"))
+        if given is None:
+            guard.random_input_size(model, None, flag="--case")
+    if pairs and args.golden is None:
+        (args.golden, args.input), pairs = pairs[0], pairs[1:]
+    return pairs

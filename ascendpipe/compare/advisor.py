@@ -101,6 +101,75 @@ def describe_failure(
     }
 
 
+def own_breaks(rows: list[dict], producers: dict[str, list[str]] | None, eligible: set[int]) -> list[int]:
+    """Positions of the failing rows (among ``eligible``: those reaching a failing output) whose own
+    computation breaks: an overflow origin (``order.overflow_origins``), or a failing row none of whose
+    compute inputs fails. Fixing another op leaves each of them failing."""
+    from ascendpipe.compare import order
+
+    origins = set(order.overflow_origins(rows, producers))
+    by_op = {op: i for i, r in enumerate(rows) for op in _ops_of(r)}
+    types = mechanism.op_types(rows)
+    found = []
+    for i in sorted(eligible):
+        r = rows[i]
+        if not r.get("failed") or r.get("pre") or r.get("contained"):
+            continue
+        if r.get("overflow") == "target":  # inf/NaN: its own only when it is an origin
+            if i in origins:
+                found.append(i)
+            continue
+        if producers is None:
+            inputs = [i - 1] if i > 0 else []
+        else:
+            inputs = [by_op[p] for op in _ops_of(r) for p in mechanism.compute_producers(producers, op, types)
+                      if p in by_op and p not in _ops_of(r)]
+        if not any(rows[j].get("failed") for j in inputs):
+            found.append(i)
+    return found
+
+
+def note_unresolved(failure: dict, rows: list[dict], producers: dict[str, list[str]] | None,
+                    eligible: set[int]) -> None:
+    """Say where the advice cannot restore the outputs: another op reaching them breaks on its own
+    (``own_breaks``) and the advice does not keep it. Sets ``restores`` (False, or None: not known
+    without running it) and ``also_failing``; the first advice item's message says so. compare does not
+    run the emulation with its advice applied: ``verified`` is False (``ascendpipe fix`` verifies)."""
+    kept = {op for item in failure.get("advice") or [] for op in item.get("ops") or item.get("layers") or []}
+    first = failure["index"]
+    others = []
+    for i in own_breaks(rows, producers, eligible):
+        ops = set(_ops_of(rows[i]))
+        if i == first or ops <= kept:
+            continue
+        others.append({"index": rows[i]["index"], "op_name": rows[i]["op_name"], "op_type": rows[i]["op_type"],
+                       "mechanism": rows[i].get("mechanism")})
+    failure["verified"] = False
+    failure["restores"] = False if others else None
+    failure["also_failing"] = others
+    advice = failure.get("advice") or []
+    if others and advice and advice[0].get("kind") not in ("harmless",):
+        shown = ", ".join(f"'{o['op_name']}' ({o['op_type']}, {o['mechanism'] or 'failed'})" for o in others[:3])
+        more = f" and {len(others) - 3} more" if len(others) > 3 else ""
+        advice[0]["message"] += (f". Not enough on its own: {shown}{more} also break{'s' if len(others) == 1 else ''} "
+                                 "on {} own and reach{} the outputs, which stay wrong until {} fixed too "
+                                 "(`ascendpipe fix` searches and verifies a whole keep set in the emulation)").format(
+            "its" if len(others) == 1 else "their", "es" if len(others) == 1 else "",
+            "it is" if len(others) == 1 else "they are")
+        advice[0]["restores"] = False
+
+
+def note_blocked(failure: dict, why: str) -> None:
+    """No keep_dtype set can restore the outputs on this SoC (``compare.cube.cube_blocked``): say so on
+    the keep_dtype advice, never printed as a fix."""
+    failure["restores"] = False
+    failure["blocked"] = why
+    for item in failure.get("advice") or []:
+        if item.get("kind") == "keep_dtype":
+            item["message"] += f". It cannot restore the outputs alone: {why}"
+            item["restores"] = False
+
+
 def _float_names(rows, plan_nodes, names: list[str]) -> list[str]:
     skip = non_float_ops(rows, plan_nodes)
     return [n for n in names if n not in skip]

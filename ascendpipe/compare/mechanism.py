@@ -1,7 +1,11 @@
 """Why an op diverges, and whether that divergence reaches an output. Pure: rows (graph order) + op edges.
 
 A row beyond the thresholds is one of:
-- ``overflow``: its values leave fp16's range (beyond 65504 they become inf), its own or carried in;
+- ``overflow``: its values leave fp16's range (beyond 65504 they become inf), its own or carried in; also
+  a failing row that holds no inf where the golden of a member of its fused kernel (whose
+  intermediates stay fp16) lies beyond 65504, or of the op whose target saturates at 65504: what fp16
+  cannot hold overflowed, whatever the relative error of what comes out (``beyond_range``: 1/sqrt(inf)
+  is a finite 0);
 - ``underflow``: values (or a constant, such as the epsilon of ``Log(x + 1e-10)``) flushed to 0 or to
   fp16's subnormals; an op that turns a flushed 0 into inf (Log, Div, Reciprocal, Sqrt's gradient-free
   forms, Pow) shows it as a non-finite value, yet nothing overflowed;
@@ -79,6 +83,45 @@ def compute_producers(producers: dict[str, list[str]], op: str, types: dict[str,
         else:
             found.append(p)
     return found
+
+
+def golden_peaks(rows: list[dict]) -> dict[str, float]:
+    """Each original op's largest golden |value| over the rows; a fused row's value is its last op's
+    (``golden_op``), its members' come from their golden-only rows."""
+    peak: dict[str, float] = {}
+    for r in rows:
+        for op in ([r["golden_op"]] if r.get("fused") and r.get("golden_op") else ops_of(r)):
+            peak[op] = max(peak.get(op, 0.0), r.get("golden_abs_max") or 0.0)
+    return peak
+
+
+def beyond_range(rows: list[dict], precision_plan: dict | None = None) -> None:
+    """A failing row without inf/NaN that overflowed all the same gets ``overflow`` 'target' and why:
+    a fused kernel (its intermediates in fp16) one of whose members' golden exceeds 65504, or an op whose
+    golden exceeds 65504 while its target saturates at 65504 (saturation mode's clip). An op the target's
+    plan computes in bf16 or reads in bf16/HF32 (fp32's range) cannot overflow fp16's range: skipped."""
+    plan_nodes = (precision_plan or {}).get("nodes") or {}
+    peak = golden_peaks(rows)
+    for r in rows:
+        if (not r.get("failed") or r.get("overflow") == "target" or r.get("side") != "both" or r.get("pre")
+                or r.get("float_tensor") is False or _saturated(r) or _low_format(r, plan_nodes)):
+            continue
+        if r.get("fused"):
+            over = [op for op in ops_of(r) if peak.get(op, 0.0) > FP16_MAX and not _saturated({"golden_abs_max": peak[op]})]
+            if not over:
+                continue
+            top = max(over, key=lambda op: peak[op])
+            why = (f"target overflows fp16 inside the fused kernel: '{top}' reaches {peak[top]:.3g} in the golden, "
+                   "beyond fp16's 65504")
+        else:
+            golden, target = r.get("golden_abs_max") or 0.0, r.get("target_abs_max")
+            # saturated at fp16's largest value (saturation mode clips there); a target merely smaller than
+            # its golden may carry an upstream error instead
+            if golden <= FP16_MAX or target is None or not FP16_MAX * (1 - 2.0 ** -11) <= target <= FP16_MAX:
+                continue
+            why = f"target overflows fp16: the golden reaches {golden:.3g}, the target saturates at 65504"
+        r["overflow"] = "target"
+        r["reasons"] = [why, *(r.get("reasons") or [])]
 
 
 def _saturated(row: dict) -> bool:
@@ -301,6 +344,7 @@ def annotate(rows: list[dict], producers: dict[str, list[str]] | None,
         r.setdefault("mechanism", None)
         r.setdefault("contained", None)
     quantisation(rows, producers)
+    beyond_range(rows, precision_plan)
     classify(rows, producers, precision_plan)
     reword(rows)
     reach, outputs_pass = reaching(rows, producers)
@@ -350,8 +394,14 @@ def verdict(rows: list[dict], failures: list[dict], outputs_pass: bool | None) -
         tail += f"; {len(unread)} tensor{'s' if len(unread) != 1 else ''} not compared (device layout)"
     if failures:
         first = failures[0]
+        what = MECHANISM_TEXT.get(first.get("mechanism") or "", first.get("kind", "failed"))
+        row = next((r for r in rows if r["index"] == first["index"]), {})
+        if row.get("reaches_output") is False:  # an own overflow whose error is absorbed on the way (runner)
+            return (f"outputs fail: first failure #{first['index']} {first['op_name']} ({first['op_type']}), {what}: "
+                    f"it overflows on its own, upstream of the failure reaching them, and its error is absorbed on the "
+                    f"way{tail}")
         return (f"outputs fail: first failure reaching them #{first['index']} {first['op_name']} ({first['op_type']}), "
-                f"{MECHANISM_TEXT.get(first.get('mechanism') or '', first.get('kind', 'failed'))}{tail}")
+                f"{what}{tail}")
     if outputs_pass:
         return "every output passes" + tail
     if outputs_pass is None:

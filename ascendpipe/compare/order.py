@@ -13,7 +13,12 @@ fp16 intermediate inside the op overflowed). Such an overflow wipes out everythi
 upstream of it that loses accuracy is at most a second problem, often one a threshold decides by a
 margin (msit's order, the first row over any threshold, would name it first). An overflow whose
 golden is in range and whose input is already wrong (x / 0 after an upstream underflow) is caused by
-that input: it keeps its graph order, behind the op that lost the accuracy.
+that input: it keeps its graph order, behind the op that lost the accuracy. A fused kernel one of whose
+members' golden exceeds fp16's range overflows on its own too (its intermediates are fp16).
+
+A saturated mask (±float32's largest value, which fp16 holds only as ±inf) that fails on its own
+(0 * -inf = NaN in an additive mask) is an origin, but one behind every overflow of a computed value:
+the overflowing scores are what break first, and what fixing the mask alone leaves broken.
 """
 
 from __future__ import annotations
@@ -66,8 +71,11 @@ def overflow_origins(rows: list[dict], producers: dict[str, list[str]] | None = 
 
     ``producers``: op -> the ops it reads (the golden graph); without it the row before stands for the
     input (graph order)."""
+    from ascendpipe.compare.mechanism import golden_peaks
+
     overflowing = {op for r in rows if r.get("overflow") == "target" for op in _ops(r)}
     failing = {op for r in rows if r.get("failed") for op in _ops(r)}
+    peaks = golden_peaks(rows)
     origins = []
     for i, row in enumerate(rows):
         if not row.get("failed") or row.get("overflow") != "target":
@@ -79,9 +87,12 @@ def overflow_origins(rows: list[dict], producers: dict[str, list[str]] | None = 
             inputs = set(_ops(rows[i - 1])) - ops if i > 0 else set()
         if inputs & overflowing:
             continue  # carried in from upstream: the origin is there
-        if (row.get("golden_abs_max") or 0.0) > FP16_MAX or not inputs & failing:
+        beyond = (row.get("golden_abs_max") or 0.0) > FP16_MAX or (
+            row.get("fused") and any(peaks.get(op, 0.0) > FP16_MAX for op in ops))
+        if beyond or not inputs & failing:
             origins.append(i)
-    return origins
+    # a saturated mask behind every overflow of a computed value (see the module docstring)
+    return sorted(origins, key=lambda i: rows[i].get("mechanism") == "saturated_mask")
 
 
 def check_strategy(strategy: str, location: Location | None = None) -> str:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ascendpipe.compare import advisor, mapping, mechanism, msaccucmp, npymap, order, pairpass, thresholds as thr
+from ascendpipe.compare import advisor, cube, mapping, mechanism, msaccucmp, npymap, order, pairpass, thresholds as thr
 from ascendpipe.compare.mechanism import FP16_MIN_NORMAL
 from ascendpipe.compare.metrics import FP16_MAX, magnitude_max, tensor_metrics
 from ascendpipe.compare.pairpass import pair_pass
@@ -217,7 +217,7 @@ def _row(pos: int, pair: mapping.Pair, golden_dir, target_dir, limits: dict, out
     if overflow == "target":
         reasons.insert(0, "target overflows fp16 (inf/NaN or 65504)")
     row.update(_metric_fields(m, cells))
-    row.update(overflow=overflow, golden_abs_max=golden_max, failed=bool(reasons) and pair.side == "both" or overflow == "target",
+    row.update(overflow=overflow, golden_abs_max=golden_max, target_abs_max=target_max, failed=bool(reasons) and pair.side == "both" or overflow == "target",
                reasons=reasons)
     # what our decision read (see thresholds): its own keys, apart from msaccucmp's values
     row.update(exact_cosine=None if m is None else m["exact_cosine"],
@@ -434,14 +434,27 @@ def compare_dumps(
     pre_failed = [i for i, r in enumerate(rows) if r.get("pre") and r["failed"]]
     # a failing preprocessing check feeds every input: it is picked ahead of the ops, as before
     picked = order.select_failures(rows, strategy, output_ops=graph.get("output_ops"), producers=producers,
-                                   eligible=reach | set(pre_failed))
+                                   eligible=reach | set(pre_failed) | own_overflows(rows, producers, outputs_pass))
     picked = pre_failed + [i for i in picked if i not in pre_failed]
     failures = [advisor.describe_failure(rows, i, precision_plan=precision_plan, fusion_rules=rules,
                                          producers=producers, stage=convert_stage,
                                          target_settings=target_settings) for i in picked]
+    if failures and not rows[failures[0]["index"]].get("pre"):
+        advisor.note_unresolved(failures[0], rows, producers, reach)
+        blocked = cube.cube_blocked(rows, producers, (target_settings or {}).get("soc_version"))
+        if blocked:
+            advisor.note_blocked(failures[0], blocked)
     for failure in failures:
         row = rows[failure["index"]]
         failure.update(batch=row["batch"], batches=row["batches"], failed_batches=row["failed_batches"])
+    # the first failure whose error reaches the outputs, where the first named is an own overflow absorbed on
+    # the way: what restores these outputs starts there (fix grows from it; the named one is the common cause)
+    reaching_failure = failures[0] if failures else None
+    if failures and not rows[failures[0]["index"]].get("reaches_output") and not rows[failures[0]["index"]].get("pre"):
+        alt = order.select_failures(rows, "first-overall", producers=producers, eligible=reach)
+        reaching_failure = advisor.describe_failure(rows, alt[0], precision_plan=precision_plan, fusion_rules=rules,
+                                                    producers=producers, stage=convert_stage,
+                                                    target_settings=target_settings) if alt else None
     # the first op beyond thresholds, whether or not it reaches an output (msit's order would name it first)
     diverged = order.select_failures(rows, "first-overall", producers=producers)
     first_divergence = mechanism.divergence(rows[diverged[0]]) if diverged else None
@@ -449,10 +462,22 @@ def compare_dumps(
     summary["batches"] = len(golden_dirs)
     summary["outputs_pass"] = outputs_pass
     return {"rows": rows, "first_failure": failures[0] if failures else None, "failures": failures,
+            "first_reaching_failure": reaching_failure,
             "first_divergence": first_divergence, "contained": mechanism.contained_items(rows),
             "verdict": mechanism.verdict(rows, failures, outputs_pass),
             "summary": summary, "thresholds": limits, "strategy": strategy, "golden_is_npu_dump": golden_npu,
             "precision_plan": precision_plan}  # for report.html's device dtypes; not in result.json
+
+
+def own_overflows(rows: list[dict], producers: dict[str, list[str]] | None, outputs_pass: bool | None) -> set[int]:
+    """When the outputs fail: the overflow origins of computed values (``order.overflow_origins``,
+    mechanism ``overflow``), also those whose error is absorbed before the outputs (an RMSNorm's
+    inf -> 0 under a residual add that passes). The same op overflowing on its own is named in every
+    graph and input it overflows in, a decoder's prefill and decode alike, whichever of its errors
+    happens to reach the outputs there (issue 40)."""
+    if outputs_pass is not False:
+        return set()
+    return {i for i in order.overflow_origins(rows, producers) if rows[i].get("mechanism") == "overflow"}
 
 
 def _tensor_positions(rows: list[dict], graph: dict, golden_dir: Path, target_dir: Path) -> bool:

@@ -131,6 +131,7 @@ def contract(result: dict, input_note: str | None = None) -> dict:
             for row in result["rows"]]
     doc = {"verdict": result.get("verdict"), "rows": rows, "first_failure": result["first_failure"],
            "failures": result["failures"], "first_divergence": result.get("first_divergence"),
+           "first_reaching_failure": result.get("first_reaching_failure", result["first_failure"]),
            "contained": result.get("contained") or [],
            "summary": result["summary"], "thresholds": result["thresholds"], "strategy": result["strategy"]}
     if result.get("quantization"):

@@ -71,6 +71,13 @@ def _failure_note(failure: dict | None) -> str:
     return f"first failure {failure['op_name']} ({failure.get('mechanism') or failure.get('kind', '?')})"
 
 
+def _growing_failure(result: dict) -> dict | None:
+    """The failure the search grows from: the first one reaching the outputs (compare's
+    ``first_reaching_failure``); compare's ``first_failure`` may be an own overflow upstream whose error
+    is absorbed before them, which these outputs do not need kept. Older results: ``first_failure``."""
+    return result.get("first_reaching_failure", result.get("first_failure"))
+
+
 def _feed_peaks(feeds: dict) -> dict[str, float]:
     """Each float feed's largest finite |value| (a cube op may read a graph input directly)."""
     import numpy as np
@@ -134,8 +141,9 @@ class StandaloneEvaluator:
         rows = result["rows"]
         passed = cosine is not None and cosine >= self.min_cosine and not _outputs_overflow(rows)
         producers = self.graph.get("producers")
-        return Result(passed, cosine, cosine, rows=rows, failure=result["first_failure"], ops=self.ops,
-                      note=_failure_note(result["first_failure"]), candidates=keep_candidates(plan, fused_map),
+        failure = _growing_failure(result)
+        return Result(passed, cosine, cosine, rows=rows, failure=failure, ops=self.ops,
+                      note=_failure_note(failure), candidates=keep_candidates(plan, fused_map),
                       producers=producers,
                       blocked=cube_blocked(rows, producers, self.params.get("soc_version"), _feed_peaks(self.feeds)))
 
@@ -293,7 +301,7 @@ class PipelineEvaluator:
         rows, failure, cosine, ops = [], None, None, []
         if t.compare:
             result = json.loads((self.build_dir / stage_folder(t.compare) / "result.json").read_text())
-            rows, failure, cosine = result.get("rows") or [], result.get("first_failure"), _output_cosine(result)
+            rows, failure, cosine = result.get("rows") or [], _growing_failure(result), _output_cosine(result)
         plan_path = self.build_dir / stage_folder(t.convert) / "precision_plan.json"
         map_path = plan_path.with_name("fused_map.json")
         plan = json.loads(plan_path.read_text()) if plan_path.is_file() else None

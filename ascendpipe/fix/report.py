@@ -149,3 +149,23 @@ def terminal_text(outcome: Outcome, metric_name: str, keep: list[str], fusion: d
     if written:
         out += ["", "written: " + ", ".join(str(p) for p in written.values())]
     return "\n".join(out) + "\n"
+
+
+def cases_text(data: dict) -> str:
+    """With several (model, input) cases: each case's verdict under the answer, and which cases each
+    remedy was needed for (``fix.cases.needed_for``). Empty for one case."""
+    cases = data.get("cases") or []
+    if not cases:
+        return ""
+    out = ["", "cases (one keep set for all):"]
+    for case in cases:
+        verdict = "-" if case["passed"] is None else ("passes" if case["passed"] else "fails")
+        out.append(f"  {case['label']}: {verdict}, output cosine {_num(case['output_cosine'])}")
+    needed = data.get("needed_for") or {}
+    if needed:
+        out.append("each remedy is needed for:")
+        for remedy, labels in needed.items():
+            shown = ", ".join(labels) if labels else ("not measured (the shrink kept it without a trial of the set "
+                                                      "less it)" if labels is None else "no case alone")
+            out.append(f"  {remedy}: {shown}")
+    return "\n".join(out) + "\n"

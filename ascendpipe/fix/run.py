@@ -39,7 +39,7 @@ class FixReport:
         text = report.terminal_text(self.outcome, self.metric_name, self.keep_dtype, self.fusion_switch,
                                     self.stage_prefix, self.written, self.target_text, self.restore_run,
                                     self.yaml_text)
-        return text + "".join(line + "\n" for line in self.apply_lines())
+        return text + report.cases_text(self.summary) + "".join(line + "\n" for line in self.apply_lines())
 
     def apply_lines(self) -> list[str]:
         """Standalone mode: the convert line that applies the remedy files written (or how to get them)."""
@@ -68,9 +68,11 @@ def _check_attempts(max_attempts: int) -> None:
 def fix_standalone(golden: str | Path, *, input_path: str | Path | None = None, precision_mode: str = "force_fp16",
                    min_cosine: float = 0.99, max_attempts: int = DEFAULT_MAX_ATTEMPTS, output: str | Path | None = None,
                    seed: int = 0, params: dict | None = None, soc_version: str | None = None,
-                   batch_axes: dict | None = None) -> FixReport:
+                   batch_axes: dict | None = None, cases=()) -> FixReport:
     """Search on one model: emulated conversion + compare of the final outputs (onnxruntime backend).
-    ``soc_version``: the SoC converted for (which decides, e.g., whether a kept cube op reads fp32)."""
+    ``soc_version``: the SoC converted for (which decides, e.g., whether a kept cube op reads fp32).
+    ``cases``: more (model, input or None) pairs judged with the same keep set (a decoder's prefill and
+    decode graphs, several past lengths); the target must hold on every one (``fix.cases``)."""
     from ascendpipe.backends.compare_sources import make_feeds, resolve_side
     from ascendpipe.fix.evaluators import StandaloneEvaluator
     from ascendpipe.precision.settings import resolve
@@ -85,17 +87,50 @@ def fix_standalone(golden: str | Path, *, input_path: str | Path | None = None, 
     if soc_version:
         base["soc_version"] = soc_version
     resolve(base)  # a bad mode or remedy is a user error now, not after the golden dump
-    feeds, _note = make_feeds(side.model, Path(input_path) if input_path else None, seed, batch_axes=batch_axes,
-                              specs=_pinned_specs(side.model, base.get("input_shape")))
+    if cases and base.get("input_shape"):
+        # one --input-shape names one graph's inputs; each case's own input file gives its shapes
+        raise UserError("--input-shape pins the inputs of one graph; with --case, give each case its input "
+                        "(--case MODEL:INPUT.npz) and leave --input-shape out", Location(field="--input-shape"))
+    pairs = [(side.model, Path(input_path) if input_path else None)]
+    for model, given in cases:
+        more = resolve_side(Path(model), "golden")
+        if more.model is None:
+            raise UserError(f"--case must name an fp32 .onnx model, not a dump dir: {model}", Location(field="--case"))
+        pairs.append((more.model, Path(given) if given else None))
+    feeds = [make_feeds(model, given, seed, batch_axes=batch_axes,
+                        specs=_pinned_specs(model, base.get("input_shape")))[0] for model, given in pairs]
     with tempfile.TemporaryDirectory(prefix="ascendpipe-fix-") as scratch:
-        evaluator = StandaloneEvaluator(side.model, feeds, params=base, min_cosine=min_cosine, work_dir=Path(scratch))
+        evaluators = [StandaloneEvaluator(model, f, params=base, min_cosine=min_cosine, work_dir=Path(scratch) / str(k))
+                      for k, ((model, _given), f) in enumerate(zip(pairs, feeds))]
+        evaluator = evaluators[0]
+        if len(pairs) > 1:
+            from ascendpipe.fix.cases import CasesEvaluator, case_label
+
+            evaluator = CasesEvaluator(evaluators, [case_label(m, g) for m, g in pairs])
         outcome = search(evaluator, max_attempts=max_attempts)
     keep, fusion = evaluator.full_remedy(outcome.remedy)
+    extra = {}
+    if len(pairs) > 1:
+        extra = _cases_summary(outcome, evaluator.labels, pairs)
     data = report.summary(outcome, keep, fusion, mode="standalone", model=str(side.model),
-                          precision_mode=precision_mode, min_cosine=min_cosine, soc_version=base.get("soc_version"))
+                          precision_mode=precision_mode, min_cosine=min_cosine, soc_version=base.get("soc_version"),
+                          **extra)
     written = report.write_remedy_files(Path(output), keep, fusion, data) if output else {}
-    return FixReport(outcome, keep, fusion, data, written, "output cosine", "stages.convert.params",
-                     f"cosine at the final outputs >= {min_cosine}")
+    target = f"cosine at the final outputs >= {min_cosine}" + (f", on each of {len(pairs)} cases" if len(pairs) > 1 else "")
+    return FixReport(outcome, keep, fusion, data, written, "output cosine", "stages.convert.params", target)
+
+
+def _cases_summary(outcome: Outcome, labels: list[str], pairs: list) -> dict:
+    """fix.json's ``cases`` (each case's model, input and verdict under the answer) and ``needed_for``
+    (each remedy -> the cases that fail without it; None where the search did not measure it)."""
+    from ascendpipe.fix.cases import needed_for
+
+    final = {c.label: c for c in getattr(outcome.final, "cases", None) or []}
+    cases = [{"label": label, "model": str(model), "input": str(given) if given else None,
+              "passed": final[label].passed if label in final else None,
+              "output_cosine": final[label].metric if label in final else None}
+             for label, (model, given) in zip(labels, pairs)]
+    return {"cases": cases, "needed_for": needed_for(outcome, labels) if outcome.passed else {}}
 
 
 def _pinned_specs(model: Path, input_shape: str | None) -> list | None:

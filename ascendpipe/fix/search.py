@@ -15,9 +15,12 @@ first:
 4. else, with no usable evidence, ops in graph order from the first failure on, doubling the batch
    each blind step while the first failure stays where it is.
 3a. else the first failure's producers and consumers (``neighbours``: the cause and its carrier);
-Only ops that keep_dtype can change are ever proposed (``Result.candidates``: float compute ops the
-precision plan would compute differently when kept; never Constant, Identity or integer ops), and
-never an op that only moves values (Reshape, Transpose, Pad, Slice, ...: ``compare.mechanism.MOVE_OPS``).
+Only ops that keep_dtype can change are ever proposed (``Result.candidates``: float ops the
+precision plan would compute differently when kept, i.e. every op the emulation rounds, a
+``Cast(to=float)`` included; never Constant, Identity or integer ops), and never an op that only moves
+values (Reshape, Transpose, Pad, Slice, Cast, ...: ``compare.mechanism.MOVE_OPS``) while its values lie
+in fp16's range, where fp16 holds what it moves as it is; beyond 65504 (a Cast to float of a residual
+past fp16's range, which the emulation rounds to inf as the device does) it is proposed like any op.
 Failing rows compare calls contained (their error does not reach an output) are not evidence.
 A result that is ``blocked`` (no keep set can work on the target, e.g. a cube op reading an
 overflowed input on a SoC whose cube reads fp16) ends the search after the baseline, saying why.
@@ -33,7 +36,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Protocol
 
-from ascendpipe.compare.mechanism import compute_producers, consumers_of, is_move, op_types
+from ascendpipe.compare.mechanism import compute_producers, consumers_of, golden_peaks, is_move, op_types
 
 KEEP = "keep_dtype"
 FUSION = "fusion_switch"
@@ -127,11 +130,20 @@ def advised(failure: dict | None) -> list[Candidate]:
 
 
 def _keepable(result: Result, name: str) -> bool:
-    """An op keep_dtype can change: a float compute op (the plan's ``keepable``), never one that only
-    moves values (Reshape, Transpose, Pad, Slice...: fp16 holds what it moves as it is)."""
-    if is_move(_types(result).get(name)):
+    """An op keep_dtype can change: a float op the emulation rounds (the plan's ``keepable``); one that
+    only moves values (Reshape, Transpose, Cast...) only where its golden lies beyond fp16's range
+    (elsewhere fp16 holds what it moves as it is)."""
+    if is_move(_types(result).get(name)) and _peaks(result).get(name, 0.0) <= FP16_MAX:
         return False
     return result.candidates is None or name in result.candidates
+
+
+def _peaks(result: Result) -> dict[str, float]:
+    cached = getattr(result, "_golden_peaks", None)
+    if cached is None:
+        cached = golden_peaks(result.rows)
+        object.__setattr__(result, "_golden_peaks", cached)
+    return cached
 
 
 def _types(result: Result) -> dict[str, str]:
@@ -318,7 +330,8 @@ def _why_stuck(result: Result, kept: frozenset) -> str:
         return ", ".join(f"{op} ({types[op]})" if types.get(op) else op for op in ops[:4]) + (
             f" and {len(ops) - 4} more" if len(ops) > 4 else "")
 
-    moves = [op for op in failing if is_move(types.get(op))]
+    moves = [op for op in failing if is_move(types.get(op)) and not _keepable(result, op)
+             and Candidate(KEEP, op) not in kept]
     held = [op for op in failing if op not in moves and Candidate(KEEP, op) in kept]
     other = [op for op in failing if op not in moves and op not in held and not _keepable(result, op)]
     parts = []
@@ -344,6 +357,10 @@ def out_of_fp16_range(found: frozenset, rows: list[dict]) -> frozenset:
     tensor whose every value is below half the smallest subnormal (it becomes all zeros). They are
     needed without a trial to prove it. Golden values do not depend on the remedy, so the
     baseline's compare rows decide."""
+    # an op whose error the compare found absorbed before every output (contained) is not needed by
+    # range alone: the shrink tests it (compare names such an own overflow first, issue 40)
+    reaching = {op for row in rows if row.get("failed") and not row.get("contained") for op in _row_ops(row)}
+    absorbed = {op for row in rows if row.get("contained") for op in _row_ops(row)} - reaching
     biggest: dict[str, float] = {}
     for row in rows:
         value = row.get("golden_abs_max")
@@ -353,7 +370,7 @@ def out_of_fp16_range(found: frozenset, rows: list[dict]) -> frozenset:
         value = biggest.get(name)
         return value is not None and (value > FP16_MAX or 0.0 < value < FP16_FLUSH)
 
-    return frozenset(c for c in found if c.kind == KEEP and unrepresentable(c.name))
+    return frozenset(c for c in found if c.kind == KEEP and unrepresentable(c.name) and c.name not in absorbed)
 
 
 def _shrink(trials: _Trials, found: frozenset, forced: frozenset = frozenset()) -> frozenset:

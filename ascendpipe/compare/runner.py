@@ -123,7 +123,8 @@ def _widened(array: np.ndarray) -> np.ndarray:
     """A float16 array as float32 (exact, numpy only: ``pairpass.widen_into``); any other as it is."""
     if array.dtype != np.float16:
         return array
-    return pairpass.widen_into(np.ascontiguousarray(array), np.empty(array.shape, np.float32))
+    # np.require keeps a 0-d array 0-d (np.ascontiguousarray makes it (1,))
+    return pairpass.widen_into(np.require(array, requirements="C"), np.empty(array.shape, np.float32))
 
 
 def _magnitude(entry: dict, array: np.ndarray) -> float:

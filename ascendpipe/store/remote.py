@@ -406,12 +406,13 @@ def remote_url(cli_url: str | None, pipeline_remote: str | None, workspace_root:
     ``.ascendpipe/config.json`` (a local override, never committed), then the pipeline's ``remote:``."""
     if cli_url:
         return cli_url
+    from ascendpipe.store.statefiles import read_state_file, refuse_link
+
     config = os.path.join(workspace_root, ".ascendpipe", "config.json")
+    refuse_link(config, "the workspace's remote configuration")
+    raw = read_state_file(os.path.dirname(config), config, "the workspace's remote configuration")
     try:
-        with open(config) as f:
-            data = json.load(f)
-    except FileNotFoundError:
-        data = {}
+        data = json.loads(raw) if raw is not None else {}
     except ValueError as exc:
         raise UserError(f"{config} is not JSON ({exc}); fix it or remove it") from None
     if isinstance(data, dict) and data.get("remote"):

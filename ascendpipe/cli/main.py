@@ -139,6 +139,42 @@ def _quiet_stdout() -> None:
         pass
 
 
+class _ReaderMayGo:
+    """sys.stdout while a command runs: a reader that goes away (``build ... | head -3``) ends the
+    printing, never the command. A write or flush that meets the closed pipe points stdout at
+    /dev/null (``_quiet_stdout``) and goes on, so a build finishes and records its stages as they
+    ended, and ``fix`` restores the workspace, whatever the reader did (it was BrokenPipeError in the
+    middle of a build, the stage recorded as failed)."""
+
+    def __init__(self, stream):
+        self._stream = stream
+        self.reader_gone = False
+
+    def write(self, text):
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            self._gone()
+            return len(text)
+
+    def flush(self):
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            self._gone()
+            try:
+                self._stream.flush()  # what was buffered goes to /dev/null now
+            except (OSError, ValueError):
+                pass
+
+    def _gone(self):
+        self.reader_gone = True
+        _quiet_stdout()
+
+    def __getattr__(self, name):  # isatty, fileno, encoding, buffer ...: the stream's own
+        return getattr(self._stream, name)
+
+
 def _where_we_stand(argv: list[str]) -> str | None:
     """The one line that refuses to start, when the folder we run in is gone or its name (or an
     argument) cannot be encoded under the locale; None when all is well."""
@@ -161,9 +197,13 @@ def _where_we_stand(argv: list[str]) -> str | None:
 
 def main(argv: list[str] | None = None) -> int:
     _open_streams()
+    given = sys.stdout
+    if not isinstance(given, _ReaderMayGo):
+        sys.stdout = _ReaderMayGo(given)
     try:
         return _main(list(sys.argv[1:] if argv is None else argv))
     finally:  # whatever the outcome (argparse's exit too), a reader that went away is no error of ours
+        sys.stdout = given
         try:  # (`status p.yaml | true` was exit 120: Python's own flush at exit failing)
             sys.stdout.flush()
         except BrokenPipeError:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ascendpipe.precision.aipp_schema import BLOCK_SCHEMA as AIPP_BLOCK
 from ascendpipe.precision.settings import PRECISION_MODES, PRECISION_MODES_V2
 from ascendpipe.stages.base import StageKind
 
@@ -25,7 +26,7 @@ class ConvertKind(StageKind):
             "fusion_switch": {"type": "object",
                               "additionalProperties": {"oneOf": [{"enum": ["on", "off"]}, {"type": "boolean"}]}},
             "fusion_switch_file": {"type": "string"},
-            "aipp": {"oneOf": [{"type": "object"}, {"type": "array", "items": {"type": "object"}}]},
+            "aipp": {"oneOf": [AIPP_BLOCK, {"type": "array", "items": AIPP_BLOCK}]},
             "insert_op_conf": {"type": "string"},
             "modify_mixlist": {"oneOf": [{"type": "string"}, {"type": "object"}]},
             "input_shape": {"type": "string"},

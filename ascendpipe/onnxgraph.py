@@ -33,6 +33,23 @@ def dtype_name(elem_type: int) -> str:
         return "float32"
 
 
+def value_type_text(value_type) -> str:
+    """An ONNX type as onnxruntime spells it: tensor(float), seq(tensor(float)), optional(...), map(...)."""
+    from onnx import helper
+
+    kind = value_type.WhichOneof("value")
+    if kind == "tensor_type":
+        return f"tensor({helper.tensor_dtype_to_string(value_type.tensor_type.elem_type).split('.')[-1].lower()})"
+    if kind == "sequence_type":
+        return f"seq({value_type_text(value_type.sequence_type.elem_type)})"
+    if kind == "optional_type":
+        return f"optional({value_type_text(value_type.optional_type.elem_type)})"
+    if kind == "map_type":
+        key = helper.tensor_dtype_to_string(value_type.map_type.key_type).split(".")[-1].lower()
+        return f"map({key},{value_type_text(value_type.map_type.value_type)})"
+    return kind or "unknown"
+
+
 def graph_input_specs(graph) -> list[InputSpec]:
     """The graph's real inputs (initializers listed as inputs, as older exporters do, are not)."""
     from ascendpipe.inputs import InputSpec
@@ -41,6 +58,11 @@ def graph_input_specs(graph) -> list[InputSpec]:
     specs = []
     for value in graph.input:
         if value.name in initializers:
+            continue
+        if value.type.WhichOneof("value") not in ("tensor_type", None):
+            # a sequence, optional or map input: its type as onnxruntime spells it, which
+            # inputs.spec_dtype refuses in one line (it was fed a random tensor and onnxruntime's error)
+            specs.append(InputSpec(value.name, (), value_type_text(value.type)))
             continue
         tensor = value.type.tensor_type
         specs.append(InputSpec(value.name, tuple(dim_of(d) for d in tensor.shape.dim), dtype_name(tensor.elem_type)))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ascendpipe.precision.aipp_schema import BLOCK_SCHEMA as AIPP_BLOCK
+from ascendpipe.precision.socs import SOC_PATTERN
 from ascendpipe.precision.settings import PRECISION_MODES, PRECISION_MODES_V2
 from ascendpipe.stages.base import StageKind
 
@@ -36,7 +37,7 @@ class ConvertKind(StageKind):
             "dynamic_dims": {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "array"}}]},
             "input_shape_range": {"type": "string"},
             "input_format": {"enum": ["NCHW", "NHWC", "ND", "NCDHW", "NDHWC"]},
-            "soc_version": {"type": "string"},
+            "soc_version": {"type": "string", "pattern": SOC_PATTERN},
             "tune_bank": {"type": "string"},
             # fp16 overflow: inf/NaN (IEEE) or saturation to +-65504; default: the SoC's (docs/emulation.md)
             "overflow_mode": {"enum": ["inf_nan", "saturation"]},

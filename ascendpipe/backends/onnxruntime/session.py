@@ -108,7 +108,7 @@ def session_options(runtime: dict[str, Any] | None, *, fusions: bool, profile_pr
     for key in ("intra_op_num_threads", "inter_op_num_threads"):
         if key in runtime:
             value = runtime[key]
-            if not isinstance(value, int) or value < 0:
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 1024:  # 1e8: never returned
                 raise UserError(f"{key}: expected a non-negative integer, given {value!r}", where)
             setattr(opts, key, value)
     if "execution_mode" in runtime:

@@ -429,9 +429,12 @@ class StageExecutor:
             self.db.record_fresh(self.run_id, [rec])
             return
         if cache:  # its copy in cache/ first: a lost database is rebuilt from these (store/runcache.py)
-            from ascendpipe.store.runcache import write_entry
+            from ascendpipe.store.runcache import entry_file, write_entry
 
+            # a full cache/ is named as itself, not as the database (a write's OSError names no file)
+            self._set_phase(stage, "recording", entry_file(self.ws.cache_root, key))
             write_entry(self.ws.cache_root, key, stage.name, outputs, metrics, remedy, info)
+            self._set_phase(stage, "recording", self.db.path)
         self.db.record_stage(self.run_id, self.pipeline_key, rec, state_update=state_update, cache_key=key if cache else None)
         if state_update:
             with self._lock:

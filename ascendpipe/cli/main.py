@@ -9,6 +9,7 @@ whose name the locale cannot encode, is one line before anything starts.
 
 from __future__ import annotations
 
+import os
 import sys
 
 COMMANDS = {
@@ -175,6 +176,15 @@ class _ReaderMayGo:
         return getattr(self._stream, name)
 
 
+def _remove_fresh_output(path: str) -> None:
+    """The --output folder a refused command made itself (it was not there before): removed, so a
+    refusal leaves nothing written. One that was there before is never touched."""
+    import shutil
+
+    if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path, ignore_errors=True)
+
+
 def _where_we_stand(argv: list[str]) -> str | None:
     """The one line that refuses to start, when the folder we run in is gone or its name (or an
     argument) cannot be encoded under the locale; None when all is well."""
@@ -244,11 +254,15 @@ def _main(argv: list[str]) -> int:
         parser.print_help()
         return 2
     args._argv = argv  # the command line as given (build remembers a no-op for it)
+    output = getattr(args, "output", None)
+    fresh_output = output is not None and not os.path.lexists(str(output))
     try:
         code = int(args._main(args) or 0)
         sys.stdout.flush()  # here, not at exit: a reader that went away is caught below
         return code
     except UserError as err:
+        if fresh_output:  # refused part-way (values onnxruntime will not run): nothing left of ours
+            _remove_fresh_output(str(output))
         sys.stderr.write(f"ascendpipe: error: {err}\n")
         return err.exit_code  # 2; 1 where the input was fine but the moment was not (a busy database)
     except StageFailed as err:

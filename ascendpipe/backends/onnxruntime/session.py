@@ -7,6 +7,8 @@ golden dump needs so that every original tensor exists.
 
 from __future__ import annotations
 
+import re
+
 import json
 import threading
 from pathlib import Path
@@ -160,6 +162,20 @@ def make_session(model_path: str | Path | bytes, *, fusions: bool = True, runtim
     except Exception as exc:  # ORT raises its own exception types for bad models
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise UserError(f"onnxruntime cannot load the model: {without_cpp(first)}", Location(file=label)) from None
+
+
+def checked_run(run, *args, label: str | None = None):
+    """``run(*args)`` (a session's run, run_with_iobinding): onnxruntime refusing the values it was given
+    (a scale of inf, a negative depth, an IoU threshold beyond 1) is one line, not an internal error."""
+    try:
+        return run(*args)
+    except Exception as exc:
+        if not type(exc).__module__.startswith("onnxruntime"):
+            raise
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        first = re.sub(r"^\[ONNXRuntimeError\] : \d+ : \w+ : ", "", without_cpp(first))
+        raise UserError(f"onnxruntime cannot run the model on these input values: {first}; check the inputs "
+                        "(their values, not only their shapes)", Location(file=label)) from None
 
 
 def without_cpp(text: str) -> str:

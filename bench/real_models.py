@@ -324,6 +324,10 @@ def run_model(key, package, version, member, what, make_input, max_attempts: int
         shutil.rmtree(work)
     work.mkdir(parents=True)
     feeds = make_input()
+    inits = {i.name for i in m.graph.initializer}
+    names = [i.name for i in m.graph.input if i.name not in inits]
+    if len(feeds) == 1 and len(names) == 1:  # one input, named as this model names it (gpu_0/data_0)
+        feeds = {names[0]: next(iter(feeds.values()))}
     inp = work / "input.npz"
     np.savez(inp, **feeds)
     res["input"] = {k: list(v.shape) for k, v in feeds.items()}

@@ -64,6 +64,19 @@ def _get(block: dict, key: str, default, kind, file: str):
         raise UserError(f"'{key}' must be a number, got '{value}'", _where(block, key, file))
     if kind is int and not isinstance(value, int):
         raise UserError(f"'{key}' must be an integer (it is int32 on the device), got {value}", _where(block, key, file))
+    if kind in (int, float) and key in block:
+        import math
+
+        if not math.isfinite(value):
+            raise UserError(f"'{key}' must be a finite number, got {value}", _where(block, key, file))
+        # the device's range for the key, as an inline block's schema checks it (aipp_schema.BLOCK_SCHEMA)
+        # (padding and resize sizes have checks of their own below, saying more)
+        bounds = {} if key.endswith("_padding_size") or key.startswith("resize_output") else \
+            BLOCK_SCHEMA["properties"].get(key, {})
+        low, high = bounds.get("minimum"), bounds.get("maximum")
+        if (low is not None and value < low) or (high is not None and value > high):
+            raise UserError(f"{key} {value} is outside {low if low is not None else '-inf'}.."
+                            f"{high if high is not None else 'inf'}", _where(block, key, file))
     return value
 
 

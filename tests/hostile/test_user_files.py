@@ -253,3 +253,75 @@ def test_a_postprocess_returning_malformed_predictions_is_one_line(pred, line):
     with pytest.raises(UserError) as err:
         check_predictions(pred)
     assert str(err.value) == line
+
+
+# -- AIPP: a config file's values and a pipeline's inline block -----------------------------------------
+
+@pytest.mark.parametrize("body,line", [
+    ("mean_chn_0: abc", "FILE:1: 'mean_chn_0' must be a number, got 'abc'"),
+    ("var_reci_chn_0: 1e999", "FILE:1: 'var_reci_chn_0' must be a finite number, got inf"),
+    ("src_image_size_w: -5", "FILE:1: src_image_size_w -5 is outside 0..4096"),
+    ("mean_chn_1: 300", "FILE:1: mean_chn_1 300 is outside 0..255"),
+    ("resize: true resize_output_w: 0", "FILE:1: AIPP 'resize' with no soc_version: only the Atlas inference "
+     "products (Ascend310P*) resize in AIPP (CANN aclmdlSetAIPPScfParams); set soc_version: Ascend310P3, or resize on "
+     "the host (python -m ascendpipe.data.letterbox --resized) and let AIPP pad"),
+])
+def test_malformed_aipp_config_values_are_one_line_at_the_file(tmp_path, monkeypatch, capsys, body, line):
+    from ascendpipe.cli.main import main
+    from tests.modelzoo import conv_bn_relu_model
+
+    monkeypatch.chdir(tmp_path)
+    conv_bn_relu_model(tmp_path / "m.onnx")
+    (tmp_path / "a.cfg").write_text(f"aipp_op {{ aipp_mode: static input_format: RGB888_U8 {body} }}\n")
+    before = snapshot(tmp_path)
+    capsys.readouterr()
+    assert main(["convert", "--model", "m.onnx", "--insert-op-conf", "a.cfg", "--output", "o"]) == 2
+    assert capsys.readouterr().err.splitlines() == ["ascendpipe: error: " + line.replace("FILE", "a.cfg")]
+    assert snapshot(tmp_path) == before
+
+
+def test_a_resize_output_of_0_is_refused_at_its_key_with_the_soc(tmp_path, monkeypatch, capsys):
+    from ascendpipe.cli.main import main
+    from tests.modelzoo import conv_bn_relu_model
+
+    monkeypatch.chdir(tmp_path)
+    conv_bn_relu_model(tmp_path / "m.onnx")
+    (tmp_path / "a.cfg").write_text("aipp_op {\n  aipp_mode: static\n  input_format: RGB888_U8\n  resize: true\n"
+                                    "  resize_output_w: 0\n}\n")
+    capsys.readouterr()
+    assert main(["convert", "--model", "m.onnx", "--insert-op-conf", "a.cfg", "--soc-version", "Ascend310P3",
+                 "--output", "o"]) == 2
+    assert capsys.readouterr().err.splitlines() == ["ascendpipe: error: a.cfg:5: AIPP resize_output_w 0 is outside 16..1920"]
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("field,line", [
+    ("resize_output_w: 0", "p.yaml:9:93: stage 'convert': resize_output_w: 0 violates minimum 16"),
+    ("mean_chn_0: 300", "p.yaml:9:88: stage 'convert': mean_chn_0: 300 violates maximum 255"),
+    ("padding: 'yes'", 'p.yaml:9:85: stage \'convert\': padding: expected boolean, got str "yes"'),
+])
+def test_an_inline_aipp_value_is_refused_at_the_pipelines_line(tmp_path, field, line):
+    ws = tmp_path / "ws"
+    (ws / ".ascendpipe").mkdir(parents=True)
+    (ws / "m.onnx").write_bytes(b"")
+    (ws / "p.yaml").write_text("stages:\n  convert:\n    kind: convert\n    model: m.onnx\n    params:\n"
+                               "      precision_mode: force_fp16\n      soc_version: Ascend310P3\n      aipp:\n"
+                               f"        {{aipp_mode: static, input_format: RGB888_U8, src_image_size_w: 32, {field}}}\n")
+    before = snapshot(ws)
+    proc = subprocess.run([sys.executable, "-m", "ascendpipe", "validate", "p.yaml"], cwd=ws, capture_output=True,
+                          text=True, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}, timeout=120)
+    assert (proc.returncode, proc.stderr.splitlines()) == (2, ["ascendpipe: error: " + line])
+    assert snapshot(ws) == before
+
+
+def test_a_soc_version_in_a_pipeline_is_refused_at_its_line(tmp_path):
+    ws = tmp_path / "ws"
+    (ws / ".ascendpipe").mkdir(parents=True)
+    (ws / "m.onnx").write_bytes(b"")
+    (ws / "p.yaml").write_text("stages:\n  convert:\n    kind: convert\n    model: m.onnx\n"
+                               "    params: {soc_version: '../x'}\n")
+    proc = subprocess.run([sys.executable, "-m", "ascendpipe", "validate", "p.yaml"], cwd=ws, capture_output=True,
+                          text=True, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}, timeout=120)
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines() == ["ascendpipe: error: p.yaml:5:27: stage 'convert': soc_version '../x' does not "
+                                        "match the pattern ^Ascend(310|310P[0-9]*|310B[0-9]*|910[A-Za-z0-9_]*)$"]

@@ -325,3 +325,32 @@ def test_a_soc_version_in_a_pipeline_is_refused_at_its_line(tmp_path):
     assert proc.returncode == 2
     assert proc.stderr.splitlines() == ["ascendpipe: error: p.yaml:5:27: stage 'convert': soc_version '../x' does not "
                                         "match the pattern ^Ascend(310|310P[0-9]*|310B[0-9]*|910[A-Za-z0-9_]*)$"]
+
+
+# -- a dump folder's index (a dump made elsewhere, or edited) ---------------------------------------------
+
+@pytest.mark.parametrize("change,line", [
+    (lambda d: d["tensors"].__setitem__(1, "x"), 'tensors[1]: expected an object, got "x"'),
+    (lambda d: d["tensors"][1].__setitem__("file", "../../m.onnx"),
+     "tensors[1].file: '../../m.onnx' is outside the dump folder; a dump names its tensors inside it (tensors/00001.npy)"),
+    (lambda d: d["tensors"][1].__setitem__("file", "/etc/passwd"),
+     "tensors[1].file: '/etc/passwd' is outside the dump folder; a dump names its tensors inside it (tensors/00001.npy)"),
+    (lambda d: d["tensors"][1].__setitem__("shape", [7, "a"]), 'tensors[1].shape: [7, "a"] is not a list of sizes'),
+    (lambda d: d["tensors"][1].pop("name"), "tensors[1].name: null is not a name"),
+    (lambda d: d.__setitem__("graph", [1]), "graph: expected an object, got [1]"),
+])
+def test_a_malformed_dump_index_is_one_line_and_nothing_read_outside(tmp_path, monkeypatch, capsys, change, line):
+    from ascendpipe.cli.main import main
+    from tests.modelzoo import conv_bn_relu_model
+
+    monkeypatch.chdir(tmp_path)
+    conv_bn_relu_model(tmp_path / "m.onnx")
+    assert main(["dump", "--model", "m.onnx", "--output", "d"]) == 0
+    index = json.loads((tmp_path / "d" / "index.json").read_text())
+    change(index)
+    (tmp_path / "d" / "index.json").write_text(json.dumps(index))
+    before = snapshot(tmp_path)
+    capsys.readouterr()
+    assert main(["compare", "--golden", "m.onnx", "--target", "d", "--output", "c"]) == 2
+    assert capsys.readouterr().err.splitlines() == [f"ascendpipe: error: d/index.json: {line}"]
+    assert snapshot(tmp_path) == before

@@ -166,3 +166,23 @@ def test_the_dump_cache_folder_linked_outside_is_refused(tmp_path):
         DumpCache(cache)._check_refs()
     assert str(err.value) == _line(cache / "dumps", "a folder of the cache", outside).removeprefix("ascendpipe: error: ")
     assert list(outside.iterdir()) == []
+
+
+def test_an_ownership_record_naming_a_file_outside_is_never_read(built):
+    """An owners row (an edited database) naming a pipeline out of the workspace: that file is never
+    resolved (a FIFO there would block the build; it is treated as gone and its claim released)."""
+    import sqlite3
+
+    ws, outside = built
+    os.mkfifo(outside / "p.yaml")  # opened for reading, it would block forever
+    db = sqlite3.connect(ws / ".ascendpipe" / "ascendpipe.db")
+    with db:
+        db.execute("UPDATE owners SET pipeline = ?", (os.path.relpath(outside / "p.yaml", ws),))
+    db.close()
+    proc = subprocess.run([sys.executable, "-m", "ascendpipe", "build", "pipeline.yaml", "--force", "prep"], cwd=ws,
+                          capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)})
+    assert proc.returncode == 0, proc.stderr
+    assert "ran" in proc.stdout
+    assert proc.stderr == ("note: out.txt, build/prep.log belonged to ../outside/p.yaml, which no longer exists; "
+                           "now pipeline.yaml's\n")

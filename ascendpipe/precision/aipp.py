@@ -86,6 +86,9 @@ def _where(block: dict, key: str, file: str) -> Location:
     return Location(file=file, line=block.get("__lines__", {}).get(key), field="aipp")
 
 
+where = _where  # for the callers that check a block against the model (backends' convert)
+
+
 def aipp_spec(block: dict[str, Any], model_chw: tuple[int, int, int], file: str = "<aipp>") -> AippSpec:
     """Validate one aipp_op block against the model input it feeds (C, H, W)."""
     channels, height, width = model_chw

@@ -354,3 +354,27 @@ def test_a_malformed_dump_index_is_one_line_and_nothing_read_outside(tmp_path, m
     assert main(["compare", "--golden", "m.onnx", "--target", "d", "--output", "c"]) == 2
     assert capsys.readouterr().err.splitlines() == [f"ascendpipe: error: d/index.json: {line}"]
     assert snapshot(tmp_path) == before
+
+
+def test_an_inline_aipp_block_that_does_not_fit_the_model_fails_at_its_line(tmp_path):
+    """Checked against the model only when the stage runs; the failure names the pipeline's file:line of
+    the value (it was '<aipp>', or the stage alone), for a stage's params and a matrix variant's."""
+    from tests.modelzoo import conv_bn_relu_model
+
+    ws = tmp_path / "ws"
+    (ws / ".ascendpipe").mkdir(parents=True)
+    conv_bn_relu_model(ws / "m.onnx")
+    (ws / "p.yaml").write_text(
+        "stages:\n  convert:\n    kind: convert\n    model: m.onnx\n    params:\n      precision_mode: force_fp16\n"
+        "      aipp: {aipp_mode: static, input_format: YUV400_U8, src_image_size_w: 16, src_image_size_h: 16}\n"
+        "    matrix:\n      a: {}\n      b:\n"
+        "        aipp: {aipp_mode: static, input_format: RGB888_U8, src_image_size_w: 20, src_image_size_h: 16}\n")
+    proc = subprocess.run([sys.executable, "-m", "ascendpipe", "build", "p.yaml", "--keep-going"], cwd=ws,
+                          capture_output=True, text=True, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+                          timeout=300)
+    assert proc.returncode == 1 and "Traceback" not in proc.stdout + proc.stderr
+    failed = [line.split(None, 3)[3] for line in proc.stdout.splitlines() if line.strip().startswith("FAILED")]
+    assert failed == [
+        "p.yaml:7:47: stage 'convert@a': input_format YUV400_U8 gives 1 channels, the model input has 3",
+        "p.yaml:11:15: stage 'convert@b': AIPP output 16x20 (source image 16x20 plus padding) does not match the "
+        "model input 16x16"], proc.stdout

@@ -128,14 +128,15 @@ def _open_streams() -> None:
         sys.stderr = open(os.devnull, "w")
 
 
-def _quiet_stdout() -> None:
-    """The reader of stdout went away (``| head -1``, ``| true``): drop what is still buffered, so that
-    Python's own flush at exit does not fail too (exit code 120)."""
+def _quiet_stdout(stream=None) -> None:
+    """The reader of stdout (or ``stream``: stderr under ``2>&1 | head``) went away (``| head -1``,
+    ``| true``): drop what is still buffered, so that Python's own flush at exit does not fail too
+    (exit code 120)."""
     import os
 
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+        os.dup2(devnull, (stream or sys.stdout).fileno())
     except (OSError, ValueError, AttributeError):
         pass
 
@@ -150,6 +151,7 @@ class _ReaderMayGo:
     def __init__(self, stream):
         self._stream = stream
         self.reader_gone = False
+        self._fd_stream = stream
 
     def write(self, text):
         try:
@@ -170,7 +172,7 @@ class _ReaderMayGo:
 
     def _gone(self):
         self.reader_gone = True
-        _quiet_stdout()
+        _quiet_stdout(self._fd_stream)
 
     def __getattr__(self, name):  # isatty, fileno, encoding, buffer ...: the stream's own
         return getattr(self._stream, name)
@@ -207,13 +209,15 @@ def _where_we_stand(argv: list[str]) -> str | None:
 
 def main(argv: list[str] | None = None) -> int:
     _open_streams()
-    given = sys.stdout
+    given, given_err = sys.stdout, sys.stderr
     if not isinstance(given, _ReaderMayGo):
         sys.stdout = _ReaderMayGo(given)
+    if not isinstance(given_err, _ReaderMayGo):  # `build ... 2>&1 | head -3`: stderr's reader goes too
+        sys.stderr = _ReaderMayGo(given_err)
     try:
         return _main(list(sys.argv[1:] if argv is None else argv))
     finally:  # whatever the outcome (argparse's exit too), a reader that went away is no error of ours
-        sys.stdout = given
+        sys.stdout, sys.stderr = given, given_err
         try:  # (`status p.yaml | true` was exit 120: Python's own flush at exit failing)
             sys.stdout.flush()
         except BrokenPipeError:

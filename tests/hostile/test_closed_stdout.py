@@ -66,3 +66,18 @@ def test_a_listing_whose_reader_goes_away_ends_quietly(tmp_path):
         code, first, err = _first_line_then_gone(ws, *argv)
         assert (code, err) == (0, ""), (argv, err)
         assert first.strip(), argv
+
+
+def test_a_build_whose_reader_of_both_streams_goes_away_finishes(tmp_path):
+    """`ascendpipe build ... 2>&1 | head -1`: stderr's reader is gone too (a stage's warning, a waiting
+    line): the build still finishes and records every stage."""
+    ws = _workspace(tmp_path)
+    proc = subprocess.Popen([sys.executable, "-m", "ascendpipe", "build", "pipeline.yaml"], cwd=ws,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=_env())
+    proc.stdout.readline()
+    proc.stdout.close()
+    assert proc.wait(timeout=300) == 0
+    shown = subprocess.run([sys.executable, "-m", "ascendpipe", "show", "latest", "--json"], cwd=ws,
+                           capture_output=True, text=True, env=_env(), timeout=120)
+    run = json.loads(shown.stdout)
+    assert run["state"] == "done" and {s["state"] for s in run["stages"].values()} == {"ran"}

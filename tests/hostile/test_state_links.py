@@ -189,3 +189,33 @@ def test_an_ownership_record_naming_a_file_outside_is_never_read(built):
     assert "ran" in proc.stdout
     assert proc.stderr == ("note: out.txt, build/prep.log belonged to ../outside/p.yaml, which no longer exists; "
                            "now pipeline.yaml's\n")
+
+
+def test_a_remote_configuration_that_is_not_a_url_is_refused(built):
+    ws, _ = built
+    config = ws / ".ascendpipe" / "config.json"
+    config.write_text(json.dumps({"remote": 5}))
+    before = snapshot(ws)
+    proc = _cli(ws, "push", "pipeline.yaml")
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines() == [f"ascendpipe: error: {config}: remote: 5 is not a URL; give "
+                                        "s3://BUCKET/PREFIX or a folder path as text"]
+    assert snapshot(ws) == before and not (ws / "5").exists()
+
+
+@pytest.mark.parametrize("url,line", [
+    ("file://", "remote 'file://' names no folder; use file:///PATH/TO/FOLDER or a plain folder path"),
+    ("ftp://host/x", "remote cache ftp://host/x: protocol 'ftp' (FTPFileSystem) cannot hold a remote cache here; use "
+     "s3://BUCKET/PREFIX or a folder"),
+    ("nope://b/p", "remote cache nope://b/p: protocol 'nope' is not available (Protocol not known: nope); use "
+     "s3://BUCKET/PREFIX or a folder"),
+])
+def test_a_remote_url_that_names_no_place_is_refused(built, url, line):
+    """`file://` alone was the file system's root (objects/ and runs/ written at /); a protocol fsspec
+    cannot open without more was an internal error."""
+    ws, _ = built
+    _cli(ws, "status", "pipeline.yaml")  # the plan cache written beforehand: the refusal writes nothing
+    before = snapshot(ws)
+    proc = _cli(ws, "push", "pipeline.yaml", "--remote", url)
+    assert (proc.returncode, proc.stderr.splitlines()) == (2, ["ascendpipe: error: " + line])
+    assert snapshot(ws) == before

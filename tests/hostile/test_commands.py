@@ -186,6 +186,13 @@ CASES = [
                                   "cfg/bank_future.json"],
      "cfg/bank_future.json: format: 'ascendpipe-tune-bank/9' is not a tune bank format this ascendpipe reads "
      "(ascendpipe-tune-bank/1); a bank written by a newer ascendpipe needs that version, or tune again"),
+    ("infer-npz-cut-short", ["infer", "--model", "m/model.onnx", "--input", "cut.npz", "--output", "o"],
+     "cut.npz: cannot read input file: not a whole .npz (a zip of .npy arrays cut short or damaged); write it again "
+     "(np.savez)"),
+    ("compare-npz-cut-short", ["compare", "--golden", "m/model.onnx", "--target", "m/model.onnx", "--input",
+                               "cut.npz", "--output", "o"],
+     "cut.npz: cannot read input file: not a whole .npz (a zip of .npy arrays cut short or damaged); write it again "
+     "(np.savez)"),
     # -- 9. --set of a key the pipeline does not have
     ("set-param-typo", ["build", "pipeline.yaml", "--set", "params.scal=2"],
      "--set params.scal=2: the pipeline has no param 'scal' (did you mean 'scale'?); it has: scale. "
@@ -254,6 +261,8 @@ def built(tmp_path_factory):
     conv_bn_relu_model(ws / "m" / "model.onnx")
     (ws / "mlink").symlink_to("m")
     np.save(ws / "x.npy", np.zeros((2, 8, 16, 16), np.float32))
+    np.savez(ws / "cut.npz", image=np.zeros((2, 3, 16, 16), np.float32))
+    (ws / "cut.npz").write_bytes((ws / "cut.npz").read_bytes()[:5000])
     (ws / "garbage.onnx").write_bytes(bytes(range(7, 250)) * 3)
     (ws / "bin.cfg").write_bytes(b"abc\xff\xfe\x00binary")
     _huge_and_empty(ws)

@@ -142,8 +142,8 @@ def _quiet_stdout(stream=None) -> None:
 
 
 class _ReaderMayGo:
-    """sys.stdout while a command runs: a reader that goes away (``build ... | head -3``) ends the
-    printing, never the command. A write or flush that meets the closed pipe points stdout at
+    """sys.stdout (and sys.stderr) while a command runs: a reader that goes away (``build ... | head
+    -3``) ends the printing, never the command. A write or flush that meets the closed pipe points stdout at
     /dev/null (``_quiet_stdout``) and goes on, so a build finishes and records its stages as they
     ended, and ``fix`` restores the workspace, whatever the reader did (it was BrokenPipeError in the
     middle of a build, the stage recorded as failed)."""
@@ -151,7 +151,6 @@ class _ReaderMayGo:
     def __init__(self, stream):
         self._stream = stream
         self.reader_gone = False
-        self._fd_stream = stream
 
     def write(self, text):
         try:
@@ -172,7 +171,11 @@ class _ReaderMayGo:
 
     def _gone(self):
         self.reader_gone = True
-        _quiet_stdout(self._fd_stream)
+        _quiet_stdout(self._stream)
+
+    def writelines(self, lines):
+        for line in lines:
+            self.write(line)
 
     def __getattr__(self, name):  # isatty, fileno, encoding, buffer ...: the stream's own
         return getattr(self._stream, name)

@@ -270,6 +270,8 @@ def check_npy_sizes(path: Path) -> None:
 
 def _read_file(path: Path, specs: Sequence[InputSpec]) -> dict[str, np.ndarray]:
     """One file's arrays keyed by input name."""
+    import zipfile
+
     where = Location(file=str(path))
     try:
         if path.suffix in (".npy", ".npz"):
@@ -288,6 +290,9 @@ def _read_file(path: Path, specs: Sequence[InputSpec]) -> dict[str, np.ndarray]:
             arrays = {specs[0].name: np.load(path, allow_pickle=False)}
         else:
             raise UserError(f"unsupported input file type '{path.suffix}'; give .npy or .npz", where)
+    except zipfile.BadZipFile:  # an .npz cut short (np.load sniffs the zip magic, then zipfile refuses)
+        raise UserError("cannot read input file: not a whole .npz (a zip of .npy arrays cut short or damaged); "
+                        "write it again (np.savez)", where) from None
     except (ValueError, OSError, EOFError) as exc:
         raise UserError(f"cannot read input file: {npy_error(exc)}", where) from None
     _check_names(arrays, specs, where)

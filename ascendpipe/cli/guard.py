@@ -78,7 +78,19 @@ def model_specs(path: Path, flag: str) -> list:
         if not graph.node and not graph.output:
             raise UserError("the model's graph is empty (no nodes, no outputs): nothing to run; give the "
                             "exported model", Location(file=f"{flag} {path}"))
-        _CHECKED[key] = graph_input_specs(graph)
+        from ascendpipe.onnxgraph import graph_cycle
+
+        cycle = graph_cycle(graph)
+        if cycle:
+            raise UserError(f"the graph has a cycle ({' -> '.join(cycle)}): an ONNX graph is acyclic, so no tool "
+                            "can run it; re-export the model", Location(file=f"{flag} {path}"))
+        specs = graph_input_specs(graph)
+        from ascendpipe.inputs import check_specs
+
+        # a sequence, optional or map input cannot be fed (infer, dump, compare and fix alike): refused
+        # here, before anything is made or written
+        check_specs(specs, Location(file=f"{flag} {path}"))
+        _CHECKED[key] = specs
     return _CHECKED[key]
 
 

@@ -9,6 +9,7 @@ whose name the locale cannot encode, is one line before anything starts.
 
 from __future__ import annotations
 
+import os
 import sys
 
 COMMANDS = {
@@ -127,16 +128,66 @@ def _open_streams() -> None:
         sys.stderr = open(os.devnull, "w")
 
 
-def _quiet_stdout() -> None:
-    """The reader of stdout went away (``| head -1``, ``| true``): drop what is still buffered, so that
-    Python's own flush at exit does not fail too (exit code 120)."""
+def _quiet_stdout(stream=None) -> None:
+    """The reader of stdout (or ``stream``: stderr under ``2>&1 | head``) went away (``| head -1``,
+    ``| true``): drop what is still buffered, so that Python's own flush at exit does not fail too
+    (exit code 120)."""
     import os
 
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+        os.dup2(devnull, (stream or sys.stdout).fileno())
     except (OSError, ValueError, AttributeError):
         pass
+
+
+class _ReaderMayGo:
+    """sys.stdout (and sys.stderr) while a command runs: a reader that goes away (``build ... | head
+    -3``) ends the printing, never the command. A write or flush that meets the closed pipe points stdout at
+    /dev/null (``_quiet_stdout``) and goes on, so a build finishes and records its stages as they
+    ended, and ``fix`` restores the workspace, whatever the reader did (it was BrokenPipeError in the
+    middle of a build, the stage recorded as failed)."""
+
+    def __init__(self, stream):
+        self._stream = stream
+        self.reader_gone = False
+
+    def write(self, text):
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            self._gone()
+            return len(text)
+
+    def flush(self):
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            self._gone()
+            try:
+                self._stream.flush()  # what was buffered goes to /dev/null now
+            except (OSError, ValueError):
+                pass
+
+    def _gone(self):
+        self.reader_gone = True
+        _quiet_stdout(self._stream)
+
+    def writelines(self, lines):
+        for line in lines:
+            self.write(line)
+
+    def __getattr__(self, name):  # isatty, fileno, encoding, buffer ...: the stream's own
+        return getattr(self._stream, name)
+
+
+def _remove_fresh_output(path: str) -> None:
+    """The --output folder a refused command made itself (it was not there before): removed, so a
+    refusal leaves nothing written. One that was there before is never touched."""
+    import shutil
+
+    if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def _where_we_stand(argv: list[str]) -> str | None:
@@ -161,9 +212,15 @@ def _where_we_stand(argv: list[str]) -> str | None:
 
 def main(argv: list[str] | None = None) -> int:
     _open_streams()
+    given, given_err = sys.stdout, sys.stderr
+    if not isinstance(given, _ReaderMayGo):
+        sys.stdout = _ReaderMayGo(given)
+    if not isinstance(given_err, _ReaderMayGo):  # `build ... 2>&1 | head -3`: stderr's reader goes too
+        sys.stderr = _ReaderMayGo(given_err)
     try:
         return _main(list(sys.argv[1:] if argv is None else argv))
     finally:  # whatever the outcome (argparse's exit too), a reader that went away is no error of ours
+        sys.stdout, sys.stderr = given, given_err
         try:  # (`status p.yaml | true` was exit 120: Python's own flush at exit failing)
             sys.stdout.flush()
         except BrokenPipeError:
@@ -204,11 +261,15 @@ def _main(argv: list[str]) -> int:
         parser.print_help()
         return 2
     args._argv = argv  # the command line as given (build remembers a no-op for it)
+    output = getattr(args, "output", None)
+    fresh_output = output is not None and not os.path.lexists(str(output))
     try:
         code = int(args._main(args) or 0)
         sys.stdout.flush()  # here, not at exit: a reader that went away is caught below
         return code
     except UserError as err:
+        if fresh_output:  # refused part-way (values onnxruntime will not run): nothing left of ours
+            _remove_fresh_output(str(output))
         sys.stderr.write(f"ascendpipe: error: {err}\n")
         return err.exit_code  # 2; 1 where the input was fine but the moment was not (a busy database)
     except StageFailed as err:

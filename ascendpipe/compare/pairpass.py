@@ -154,14 +154,17 @@ def widen_into(half: np.ndarray, out: np.ndarray) -> np.ndarray:
     float32 2^112 times too small whose mantissa and exponent are the float16's (subnormals included,
     as float32 holds them as normals); the product by 2^112 is exact. inf and NaN come out >= 2^16 and
     are cast by numpy instead (every float16 is checked in tests/compare/test_pairpass.py)."""
+    if half.shape != out.shape:
+        # a 0-d tensor made contiguous comes as shape (1,): the mask below is taken on ``out``, so
+        # both must have one shape (a (1,) ``half`` under a 0-d mask is (1, 1): numpy refuses it)
+        half = half.reshape(out.shape)
     bits = out.view(np.int32)
     np.copyto(bits, half.view(np.int16))  # sign-extends: the sign lands on bit 31 after the shift
     np.left_shift(bits, 13, out=bits)
     np.bitwise_and(bits, _HALF_BITS, out=bits)
     np.multiply(out, _HALF_SCALE, out=out)
     if out.size and (out.max() >= 65536 or out.min() <= -65536):
-        special = np.abs(out) >= 65536
-        out[special] = half[special]
+        np.copyto(out, half, where=np.abs(out) >= 65536)
     return out
 
 

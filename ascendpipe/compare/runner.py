@@ -39,9 +39,39 @@ def load_index(dump_dir, what: str = "dump") -> dict:
             index = json.loads(path.read_text())
         except json.JSONDecodeError as exc:
             raise UserError(f"{path} is not valid JSON: {exc.msg} (line {exc.lineno})", Location(file=str(path))) from None
-    if index.get("format") != DUMP_FORMAT or not isinstance(index.get("tensors"), list):
+        except UnicodeDecodeError as exc:
+            raise UserError(f"{path} is not a text file (byte {exc.start} is not UTF-8): not a dump index",
+                            Location(file=str(path))) from None
+        except RecursionError:
+            raise UserError(f"{path} is JSON nested deeper than it can be read: not a dump index",
+                            Location(file=str(path))) from None
+    if not isinstance(index, dict) or index.get("format") != DUMP_FORMAT or not isinstance(index.get("tensors"), list):
         raise UserError(f"{path} is not an ascendpipe dump index (expected format '{DUMP_FORMAT}')", Location(file=str(path)))
+    _check_entries(index, path)
     return index
+
+
+def _check_entries(index: dict, path) -> None:
+    """Every tensor entry of an index read from disk (a dump made elsewhere, or edited) checked before
+    use: an object with a text ``name`` and a ``file`` inside the dump folder (never ``../`` nor an
+    absolute path: nothing is read from out of it), a ``shape`` of whole numbers where given."""
+    where = Location(file=str(path))
+    for i, entry in enumerate(index["tensors"]):
+        if not isinstance(entry, dict):
+            raise UserError(f"tensors[{i}]: expected an object, got {json.dumps(entry)[:40]}", where)
+        for key in ("name", "file"):
+            if not isinstance(entry.get(key), str) or not entry.get(key):
+                raise UserError(f"tensors[{i}].{key}: {json.dumps(entry.get(key))[:40]} is not a name", where)
+        parts = Path(entry["file"]).parts
+        if Path(entry["file"]).is_absolute() or ".." in parts:
+            raise UserError(f"tensors[{i}].file: '{entry['file']}' is outside the dump folder; a dump "
+                            "names its tensors inside it (tensors/00001.npy)", where)
+        shape = entry.get("shape")
+        if shape is not None and (not isinstance(shape, list)
+                                  or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape)):
+            raise UserError(f"tensors[{i}].shape: {json.dumps(shape)[:40]} is not a list of sizes", where)
+    if "graph" in index and index["graph"] is not None and not isinstance(index["graph"], dict):
+        raise UserError(f"graph: expected an object, got {json.dumps(index['graph'])[:40]}", where)
 
 
 def _load_tensor(dump_dir, entry: dict) -> npymap.Mapped:
@@ -123,7 +153,8 @@ def _widened(array: np.ndarray) -> np.ndarray:
     """A float16 array as float32 (exact, numpy only: ``pairpass.widen_into``); any other as it is."""
     if array.dtype != np.float16:
         return array
-    return pairpass.widen_into(np.ascontiguousarray(array), np.empty(array.shape, np.float32))
+    # np.require keeps a 0-d array 0-d (np.ascontiguousarray makes it (1,))
+    return pairpass.widen_into(np.require(array, requirements="C"), np.empty(array.shape, np.float32))
 
 
 def _magnitude(entry: dict, array: np.ndarray) -> float:

@@ -140,6 +140,8 @@ GENERIC = [
 
 def type_text(schema: dict) -> str:
     """A param's type as a reader wants it: ``integer >= 1``, ``force_fp16 | force_fp32``, ``list of string``."""
+    if "title" in schema:  # a schema that names itself (an AIPP block: too many keys to list)
+        return schema["title"]
     if "enum" in schema:
         return " \\| ".join(f"`{json.dumps(v) if not isinstance(v, str) else v}`" for v in schema["enum"])
     if "oneOf" in schema:

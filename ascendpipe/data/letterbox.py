@@ -144,31 +144,82 @@ def forward_boxes(boxes, meta: dict) -> np.ndarray:
 
 
 def read_meta(path) -> list[dict]:
-    """The per-image metadata list from ``letterbox.json`` (or a folder holding it)."""
+    """The per-image metadata list from ``letterbox.json`` (or a folder holding it), every field checked
+    (a scale of 0 or a cut-short file is one line naming the file and the field, never a number of mAP)."""
+    from ascendpipe.userfile import fail, load_json
+
     path = Path(path)
     file = path / META_FILE if path.is_dir() else path
     if not file.is_file():
         raise UserError(f"letterbox: {file} does not exist (a data step's {META_FILE})")
     try:
-        data = json.loads(file.read_text())
-    except ValueError as err:
-        raise UserError(f"letterbox: {file} is not JSON ({err})") from None
+        data = load_json(file, "letterbox metadata")
+    except UserError as err:
+        raise UserError(f"letterbox: {err.message}") from None
     images = data.get("images") if isinstance(data, dict) else data
     if not isinstance(images, list) or not all(isinstance(m, dict) for m in images):
         raise UserError(f"letterbox: {file} must hold {{\"images\": [{{\"scale\", \"pad\", \"size\"}}, ...]}}")
+    for i, meta in enumerate(images):
+        try:
+            check_meta(meta, file, f"images[{i}]")
+        except UserError as err:
+            raise UserError(f"letterbox: {err.message}") from None
     return images
 
 
+def check_meta(meta: dict, file, field: str) -> None:
+    """One image's metadata: ``scale`` a positive number or [sx, sy], ``pad`` [left, top] of numbers 0 or
+    more, ``size`` and ``input_size`` [h, w] of positive numbers where given."""
+    from ascendpipe.userfile import fail, number, numbers
+
+    if "scale" not in meta:
+        raise fail(file, field, "has no 'scale' (a number or [sx, sy])")
+    scale = meta["scale"]
+    if isinstance(scale, list) and len(scale) == 1:
+        scale = scale[0]
+    if isinstance(scale, list):
+        numbers(scale, file, f"{field}.scale", 2, above=0)
+    else:
+        number(scale, file, f"{field}.scale", above=0)
+    numbers(meta.get("pad", [0, 0]), file, f"{field}.pad", 2, minimum=0)
+    for name in ("size", "input_size", "resized"):
+        if meta.get(name) is not None:
+            numbers(meta[name], file, f"{field}.{name}", 2, above=0)
+
+
 def load_images(src) -> list[np.ndarray]:
+    """The uint8 HWC images of an .npz (its keys sorted) or of a folder of .npy files (sorted), each
+    checked: an empty, damaged or non-npz file, or frames that are not uint8 images, is one line."""
+    import zipfile
+
     src = Path(src)
-    if src.is_file() and src.suffix == ".npz":
-        with np.load(src) as data:
-            return [data[k] for k in sorted(data.files)]
-    if src.is_dir():
-        files = sorted(src.glob("*.npy"))
-        if files:
-            return [np.load(f) for f in files]
-    raise UserError(f"letterbox: {src} is neither an .npz of images nor a folder of .npy images")
+    named: list[tuple[str, np.ndarray]] = []
+    try:
+        if src.is_file() and src.suffix == ".npz":
+            if src.stat().st_size == 0:
+                raise UserError(f"letterbox: {src} is empty; give an .npz of uint8 HWC images")
+            if not zipfile.is_zipfile(src):
+                raise UserError(f"letterbox: {src} is not an .npz (numpy's zip of .npy arrays); give an .npz of "
+                                "uint8 HWC images (np.savez)")
+            with np.load(src, allow_pickle=False) as data:
+                if not hasattr(data, "files"):
+                    raise UserError(f"letterbox: {src} is a single .npy array, not an .npz of images")
+                named = [(f"{src}[{k}]", data[k]) for k in sorted(data.files)]
+        elif src.is_dir():
+            named = [(str(f), np.load(f, allow_pickle=False)) for f in sorted(src.glob("*.npy"))]
+        else:
+            raise UserError(f"letterbox: {src} is neither an .npz of images nor a folder of .npy images")
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
+        raise UserError(f"letterbox: {src}: not a readable .npz/.npy of images ({str(exc).splitlines()[0][:120]})") from None
+    if not named:
+        raise UserError(f"letterbox: {src} holds no images")
+    for where, img in named:
+        if img.dtype != np.uint8:
+            raise UserError(f"letterbox: {where}: {img.dtype} frames; the step takes uint8 images (0..255) as HWC, "
+                            "before any normalisation (--mean and --scale apply it)")
+        if img.ndim not in (2, 3) or (img.ndim == 3 and img.shape[2] not in (1, 3, 4)) or 0 in img.shape:
+            raise UserError(f"letterbox: {where}: shape {list(img.shape)} is not one HWC image (H, W, 1|3|4) or HW")
+    return [img for _, img in named]
 
 
 def _save(path: Path, array: np.ndarray) -> None:
@@ -210,6 +261,17 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     from ascendpipe.errors import UserError as _E
 
+    import math
+
+    for flag, values in (("--mean", args.mean), ("--scale", args.scale), ("--pad-value", [args.pad_value])):
+        if len(values) not in (1, 3) or not all(math.isfinite(v) for v in values):
+            raise SystemExit(f"error: {flag} {' '.join(map(str, values))}: give one finite number or three (per channel)")
+    if not all(v > 0 for v in args.scale):
+        raise SystemExit(f"error: --scale {' '.join(map(str, args.scale))}: must be above 0 (0 would make every input 0)")
+    if not 0 <= args.pad_value <= 255:
+        raise SystemExit(f"error: --pad-value {args.pad_value}: a uint8 value, 0..255")
+    if min(args.size) <= 0:
+        raise SystemExit(f"error: --size {args.size[0]} {args.size[1]}: must be positive")
     try:
         metas = run(load_images(args.src), args.size, Path(args.out), mode=args.mode, pad_value=args.pad_value,
                     mean=args.mean, scale=args.scale, resized=Path(args.resized) if args.resized else None)

@@ -90,9 +90,37 @@ class StageExecutor:
                 continue
             raise UserError(missing_inside(dep, out, name, self.ws.abs(out)), self.dep_location(stage, dep))
 
+    def _locate_param_error(self, stage, exc: UserError) -> UserError:
+        """An error a kind raised about one of its params' values, located only by the field
+        (``aipp.input_format``: an inline AIPP block checked against the model), blamed on that value's
+        file:line: the pipeline is read again with its marks (only now, on the error path)."""
+        field = exc.location.field
+        if exc.location.file or not field or not field.startswith("aipp."):
+            return exc
+        try:
+            from ascendpipe.engine.plan import resolve
+
+            marks = getattr(resolve(self.pipeline.path, [],
+                                    self.pipeline.backend, use_cache=False), "marks", None)
+        except UserError:
+            marks = None
+        if marks is None:
+            return exc
+        parts = tuple(field.split("."))
+        candidates = ([("stages", stage.base, "matrix", stage.variant) + parts] if stage.variant else []) + [
+            ("stages", stage.base, "params") + parts, ("params",) + parts]
+        for path in candidates:
+            probe = path
+            while probe and probe not in marks.table:
+                probe = probe[:-1]
+            if len(probe) >= len(path) - 1:  # the value, or its block when the key was left out
+                return UserError(exc.message, marks.location(path, stage=stage.name, field=field), hint=exc.hint)
+        return exc
+
     def _locate_input_error(self, stage, exc: UserError) -> UserError:
         """An error a kind raised about one of the stage's input paths (``/abs/data/imgz: input path
         does not exist``), blamed on the pipeline field that named the path."""
+        exc = self._locate_param_error(stage, exc)
         where = exc.location.file
         if not where or exc.location.line or not os.path.isabs(str(where)):
             return exc
@@ -440,9 +468,12 @@ class StageExecutor:
             self.db.record_fresh(self.run_id, [rec])
             return
         if cache:  # its copy in cache/ first: a lost database is rebuilt from these (store/runcache.py)
-            from ascendpipe.store.runcache import write_entry
+            from ascendpipe.store.runcache import entry_file, write_entry
 
+            # a full cache/ is named as itself, not as the database (a write's OSError names no file)
+            self._set_phase(stage, "recording", entry_file(self.ws.cache_root, key))
             write_entry(self.ws.cache_root, key, stage.name, outputs, metrics, remedy, info)
+            self._set_phase(stage, "recording", self.db.path)
         self.db.record_stage(self.run_id, self.pipeline_key, rec, state_update=state_update, cache_key=key if cache else None)
         if state_update:
             with self._lock:

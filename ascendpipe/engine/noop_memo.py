@@ -152,22 +152,15 @@ _SHAPE = {"format": int, "context": dict, "code": str, "workspace": str, "files"
 
 def load(path: str) -> dict | None:
     """The memo at ``path``, or None when there is none or it is not one (a damaged or planted file:
-    never a link, a FIFO or a device, never an error)."""
-    import stat
+    never a link, a FIFO or a device, never an error). Its folder linked out of the workspace is
+    ``statefiles.link_error``: a memo planted there is never read."""
+    from ascendpipe.store.statefiles import read_state_file
 
+    raw = read_state_file(os.path.dirname(os.path.dirname(path)), path, "the no-op memo folder")
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
+        memo = json.loads(raw) if raw is not None else None
+    except ValueError:
         return None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        with os.fdopen(fd, "rb", closefd=False) as f:
-            memo = json.loads(f.read())
-    except (OSError, ValueError):
-        return None
-    finally:
-        os.close(fd)
     if not isinstance(memo, dict) or any(not isinstance(memo.get(k), t) for k, t in _SHAPE.items()):
         return None
     run, printed = memo["run"], memo["printed"]
@@ -182,13 +175,11 @@ def load(path: str) -> dict | None:
 
 def save(path: str, memo: dict) -> None:
     """Atomically, never through a link; a workspace that cannot take it only decides again next time."""
-    from ascendpipe.fsutil import write_text_atomic
+    from ascendpipe.store.statefiles import write_state_file
 
-    folder = os.path.dirname(path)
-    if os.path.islink(folder) or os.path.islink(os.path.dirname(folder)):
-        return
     try:
-        write_text_atomic(path, json.dumps(memo, default=str))
+        write_state_file(os.path.dirname(os.path.dirname(path)), path, json.dumps(memo, default=str).encode(),
+                         "the no-op memo folder")
     except OSError:
         pass
 

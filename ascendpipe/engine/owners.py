@@ -62,6 +62,10 @@ class _Others:
     def _resolve(self, rel: str, how: dict):
         """(its claims, why it has none, its resolution error)."""
         path = self.ws.abs(rel)
+        root = os.path.realpath(self.ws.root)
+        if not isinstance(how, dict) or not os.path.realpath(path).startswith(root + os.sep):
+            # a record naming a file out of the workspace (an edited database, a link): never read
+            return None, "gone", None
         if not os.path.isfile(path):
             return None, "gone", None
         try:  # its errors name it as the user would (relative to here when below here)

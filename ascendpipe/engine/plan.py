@@ -88,14 +88,19 @@ def resolve(path: str, overrides=(), backend: str | None = None, environ: dict |
     except IsADirectoryError:
         raise UserError(f"{path} is a folder; give the pipeline's YAML file") from None
     workspace = find_workspace(path)
-    plans = os.path.join(str(workspace), ".ascendpipe", "plans")
+    state = os.path.join(str(workspace), ".ascendpipe")
     fp = fingerprint(text + b"\0" + os.path.abspath(path).encode(), overrides, backend)
-    plan_file = os.path.join(plans, fp + ".json")
+    plan_file = os.path.join(state, "plans", fp + ".json")
     if use_cache:
+        from ascendpipe.store.statefiles import read_state_file
+
+        # never read nor written through a link out of the workspace (a planted plan is never trusted)
+        raw = read_state_file(state, plan_file, "the plan cache's folder")
         try:
-            with open(plan_file) as f:
-                data = json.load(f)
-        except (OSError, ValueError):
+            data = json.loads(raw) if raw is not None else None
+        except ValueError:
+            data = None
+        if not isinstance(data, dict):
             data = None
         if data and data.get("format") == PLAN_FORMAT:
             if all(environ.get(k) == v for k, v in (data.get("env_values") or {}).items()):
@@ -121,10 +126,10 @@ def resolve(path: str, overrides=(), backend: str | None = None, environ: dict |
             "pipeline": pipeline.to_json(),
             "kinds": kind_facts_of(pipeline),
         }
-        from ascendpipe.fsutil import write_text_atomic
+        from ascendpipe.store.statefiles import write_state_file
 
         try:
-            write_text_atomic(plan_file, json.dumps(payload))
+            write_state_file(state, plan_file, json.dumps(payload).encode(), "the plan cache's folder")
         except OSError:
             pass  # a read-only workspace still builds; it only pays for resolution again
     return pipeline

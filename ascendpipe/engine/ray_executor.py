@@ -64,11 +64,11 @@ class RayRunner:
             import uuid
 
             from ascendpipe.engine.worker import token_path
-            from ascendpipe.fsutil import write_bytes_atomic
+            from ascendpipe.store.statefiles import write_state_file
 
             self._token = uuid.uuid4().hex
             self._token_file = token_path(self.ws.root, self.run_id)
-            write_bytes_atomic(self._token_file, self._token.encode())
+            write_state_file(self.ws.state_dir, self._token_file, self._token.encode(), "the workers' token folder")
 
     def close(self) -> None:
         if self._token is not None:

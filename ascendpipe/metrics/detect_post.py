@@ -115,8 +115,23 @@ def _given(outputs: dict, p: dict) -> list[tuple[np.ndarray, np.ndarray, np.ndar
         boxes = _to_xyxy(boxes, p.get("box_format", "yxyx"))
         scores = np.asarray(_output(outputs, roles["scores"], "scores"), dtype=np.float64)
         scores = scores[None] if scores.ndim == 2 else scores
-        idx = np.asarray(_output(outputs, roles["indices"], "indices")).reshape(-1, 3).astype(np.int64)
+        raw = np.asarray(_output(outputs, roles["indices"], "indices"))
+        if raw.size % 3 or raw.dtype.kind not in "iuf":
+            raise UserError(f"head_outputs.indices: shape {list(raw.shape)} ({raw.dtype}) is not (M, 3) rows of "
+                            "batch, class, box indices")
+        idx = raw.reshape(-1, 3).astype(np.int64)
         idx = idx[(idx >= 0).all(axis=1)]  # padded rows of a fixed-size export
+        if scores.ndim != 3 or boxes.ndim != 3 or scores.shape[0] != boxes.shape[0] or scores.shape[2] != boxes.shape[1]:
+            raise UserError(f"head_outputs: boxes {list(boxes.shape)} and scores {list(scores.shape)} are not (B, N, 4) "
+                            "and (B, C, N) of one batch and box count")
+        limits = (boxes.shape[0], scores.shape[1], boxes.shape[1])
+        for column, (what, limit) in enumerate(zip(("batch", "class", "box"), limits)):
+            beyond = np.nonzero(idx[:, column] >= limit)[0]
+            if beyond.size:
+                row = idx[beyond[0]]
+                raise UserError(f"head_outputs.indices: row {list(map(int, row))} selects {what} {int(row[column])}, "
+                                f"beyond the {limit} the model output holds; is this the NonMaxSuppression output of "
+                                "these boxes and scores?")
         per = []
         for b in range(boxes.shape[0]):
             sel = idx[idx[:, 0] == b]
@@ -128,6 +143,9 @@ def _given(outputs: dict, p: dict) -> list[tuple[np.ndarray, np.ndarray, np.ndar
     counts = None
     if roles.get("num"):
         counts = np.asarray(_output(outputs, roles["num"], "num")).reshape(-1).astype(np.int64)
+        if counts.size != boxes.shape[0] or (counts < 0).any() or (counts > boxes.shape[1]).any():
+            raise UserError(f"head_outputs.num: {counts.tolist()[:8]} is not one count per image between 0 and the "
+                            f"{boxes.shape[1]} boxes each of the {boxes.shape[0]} images holds")
     per = []
     for b in range(boxes.shape[0]):
         n = boxes.shape[1] if counts is None else int(counts[b])
@@ -160,3 +178,49 @@ def detections(outputs: dict, params: dict, letterbox: list[dict] | None = None)
 
         per = [(undo_boxes(b, m), s, c) for (b, s, c), m in zip(per, letterbox)]
     return {"boxes": [b for b, _, _ in per], "scores": [s for _, s, _ in per], "labels": [c for _, _, c in per]}
+
+
+def check_predictions(pred: dict, images: int | None = None) -> dict:
+    """A postprocess's return value checked before use: per image boxes ``(N, 4)``, scores ``(N,)`` and
+    labels ``(N,)`` (whole, non-negative), all finite; as float64/int64 arrays. One line naming the image
+    and the field otherwise (a user's function returning ragged lists was a numpy traceback)."""
+    if not isinstance(pred, dict) or not {"boxes", "scores", "labels"} <= set(pred):
+        raise UserError("the detection postprocess must return a dict with 'boxes', 'scores' and 'labels'")
+    lists = {}
+    for name in ("boxes", "scores", "labels"):
+        value = pred[name]
+        if isinstance(value, np.ndarray) and value.ndim >= 1:
+            value = list(value)
+        if not isinstance(value, (list, tuple)):
+            raise UserError(f"the detection postprocess returned {name} as {type(value).__name__}; expected one "
+                            "array per image")
+        lists[name] = value
+    counts = {len(v) for v in lists.values()}
+    if len(counts) != 1:
+        raise UserError("the detection postprocess returned " + ", ".join(f"{len(v)} {k}" for k, v in lists.items())
+                        + "; give one of each per image")
+    out = {"boxes": [], "scores": [], "labels": []}
+    for i, (b, s, c) in enumerate(zip(lists["boxes"], lists["scores"], lists["labels"])):
+        try:
+            boxes = np.asarray(b, dtype=np.float64)
+            scores = np.asarray(s, dtype=np.float64).reshape(-1)
+            labels = np.asarray(c, dtype=np.float64).reshape(-1)
+        except (TypeError, ValueError) as exc:
+            raise UserError(f"the detection postprocess's image {i}: not numbers of one shape ({exc})") from None
+        if boxes.size == 0:
+            boxes = boxes.reshape(0, 4)
+        if boxes.ndim != 2 or boxes.shape[1] != 4:
+            raise UserError(f"the detection postprocess's image {i}: boxes of shape {list(boxes.shape)}; expected (N, 4) "
+                            "as x1, y1, x2, y2")
+        if not (scores.size == labels.size == boxes.shape[0]):
+            raise UserError(f"the detection postprocess's image {i}: {boxes.shape[0]} boxes, {scores.size} scores, "
+                            f"{labels.size} labels; give one of each per box")
+        for name, arr in (("boxes", boxes), ("scores", scores), ("labels", labels)):
+            if not np.isfinite(arr).all():
+                raise UserError(f"the detection postprocess's image {i}: {name} hold NaN or inf")
+        if (labels < 0).any() or (labels != np.round(labels)).any():
+            raise UserError(f"the detection postprocess's image {i}: labels must be class indices (whole, 0 or more)")
+        out["boxes"].append(boxes)
+        out["scores"].append(scores)
+        out["labels"].append(labels.astype(np.int64))
+    return out

@@ -114,9 +114,28 @@ def yolov5(output, layout: str = "auto", num_classes: int | None = None):
     return xywh_to_xyxy(arr[..., :4]), arr[..., 5:] * arr[..., 4:5]
 
 
+def check_anchors(anchors) -> list:
+    """``anchors`` as given (per level ``[w0, h0, w1, h1, ...]``), each level an even, non-zero count
+    of positive finite numbers; else one line naming ``anchors[level]``."""
+    import math
+
+    if not isinstance(anchors, (list, tuple)) or not anchors:
+        raise UserError(f"anchors: expected one list of [w, h, ...] per stride, got {anchors!r}")
+    for level, values in enumerate(anchors):
+        if not isinstance(values, (list, tuple)) or not values:
+            raise UserError(f"anchors[{level}]: expected a list of anchor sizes [w0, h0, w1, h1, ...], got {values!r}")
+        if len(values) % 2:
+            raise UserError(f"anchors[{level}]: {len(values)} values; anchors are (width, height) pairs, so give an "
+                            "even number")
+        for value in values:
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+                raise UserError(f"anchors[{level}]: {value!r} is not a positive number of pixels")
+    return anchors
+
+
 def yolov5_raw(outputs: list, strides=(8, 16, 32), anchors=None):
     """``outputs``: one raw head per stride, in the order of ``strides``."""
-    anchors = YOLOV5_ANCHORS if anchors is None else anchors
+    anchors = YOLOV5_ANCHORS if anchors is None else check_anchors(anchors)
     if len(outputs) != len(strides) or len(anchors) != len(strides):
         raise UserError(f"yolov5_raw: {len(outputs)} head outputs, {len(strides)} strides and {len(anchors)} anchor "
                         "sets; give one of each per level")

@@ -29,14 +29,8 @@ import numpy as np
 
 from ascendpipe.errors import Location, UserError
 
-CHANNELS = {"RGB888_U8": 3, "YUV400_U8": 1, "XRGB8888_U8": 4, "ARGB8888_U8": 4}
-PAD_MAX = 32  # per side (aclmdlSetAIPPPaddingParams, CANN 8.0.0 aclcppdevg_03_1421)
-RESIZE_IN = (16, 4096)  # aclmdlSetAIPPScfParams, CANN 8.0.0 aclcppdevg_03_1419
-RESIZE_OUT_W = (16, 1920)
-RESIZE_OUT_H = (16, 4096)
-RESIZE_RATIO = (1 / 16, 16)
-RESIZE_SOCS = ("Ascend310P",)  # SoC name prefixes whose AIPP resizes (Atlas inference products)
-PREFIX = "ascendpipe_emu/aipp"
+from ascendpipe.precision.aipp_schema import (BLOCK_SCHEMA, CHANNELS, PAD_MAX, PREFIX, RESIZE_IN,  # noqa: F401
+                                               RESIZE_OUT_H, RESIZE_OUT_W, RESIZE_RATIO, RESIZE_SOCS)
 
 
 @dataclass
@@ -70,11 +64,29 @@ def _get(block: dict, key: str, default, kind, file: str):
         raise UserError(f"'{key}' must be a number, got '{value}'", _where(block, key, file))
     if kind is int and not isinstance(value, int):
         raise UserError(f"'{key}' must be an integer (it is int32 on the device), got {value}", _where(block, key, file))
+    if kind in (int, float) and key in block:
+        import math
+
+        if not math.isfinite(value):
+            raise UserError(f"'{key}' must be a finite number, got {value}", _where(block, key, file))
+        # the device's range for the key, as an inline block's schema checks it (aipp_schema.BLOCK_SCHEMA)
+        # (padding and resize sizes have checks of their own below, saying more)
+        bounds = {} if key.endswith("_padding_size") or key.startswith("resize_output") else \
+            BLOCK_SCHEMA["properties"].get(key, {})
+        low, high = bounds.get("minimum"), bounds.get("maximum")
+        if (low is not None and value < low) or (high is not None and value > high):
+            raise UserError(f"{key} {value} is outside {low if low is not None else '-inf'}.."
+                            f"{high if high is not None else 'inf'}", _where(block, key, file))
     return value
 
 
 def _where(block: dict, key: str, file: str) -> Location:
+    if file in (None, "<aipp>"):  # an inline block whose file is not known here: the stage says where
+        return Location(field=f"aipp.{key}")
     return Location(file=file, line=block.get("__lines__", {}).get(key), field="aipp")
+
+
+where = _where  # for the callers that check a block against the model (backends' convert)
 
 
 def aipp_spec(block: dict[str, Any], model_chw: tuple[int, int, int], file: str = "<aipp>") -> AippSpec:
@@ -110,8 +122,8 @@ def aipp_spec(block: dict[str, Any], model_chw: tuple[int, int, int], file: str 
     resize_hw = None
     after = size
     if resize:
-        resize_hw = (_get(block, "resize_output_h", 0, int, file) or inner[0],
-                     _get(block, "resize_output_w", 0, int, file) or inner[1])
+        # an absent key is the model input's size; a given one (0 included) is checked against the range
+        resize_hw = (_get(block, "resize_output_h", inner[0], int, file), _get(block, "resize_output_w", inner[1], int, file))
         _check_resize(block, size, resize_hw, file)
         after = resize_hw
     if after != inner:

@@ -213,6 +213,16 @@ def soc_family(soc_version: str | None) -> str | None:
     return None
 
 
+from ascendpipe.precision.socs import SOC_EXAMPLES, SOC_PATTERN  # noqa: E402
+
+
+def soc_version_problem(soc_version) -> str | None:
+    """Why ``soc_version`` is not one the emulation knows (None when it is)."""
+    if isinstance(soc_version, str) and re.match(SOC_PATTERN, soc_version):
+        return None
+    return f"{soc_version!r} is not an Ascend SoC ascendpipe knows; give one of the form {SOC_EXAMPLES}"
+
+
 def applies_to(entry: AtcPass, soc_version: str | None, dynamic: bool = False) -> bool:
     """Whether the pass fires for this SoC and this kind of model (``dynamic``: a dynamic-shape one).
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from ascendpipe.precision.aipp_schema import BLOCK_SCHEMA as AIPP_BLOCK
+from ascendpipe.precision.socs import SOC_PATTERN
 from ascendpipe.precision.settings import HIF8_MODES, PRECISION_MODES, PRECISION_MODES_V2
 from ascendpipe.stages.base import StageKind
 
@@ -30,7 +32,7 @@ class ConvertKind(StageKind):
             "fusion_switch": {"type": "object",
                               "additionalProperties": {"oneOf": [{"enum": ["on", "off"]}, {"type": "boolean"}]}},
             "fusion_switch_file": {"type": "string"},
-            "aipp": {"oneOf": [{"type": "object"}, {"type": "array", "items": {"type": "object"}}]},
+            "aipp": {"oneOf": [AIPP_BLOCK, {"type": "array", "items": AIPP_BLOCK}]},
             "insert_op_conf": {"type": "string"},
             "modify_mixlist": {"oneOf": [{"type": "string"}, {"type": "object"}]},
             "input_shape": {"type": "string"},
@@ -40,7 +42,7 @@ class ConvertKind(StageKind):
             "dynamic_dims": {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "array"}}]},
             "input_shape_range": {"type": "string"},
             "input_format": {"enum": ["NCHW", "NHWC", "ND", "NCDHW", "NDHWC"]},
-            "soc_version": {"type": "string"},
+            "soc_version": {"type": "string", "pattern": SOC_PATTERN},
             "tune_bank": {"type": "string"},
             # fp16 overflow: inf/NaN (IEEE) or saturation to +-65504; default: the SoC's (docs/emulation.md)
             "overflow_mode": {"enum": ["inf_nan", "saturation"]},

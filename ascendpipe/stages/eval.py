@@ -156,7 +156,8 @@ class EvalKind(StageKind):
             "strides": {"type": "array", "items": {"type": "integer", "minimum": 1},
                         "description": "detection: head strides (default [8, 16, 32])"},
             "reg_max": {"type": "integer", "minimum": 1, "description": "detection: DFL bins (default 16)"},
-            "anchors": {"type": "array", "items": {"type": "array", "items": {"type": "number"}},
+            "anchors": {"type": "array", "minItems": 1, "items": {"type": "array", "minItems": 2,
+                                                                   "items": {"type": "number", "exclusiveMinimum": 0}},
                         "description": "detection, yolov5_raw: per stride [w0, h0, w1, h1, ...] (default YOLOv5's)"},
             "head_outputs": {"type": "object", "description": "detection: which output is which "
                              "(output, levels, boxes, scores, classes, num, indices)"},

@@ -141,10 +141,12 @@ def detection_metrics(ctx: StageContext, outputs: dict, user_postprocess) -> tup
         except UserError as err:
             raise err.with_location(stage=ctx.name, field="letterbox") from None
     if user_postprocess is not None:
-        pred = user_postprocess(outputs)
-        if not isinstance(pred, dict) or not {"boxes", "scores", "labels"} <= set(pred):
-            raise UserError("the detection postprocess must return a dict with 'boxes', 'scores' and 'labels'",
-                            where("postprocess"))
+        from ascendpipe.metrics.detect_post import check_predictions
+
+        try:
+            pred = check_predictions(user_postprocess(outputs))
+        except UserError as err:
+            raise err.with_location(stage=ctx.name, field="postprocess") from None
         if letterbox is not None:  # the user's boxes are in the model input's pixels, like the built-in's
             from ascendpipe.data.letterbox import undo_boxes
 

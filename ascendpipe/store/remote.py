@@ -57,6 +57,8 @@ def split_url(url: str) -> tuple[str, str]:
     protocol = protocol.lower()
     rest = rest.rstrip("/")
     if protocol == "file":
+        if not rest:  # `file://` alone would be the file system's root
+            raise UserError(f"remote '{url}' names no folder; use file:///PATH/TO/FOLDER or a plain folder path")
         return "file", os.path.abspath(rest if rest.startswith("/") else "/" + rest)
     if not rest:
         raise UserError(f"remote '{url}' names no bucket; use {protocol}://BUCKET/PREFIX")
@@ -395,10 +397,22 @@ def _filesystem(protocol: str, url: str):
         # credentials, region and endpoint from botocore's usual chain (env, ~/.aws/config,
         # ~/.aws/credentials); botocore's retries kept short so a dead endpoint fails fast
         return fsspec.filesystem("s3", config_kwargs=dict(_S3_CONFIG), skip_instance_cache=True)
+    # another protocol is fsspec's to name, and only one it can open from the URL alone is taken: ftp,
+    # sftp or http need a host as an argument (half-made, they print tracebacks when collected)
+    try:
+        cls = fsspec.get_filesystem_class(protocol)
+    except (ImportError, ValueError) as exc:
+        raise UserError(f"remote cache {url}: protocol '{protocol}' is not available ({exc}); use "
+                        "s3://BUCKET/PREFIX or a folder") from None
+    if protocol in ("ftp", "sftp", "ssh", "http", "https", "smb", "webhdfs", "git", "github", "zip", "tar"):
+        raise UserError(f"remote cache {url}: protocol '{protocol}' ({cls.__name__}) cannot hold a remote cache "
+                        "here; use s3://BUCKET/PREFIX or a folder")
     try:
         return fsspec.filesystem(protocol)
-    except (ImportError, ValueError) as exc:
-        raise UserError(f"remote cache {url}: protocol '{protocol}' is not available ({exc})") from None
+    except Exception as exc:  # noqa: BLE001 - fsspec's own, whatever the protocol's class raises
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise UserError(f"remote cache {url}: protocol '{protocol}' is not available ({first}); use "
+                        "s3://BUCKET/PREFIX or a folder") from None
 
 
 def remote_url(cli_url: str | None, pipeline_remote: str | None, workspace_root: str) -> str | None:
@@ -406,14 +420,18 @@ def remote_url(cli_url: str | None, pipeline_remote: str | None, workspace_root:
     ``.ascendpipe/config.json`` (a local override, never committed), then the pipeline's ``remote:``."""
     if cli_url:
         return cli_url
+    from ascendpipe.store.statefiles import read_state_file, refuse_link
+
     config = os.path.join(workspace_root, ".ascendpipe", "config.json")
+    refuse_link(config, "the workspace's remote configuration")
+    raw = read_state_file(os.path.dirname(config), config, "the workspace's remote configuration")
     try:
-        with open(config) as f:
-            data = json.load(f)
-    except FileNotFoundError:
-        data = {}
+        data = json.loads(raw) if raw is not None else {}
     except ValueError as exc:
         raise UserError(f"{config} is not JSON ({exc}); fix it or remove it") from None
     if isinstance(data, dict) and data.get("remote"):
-        return str(data["remote"])
+        if not isinstance(data["remote"], str):
+            raise UserError(f"{config}: remote: {json.dumps(data['remote'])[:40]} is not a URL; give "
+                            "s3://BUCKET/PREFIX or a folder path as text")
+        return data["remote"]
     return pipeline_remote or None

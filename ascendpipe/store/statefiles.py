@@ -1,10 +1,13 @@
-"""State files (``.ascendpipe/``: the build lock, the database and its side files; ``cache/``: lock
+"""State files (``.ascendpipe/``: the build lock, the database and its side files, plans, no-op memos,
+worker tokens, the remote configuration; ``cache/``: objects, run entries, dumps, lock
 files and temp files) are never followed out of the workspace through a symbolic link.
 
 A link where a state file belongs is one located error (``refuse_link``); files are opened with
 ``O_NOFOLLOW`` (``open_nofollow``), so a link made between the check and the open is refused by the
 kernel, not followed. Temp files are made with ``O_EXCL`` (``fsutil.atomic_path``), which
-never follows a link either.
+never follows a link either. Every state file is read with ``read_state_file`` and written with
+``write_state_file`` (or the lock and database's own opens): one check, no folder between the state
+folder and the file may be a link (the state folder itself may be: a cache moved to another disk).
 """
 
 from __future__ import annotations
@@ -81,3 +84,40 @@ def refuse_linked_dirs(base: str, path: str, what: str) -> None:
             raise link_error(current, what)
         if os.path.isdir(current):
             _CHECKED.add(current)
+
+
+def read_state_file(base: str, path: str, what: str) -> bytes | None:
+    """The bytes of state file ``path`` under the state folder ``base`` (``.ascendpipe/``, ``cache/``),
+    or None when there is none or it is not a regular file (a link, a FIFO, a device: never opened
+    through, never blocked on). A folder between ``base`` and ``path`` that is a link is
+    ``link_error``: nothing is read from out of the workspace (a planted plan or memo)."""
+    import stat
+
+    refuse_linked_dirs(base, path, what)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        chunks = []
+        while True:
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                return b"".join(chunks)
+            chunks.append(chunk)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def write_state_file(base: str, path: str, data: bytes, what: str) -> None:
+    """Write state file ``path`` under ``base`` atomically, never through a link: a folder between
+    ``base`` and ``path`` that is a link is ``link_error``; a link at ``path`` itself is replaced by the
+    rename, never written through (the temp file is made with ``O_EXCL | O_NOFOLLOW``)."""
+    from ascendpipe.fsutil import write_bytes_atomic
+
+    refuse_linked_dirs(base, path, what)
+    write_bytes_atomic(path, data)

@@ -73,6 +73,20 @@ def test_a_full_disk_while_storing_outputs_fails_the_stage_then_the_next_build_r
     assert ws.states(again) == {"prepare": "ran", "train": "ran", "report": "ran"}
 
 
+def test_a_full_cache_while_recording_names_the_cache_not_the_database(ws, monkeypatch):
+    """A run entry written to a full cache/ (issue 42): the error names cache/runs, where space is
+    short, not .ascendpipe/ascendpipe.db (an OSError from a write names no file of its own)."""
+    from ascendpipe.store import runcache
+
+    ws.write("input.txt", "hello")
+    ws.pipeline(CHAIN)
+    monkeypatch.setattr(runcache, "write_bytes_atomic", _full_disk)
+    run = ws.build()
+    error = run["stages"]["prepare"]["error"]
+    assert error.startswith("no space left on the device while recording (writing "), error
+    assert os.path.join(str(ws.root), "cache", "runs") in error and "ascendpipe.db" not in error, error
+
+
 def test_a_read_only_cache_fails_the_stage_with_the_path(ws, monkeypatch):
     from ascendpipe import fsutil
 

@@ -29,6 +29,13 @@ HUGE = ("--model huge.onnx: random inputs for this model would take 12.0 TiB (in
 NOT_ONNX = "not an ONNX model (protobuf cannot parse it as a ModelProto); give the .onnx file the framework exported"
 EMPTY = "the model's graph is empty (no nodes, no outputs): nothing to run; give the exported model"
 OWN = "; write the output to a folder of its own"
+FEED = ("the device takes tensor inputs only (an ATC model's inputs are tensors), so it cannot be fed (export the "
+        "model with tensor inputs; build the sequence inside the graph)")
+SEQ_INPUT = "input 's' is seq(tensor(float)), a sequence of tensors: " + FEED
+OPT_INPUT = "input 'o' is optional(tensor(float)), an optional value: " + FEED
+CYCLE = "the graph has a cycle (relu -> add -> relu): an ONNX graph is acyclic, so no tool can run it; re-export the model"
+SOC = ("is not an Ascend SoC ascendpipe knows; give one of the form Ascend310, Ascend310P3, Ascend310B1, Ascend910A, "
+       "Ascend910B1, Ascend910_9391, Ascend950PR")
 
 # (id, argv, the line after "ascendpipe: error: ")
 CASES = [
@@ -153,6 +160,39 @@ CASES = [
     ("import-binary", ["import", "sums/binary.csv"], "sums/binary.csv: not a text file (byte 3 is not UTF-8): not a CANN result"),
     ("convert-tune-bank-level-7", ["convert", "--model", "m/model.onnx", "--output", "o", "--tune-bank", "cfg/bank.json"],
      f"cfg/bank.json: graph_optimization_level: unknown value '7'; use one of {ORT_LEVELS}"),
+    # -- issue 42: sequence and optional inputs, a cycle, SoC names, tune banks
+    ("dump-sequence-input", ["dump", "--model", "seqin.onnx", "--output", "o"], "--model seqin.onnx: " + SEQ_INPUT),
+    ("compare-sequence-input", ["compare", "--golden", "seqin.onnx", "--target", "seqin.onnx", "--output", "o"],
+     "--golden seqin.onnx: " + SEQ_INPUT),
+    ("dump-optional-input", ["dump", "--model", "optin.onnx", "--output", "o"], "--model optin.onnx: " + OPT_INPUT),
+    ("compare-optional-input", ["compare", "--golden", "optin.onnx", "--target", "optin.onnx", "--output", "o"],
+     "--golden optin.onnx: " + OPT_INPUT),
+    ("fix-optional-input", ["fix", "--golden", "optin.onnx", "--output", "o"], "--golden optin.onnx: " + OPT_INPUT),
+    ("dump-cycle", ["dump", "--model", "cycle.onnx", "--output", "o"], "--model cycle.onnx: " + CYCLE),
+    ("compare-cycle", ["compare", "--golden", "cycle.onnx", "--target", "cycle.onnx", "--output", "o"],
+     "--golden cycle.onnx: " + CYCLE),
+    ("infer-cycle-in-folder", ["infer", "--model", "cyc", "--output", "o"], "--model cyc/model.onnx: " + CYCLE),
+    ("fix-soc-empty", ["fix", "--golden", "m/model.onnx", "--soc-version", "", "--output", "o"], "--soc-version '' " + SOC),
+    ("fix-soc-path", ["fix", "--golden", "m/model.onnx", "--soc-version", "../x", "--output", "o"], "--soc-version '../x' " + SOC),
+    ("fix-soc-unknown", ["fix", "--golden", "m/model.onnx", "--soc-version", "Ascend999X", "--output", "o"],
+     "--soc-version 'Ascend999X' " + SOC),
+    ("convert-soc-unknown", ["convert", "--model", "m/model.onnx", "--output", "o", "--soc-version", "Ascend999X"],
+     "--soc-version 'Ascend999X' " + SOC),
+    ("convert-tune-bank-threads", ["convert", "--model", "m/model.onnx", "--output", "o", "--tune-bank",
+                                   "cfg/bank_threads.json"],
+     "cfg/bank_threads.json: session.intra_op_num_threads: 100000000 is not a thread count (a whole number 0..1024; "
+     "0: onnxruntime's choice)"),
+    ("convert-tune-bank-future", ["convert", "--model", "m/model.onnx", "--output", "o", "--tune-bank",
+                                  "cfg/bank_future.json"],
+     "cfg/bank_future.json: format: 'ascendpipe-tune-bank/9' is not a tune bank format this ascendpipe reads "
+     "(ascendpipe-tune-bank/1); a bank written by a newer ascendpipe needs that version, or tune again"),
+    ("infer-npz-cut-short", ["infer", "--model", "m/model.onnx", "--input", "cut.npz", "--output", "o"],
+     "cut.npz: cannot read input file: not a whole .npz (a zip of .npy arrays cut short or damaged); write it again "
+     "(np.savez)"),
+    ("compare-npz-cut-short", ["compare", "--golden", "m/model.onnx", "--target", "m/model.onnx", "--input",
+                               "cut.npz", "--output", "o"],
+     "cut.npz: cannot read input file: not a whole .npz (a zip of .npy arrays cut short or damaged); write it again "
+     "(np.savez)"),
     # -- 9. --set of a key the pipeline does not have
     ("set-param-typo", ["build", "pipeline.yaml", "--set", "params.scal=2"],
      "--set params.scal=2: the pipeline has no param 'scal' (did you mean 'scale'?); it has: scale. "
@@ -194,6 +234,21 @@ def _huge_and_empty(ws: Path) -> None:
     onnx.save(empty, str(ws / "empty.onnx"))
     (ws / "emptydir").mkdir()
     onnx.save(empty, str(ws / "emptydir" / "model.onnx"))
+    seq = helper.make_graph([helper.make_node("SequenceAt", ["s", "i"], ["t"]), helper.make_node("Relu", ["t"], ["y"])],
+                            "seq", [helper.make_tensor_sequence_value_info("s", TensorProto.FLOAT, [2, 3])],
+                            [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])],
+                            [helper.make_tensor("i", TensorProto.INT64, [], [0])])
+    onnx.save(helper.make_model(seq, opset_imports=opset), str(ws / "seqin.onnx"))
+    optional = helper.make_optional_type_proto(helper.make_tensor_type_proto(TensorProto.FLOAT, [2]))
+    opt = helper.make_graph([helper.make_node("OptionalGetElement", ["o"], ["t"]), helper.make_node("Relu", ["t"], ["y"])],
+                            "opt", [helper.make_value_info("o", optional)], [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    onnx.save(helper.make_model(opt, opset_imports=[helper.make_opsetid("", 18)]), str(ws / "optin.onnx"))
+    x2, y2 = (helper.make_tensor_value_info(n, TensorProto.FLOAT, [2]) for n in ("x", "y"))
+    cyc = helper.make_graph([helper.make_node("Add", ["x", "b"], ["a"], name="add"), helper.make_node("Relu", ["a"], ["b"], name="relu"),
+                             helper.make_node("Identity", ["b"], ["y"], name="id")], "cycle", [x2], [y2])
+    onnx.save(helper.make_model(cyc, opset_imports=opset), str(ws / "cycle.onnx"))
+    (ws / "cyc").mkdir()
+    onnx.save(helper.make_model(cyc, opset_imports=opset), str(ws / "cyc" / "model.onnx"))
 
 
 @pytest.fixture(scope="module")
@@ -206,12 +261,16 @@ def built(tmp_path_factory):
     conv_bn_relu_model(ws / "m" / "model.onnx")
     (ws / "mlink").symlink_to("m")
     np.save(ws / "x.npy", np.zeros((2, 8, 16, 16), np.float32))
+    np.savez(ws / "cut.npz", image=np.zeros((2, 3, 16, 16), np.float32))
+    (ws / "cut.npz").write_bytes((ws / "cut.npz").read_bytes()[:5000])
     (ws / "garbage.onnx").write_bytes(bytes(range(7, 250)) * 3)
     (ws / "bin.cfg").write_bytes(b"abc\xff\xfe\x00binary")
     _huge_and_empty(ws)
     (ws / "cfg").mkdir()
     (ws / "cfg" / "keep.cfg").write_text("sum\n")
     (ws / "cfg" / "bank.json").write_text(json.dumps({"session": {"graph_optimization_level": 7}}))
+    (ws / "cfg" / "bank_threads.json").write_text(json.dumps({"session": {"intra_op_num_threads": 100000000}}))
+    (ws / "cfg" / "bank_future.json").write_text(json.dumps({"format": "ascendpipe-tune-bank/9", "session": {}}))
     (ws / "net.py").write_text("def build():\n    raise SystemExit('never run')\n")
     (ws / "export.yaml").write_text("stages:\n  export:\n    kind: export\n    model: net.py\n    params:\n"
                                     "      input_names: [image]\n      input_shapes:\n"

@@ -87,7 +87,7 @@ def test_export_without_torch_says_how_to_install(tmp_path, make_ctx, monkeypatc
     (tmp_path / "net.py").write_text(NET)
     monkeypatch.setitem(sys.modules, "torch", None)  # import torch now raises ImportError
     ctx = make_ctx("export", export_params(), {"model": tmp_path / "net.py"})
-    with pytest.raises(UserError, match=r"pip install 'ascendpipe\[torch\]'"):
+    with pytest.raises(UserError, match=r"needs PyTorch; install it with: pip install torch "):
         ExportKind().run(ctx)
 
 

@@ -97,11 +97,11 @@ def _apply_aipp(graph, settings: ConvertSettings) -> list[str]:
         rank = block.get("related_input_rank", 0)
         if not isinstance(rank, int) or not 0 <= rank < len(inputs):
             raise UserError(f"related_input_rank {rank} is not a model input (0..{len(inputs) - 1})",
-                            Location(file=settings.aipp_file, field="aipp"))
+                            aipp.where(block, "related_input_rank", settings.aipp_file))
         vi = inputs[rank]
         dims = [d.dim_value if d.HasField("dim_value") else d.dim_param for d in vi.type.tensor_type.shape.dim]
         if len(dims) != 4 or not all(isinstance(d, int) and d > 0 for d in dims[1:]):
-            raise UserError(f"AIPP needs a static NCHW input; '{vi.name}' has shape {dims}", Location(file=settings.aipp_file))
+            raise UserError(f"AIPP needs a static NCHW input; '{vi.name}' has shape {dims}", aipp.where(block, "aipp_mode", settings.aipp_file))
         aipp.check_soc(block, settings.soc_version, settings.aipp_file)
         spec = aipp.aipp_spec(block, tuple(dims[1:]), settings.aipp_file)
         out = f"{aipp.PREFIX}/{vi.name}/out"
@@ -111,7 +111,8 @@ def _apply_aipp(graph, settings: ConvertSettings) -> list[str]:
                     node.input[i] = out
         for o in graph.output:
             if o.name == vi.name:
-                raise UserError(f"AIPP input '{vi.name}' is also a model output", Location(file=settings.aipp_file))
+                raise UserError(f"AIPP input '{vi.name}' is also a model output",
+                                aipp.where(block, "related_input_rank", settings.aipp_file))
         nodes, inits = aipp_geometry.aipp_nodes(spec, vi.name, out)  # crop, CSC, resize, normalise, pad
         for n in reversed(nodes):
             graph.node.insert(0, n)

@@ -49,7 +49,9 @@ class _Runner:
                                weights_dir=self.weights_dir, threads=1 if shared else None)
         self.session_seconds += time.perf_counter() - started
         del model_bytes
-        return session.run(names, feeds)
+        from ascendpipe.backends.onnxruntime.session import checked_run
+
+        return checked_run(session.run, names, feeds)
 
     def _whole_bytes(self) -> int:
         """What one run of the whole model holds: its tensors' estimate; with none, more than any gate holds."""

@@ -309,8 +309,10 @@ def infer_model(model_path, batches: Sequence[dict], out_dir, *, warmup: int = 1
     valid_of = [getattr(b, "valid", r) for b, r in zip(batches, rows_of)]
     total_valid = sum(valid_of)
 
+    from ascendpipe.backends.onnxruntime.session import checked_run
+
     for _ in range(warmup):
-        session.run(names, dict(batches[0]))
+        checked_run(session.run, names, dict(batches[0]))
 
     compute, h2d, d2h = [], [], []
     writers: dict[str, _OutputWriter] = {}
@@ -329,9 +331,9 @@ def infer_model(model_path, batches: Sequence[dict], out_dir, *, warmup: int = 1
         for _ in range(loops):
             t0 = time.perf_counter()
             if bindable:
-                session.run_with_iobinding(binding)
+                checked_run(session.run_with_iobinding, binding)
             else:  # strings, sequences, optionals: onnxruntime binds numeric tensors only
-                values = session.run(names, feed)
+                values = checked_run(session.run, names, feed)
             compute.append((time.perf_counter() - t0) * 1000)
         t0 = time.perf_counter()
         if bindable:

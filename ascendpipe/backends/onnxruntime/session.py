@@ -7,6 +7,8 @@ golden dump needs so that every original tensor exists.
 
 from __future__ import annotations
 
+import re
+
 import json
 import threading
 from pathlib import Path
@@ -108,7 +110,7 @@ def session_options(runtime: dict[str, Any] | None, *, fusions: bool, profile_pr
     for key in ("intra_op_num_threads", "inter_op_num_threads"):
         if key in runtime:
             value = runtime[key]
-            if not isinstance(value, int) or value < 0:
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 1024:  # 1e8: never returned
                 raise UserError(f"{key}: expected a non-negative integer, given {value!r}", where)
             setattr(opts, key, value)
     if "execution_mode" in runtime:
@@ -183,6 +185,20 @@ def _small_weights_inline(source, exc: Exception):
     with open(path, "rb") as handle:
         raw = external_model_bytes(handle, path.parent, 256 << 20)
     return None if raw is None else (raw, path.parent)
+
+
+def checked_run(run, *args, label: str | None = None):
+    """``run(*args)`` (a session's run, run_with_iobinding): onnxruntime refusing the values it was given
+    (a scale of inf, a negative depth, an IoU threshold beyond 1) is one line, not an internal error."""
+    try:
+        return run(*args)
+    except Exception as exc:
+        if not type(exc).__module__.startswith("onnxruntime"):
+            raise
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        first = re.sub(r"^\[ONNXRuntimeError\] : \d+ : \w+ : ", "", without_cpp(first))
+        raise UserError(f"onnxruntime cannot run the model on these input values: {first}; check the inputs "
+                        "(their values, not only their shapes)", Location(file=label)) from None
 
 
 def without_cpp(text: str) -> str:

@@ -11,6 +11,10 @@ from ascendpipe.errors import Location, UserError
 from ascendpipe.fsutil import write_json_atomic
 
 
+# More threads than this is no CPU's: onnxruntime would try to start them all (1e8: infer never returned)
+MAX_THREADS = 1024
+
+
 def sha256_file(path: Path) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
@@ -30,11 +34,31 @@ def read_bank(bank_path: str) -> tuple[dict, dict]:
         raise UserError(f"cannot read tune bank: {exc.strerror}", where) from None
     except json.JSONDecodeError as exc:
         raise UserError(f"tune bank is not JSON: {exc.msg} (line {exc.lineno})", where) from None
+    except UnicodeDecodeError as exc:
+        raise UserError(f"tune bank is not a text file (byte {exc.start} is not UTF-8)", where) from None
+    except RecursionError:
+        raise UserError("tune bank is JSON nested deeper than it can be read", where) from None
     if not isinstance(bank, dict):
         raise UserError("tune bank must be a JSON object at the top level", where)
+    from ascendpipe.profiling.aoe_result import BANK_FORMAT
+
+    fmt = bank.get("format", BANK_FORMAT)  # a hand-written bank may leave it out
+    if fmt != BANK_FORMAT:
+        raise UserError(f"format: {fmt!r} is not a tune bank format this ascendpipe reads ({BANK_FORMAT}); "
+                        "a bank written by a newer ascendpipe needs that version, or tune again", where)
     session = bank.get("session", {})
     if not isinstance(session, dict):
         raise UserError("tune bank 'session' must be an object", where)
+    for key in ("intra_op_num_threads", "inter_op_num_threads"):
+        value = session.get(key)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_THREADS:
+            raise UserError(f"session.{key}: {value!r} is not a thread count (a whole number 0..{MAX_THREADS}; 0: "
+                            "onnxruntime's choice)", where)
+    disabled = session.get("disabled_optimizers", [])
+    if not isinstance(disabled, list) or not all(isinstance(d, str) for d in disabled):
+        raise UserError(f"session.disabled_optimizers: {disabled!r} is not a list of optimizer names", where)
     session_options(session, fusions=True, where=where)  # what the next infer would refuse, refused now
     return bank, session
 

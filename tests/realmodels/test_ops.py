@@ -88,21 +88,31 @@ def test_keep_dtype_naming_an_op_not_in_the_model_suggests_close_names(tmp_path)
     assert "'zzz' not in the model" in message and err.value.location.field == "keep_dtype"
 
 
-@pytest.mark.parametrize("soc, mode, keep, exact", [
-    (None, "force_fp16", ["conv"], False),            # unknown SoC: the cube reads fp16, the input overflows
-    ("Ascend310P3", "force_fp16", ["conv"], False),   # Atlas inference: fp16/int8 cube (saturates at 65504)
-    ("Ascend910B1", "force_fp16", ["conv"], True),    # Atlas A2: fp32 cube input
-    ("Ascend910B1", "force_fp32", [], False),         # force_fp32: cube fp16 in / fp32 out on every SoC
-    ("Ascend910B1", "must_keep_origin_dtype", [], True),
+@pytest.mark.parametrize("soc, mode, keep, reads", [
+    (None, "force_fp16", ["conv"], "float16"),            # unknown SoC: the cube reads fp16, the input overflows
+    ("Ascend310P3", "force_fp16", ["conv"], "float16"),   # Atlas inference: fp16/int8 cube (saturates at 65504)
+    ("Ascend910B1", "force_fp16", ["conv"], "hf32"),      # Atlas A2: fp32 cube input, HF32 by default (allow_hf32)
+    ("Ascend910B1", "force_fp32", [], "float16"),         # force_fp32: cube fp16 in / fp32 out on every SoC
+    ("Ascend910B1", "must_keep_origin_dtype", [], "hf32"),
 ])
-def test_one_keep_dtype_rule_for_cube_ops_per_soc(tmp_path, soc, mode, keep, exact):
+def test_one_keep_dtype_rule_for_cube_ops_per_soc(tmp_path, soc, mode, keep, reads):
+    """What a kept (or fp32) Conv reads, per SoC: fp16 (the big input overflows), or fp32 on an A2
+    cube, rounded to HF32 while ``allow_hf32``'s conv switch is on (its default; issue 41) and exact
+    with it off."""
     model = modelzoo.big_input_conv_model(tmp_path / "m.onnx")
     feeds = modelzoo.big_input_conv_inputs()
     params = {"precision_mode": mode, "keep_dtype": keep, **({"soc_version": soc} if soc else {})}
+    golden = _run(model, feeds)[0]
     result = convert_model(model, tmp_path / "out", resolve(params))
     (y,) = _run(result.model_path, feeds)
-    golden = _run(model, feeds)[0]
-    with np.errstate(invalid="ignore"):
-        assert bool(np.allclose(y, golden, rtol=1e-5)) is exact
     entry = json.loads((tmp_path / "out" / "precision_plan.json").read_text())["nodes"]["conv"]
-    assert entry["dtype"] == "float32" and entry["reads_fp16"] is (not exact)
+    assert entry["dtype"] == "float32" and entry["reads_fp16"] is (reads == "float16")
+    assert entry.get("reads") == ("hf32" if reads == "hf32" else None)
+    with np.errstate(invalid="ignore"):
+        if reads == "float16":
+            assert not np.allclose(y, golden, rtol=1e-5)
+            return
+        # HF32 keeps 11 mantissa bits of each input: within a few 2^-12 of fp32, never exact here
+        assert np.allclose(y, golden, rtol=2.0 ** -9) and not np.allclose(y, golden, rtol=1e-5)
+    exact = convert_model(model, tmp_path / "exact", resolve({**params, "allow_hf32": False}))
+    np.testing.assert_allclose(_run(exact.model_path, feeds)[0], golden, rtol=1e-5)

@@ -34,7 +34,9 @@ def test_search_never_accepts_an_inaccurate_setting_and_follows_aoe_order():
     assert jobs == sorted(jobs) and set(jobs) == {1, 2}  # graph level first, then per op
     assert [t["change"] for t in log.trials if t["job_type"] == 2][2] == {"disabled_optimizers": ["ConvActivationFusion"]}
     rejected = [t for t in log.trials if t["faster"] and not t["accepted"]]
-    assert [t["settings"]["graph_optimization_level"] for t in rejected] == ["ORT_ENABLE_BASIC"]
+    # the whole graph space fits the budget: BASIC is timed with each thread count and mode, and
+    # every time it is faster it is the accuracy guard that rejects it
+    assert rejected and {t["settings"]["graph_optimization_level"] for t in rejected} == {"ORT_ENABLE_BASIC"}
 
 
 def test_search_stops_at_max_candidates():

@@ -180,6 +180,19 @@ def test_tune_finds_the_faster_setting_and_keeps_accuracy(tmp_path, slow_model):
     assert all(t["speedup"]["noise_low_pct"] < 2.0 for t in measured if not t["faster"])
     assert bank["measurements"]["improvement"]["reverted"] is False
     assert bank["model"] == slow_model.name and bank["measurements"]["host"]["cpu_count"] >= 1
+    # issue 44: the defaults are timed first, and the record says the start was slower than them
+    m = bank["measurements"]
+    defaults = {"graph_optimization_level": "ORT_ENABLE_ALL", "intra_op_num_threads": 0,
+                "execution_mode": "ORT_SEQUENTIAL", "disabled_optimizers": []}
+    assert trials[0]["source"] == "defaults" and trials[0]["settings"] == defaults == m["defaults_session"]
+    assert m["start"]["session"]["graph_optimization_level"] == "ORT_DISABLE_ALL" and not m["start"]["is_defaults"]
+    assert m["start"]["slower_than_defaults"] and m["comparisons"]["start_vs_defaults"]["verdict"] == "slower"
+    assert m["comparisons"]["start_vs_defaults"]["improvement_pct"] < -100  # ~100x the time
+    assert m["comparisons"]["kept_vs_start"] == m["improvement"]
+    kept = m["comparisons"]["kept_vs_defaults"]
+    assert (kept is None) == m["kept_is_defaults"] and (kept is None or kept["verdict"] != "slower")
+    assert "is SLOWER than onnxruntime's defaults" in m["summary"] and m["summary"] in ctx.log.getvalue()
+    assert "trial 1: graph_optimization_level=ORT_ENABLE_ALL: candidate " in ctx.log.getvalue()
     # the aoe_result_opat shape: {"report_<id>": [{"basic": ...}, {"OPAT": {...}}]}
     opat = json.loads((ctx.out_dir / OPAT_FILE).read_text())
     (key, blocks), = opat.items()

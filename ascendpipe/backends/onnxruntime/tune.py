@@ -286,15 +286,16 @@ class TuneOutcome:
         if _key(self.defaults) == _key(self.baseline):
             return ""
         parts = []
+        # job type 2 alone tunes the fusions only: its defaults are the start with every fusion on
+        name = "onnxruntime's defaults" if _key(self.defaults) == _key(DEFAULT_SETTINGS) else "the default fusions"
         vs = self.start_vs_defaults
         if vs is not None and vs["verdict"] == "slower":
-            parts.append(f"the start ({describe(self.baseline, self.defaults)}) is SLOWER than onnxruntime's "
-                         f"defaults: {vs['text']}")
+            parts.append(f"the start ({describe(self.baseline, self.defaults)}) is SLOWER than {name}: {vs['text']}")
         elif vs is not None:
-            parts.append(f"the start ({describe(self.baseline, self.defaults)}) against the defaults: {vs['text']}")
+            parts.append(f"the start ({describe(self.baseline, self.defaults)}) against {name}: {vs['text']}")
         kept = self.kept_vs_defaults
         if _key(self.best) == _key(self.defaults):
-            parts.append("kept: onnxruntime's defaults")
+            parts.append(f"kept: {name}")
         elif kept is not None:
             parts.append(f"kept ({describe(self.best, self.defaults)}) against the defaults: {kept['text']}")
         return "".join(f"; {p}" for p in parts)

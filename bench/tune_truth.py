@@ -3,7 +3,7 @@
 Run: python bench/tune_truth.py [--models resnet,transformer] [--size small|issue]
                                 [--starts defaults,disable_all,parallel,one_thread,other_bank]
                                 [--blocks 2] [--runs 8] [--window 0.3] [--rivals 2] [--pairs 3]
-                                [--repeats 3] [--max-candidates 12]
+                                [--repeats 5] [--max-candidates 12]
 
 Models (random weights): a ResNet-18 (bench/emulate.py's) and a 4-layer transformer encoder
 (tests/profiling/models.py: MatMul+Add, Softmax attention, LayerNormalization, Erf GELU, as torch
@@ -208,7 +208,9 @@ def main() -> int:
     parser.add_argument("--window", type=float, default=0.3, help="seconds of timed runs at least, per process")
     parser.add_argument("--rivals", type=int, default=2, help="the sweep's fastest settings each kept setting is re-timed against")
     parser.add_argument("--pairs", type=int, default=3, help="pairs of fresh processes per re-timing")
-    X
+    parser.add_argument("--repeats", type=int, default=5,
+                        help="tune's paired rounds per comparison, up to 3x while undecided (the stage's default: 7; "
+                             "at 3, at most 9 pairs, a loaded machine's noise hid 2x gains)")
     parser.add_argument("--max-candidates", type=int, default=12, help="tune's trial budget (the stage's default: 24)")
     args = parser.parse_args()
     began = time.perf_counter()

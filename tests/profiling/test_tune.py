@@ -263,3 +263,38 @@ def test_a_step_the_final_measurement_does_not_confirm_is_reverted(slow_model, m
     assert accepted == [{"intra_op_num_threads": 1}]
     assert outcome.best == outcome.baseline and outcome.final["reverted"]
     assert not outcome.final["significant"] and "No performance improvement" in outcome.line
+
+
+def test_an_unconfirmed_best_from_a_slow_start_falls_back_to_the_defaults_not_the_start(slow_model, monkeypatch):
+    from ascendpipe.backends.onnxruntime import tune as tune_mod
+
+    first_seen = set()
+    same = [10.0, 10.1, 9.9, 10.0, 10.0]
+    half = [5.0, 5.1, 4.9, 5.0, 5.0]
+
+    def fake_measure(self, a, b, pairs=None):
+        n = pairs or 5
+        if a["execution_mode"] == "ORT_PARALLEL" and b == tune_mod.DEFAULT_SETTINGS:  # the defaults: 2x, always
+            return same[:n], half[:n]
+        key = (tune_mod._key(a), tune_mod._key(b))
+        if b["intra_op_num_threads"] == 1 and a["execution_mode"] != "ORT_PARALLEL" and key not in first_seen:
+            first_seen.add(key)  # one thread: 2x in its trial only, never against the start
+            return same[:n], half[:n]
+        return same[:n], same[:n]
+
+    monkeypatch.setattr(tune_mod.Bench, "measure_pair", fake_measure)
+    start = {"execution_mode": "ORT_PARALLEL"}
+    outcome = tune_mod.tune_model(slow_model, [{"x": _x()}], job_types=[1], repeats=5, iterations=1,
+                                  max_candidates=5, baseline=start)
+    accepted = [(t["source"], t["change"]) for t in outcome.log.trials if t["accepted"]]
+    assert accepted == [("defaults", {"execution_mode": "ORT_SEQUENTIAL"}), ("step", {"intra_op_num_threads": 1})]
+    # start -> threads=1 is not confirmed end to end; the start was measured 2x slower than the defaults,
+    # so the defaults (confirmed again against the start) are kept, not the slow start
+    assert outcome.best == tune_mod.DEFAULT_SETTINGS
+    assert outcome.final["reverted"] and outcome.final["reverted_to"] == "defaults"
+    assert outcome.final["significant"] and 49 < outcome.final["improvement_pct"] < 51
+    assert "Performance improved by" in outcome.line and "kept: onnxruntime's defaults" in outcome.line
+    assert "is SLOWER than onnxruntime's defaults" in outcome.line
+    bank = tune_mod.bank_of(outcome)["measurements"]
+    assert bank["kept_is_defaults"] and bank["comparisons"]["kept_vs_defaults"] is None
+    assert bank["comparisons"]["start_vs_defaults"]["verdict"] == "slower"

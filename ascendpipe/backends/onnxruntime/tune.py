@@ -367,11 +367,20 @@ def tune_model(model_path: Path, batches: Sequence[dict], *, job_types: Sequence
             base_ms, _ = bench.measure_pair(start, start)
             best_ms, final = base_ms, {}
         reverted = _key(best) != _key(start) and not final["significant"]
-        if reverted:  # the end-to-end check does not confirm the steps: keep what we started from
+        reverted_to = None
+        if reverted:  # the end-to-end check does not confirm the steps: keep what is confirmed
+            first = _defaults_trial(log)
+            fallback = defaults if first is not None and first["accepted"] and _key(best) != _key(defaults) else start
             say("  best " + describe(best, start) + " not confirmed against the start: "
                 + comparison_text(final, base_ms, best_ms, candidate="best", baseline="start")
-                + "; keeping the starting settings")
-            best = start
+                + ("; the defaults were faster than the start in trial 1: confirming them" if fallback is defaults
+                   else "; keeping the starting settings"))
+            best, reverted_to = start, "start"
+            if fallback is defaults:  # a start measured slower than the defaults is no safe place to fall back to
+                again, again_base, again_ms = bench.compare(start, defaults, min_gain_pct)
+                say("  " + comparison_text(again, again_base, again_ms, candidate="the defaults", baseline="the start"))
+                if again["significant"]:
+                    best, reverted_to, final, base_ms, best_ms = defaults, "defaults", again, again_base, again_ms
         if _key(best) not in (_key(start), _key(defaults)):  # the kept setting against the defaults, fresh rounds
             _, defaults_ms, kept_ms = bench.compare(defaults, best, min_gain_pct)
             kept_vs_defaults = versus(kept_ms, defaults_ms, min_gain_pct, x="the kept setting", y="the defaults")
@@ -382,6 +391,7 @@ def tune_model(model_path: Path, batches: Sequence[dict], *, job_types: Sequence
         best, best_ms = start, base_ms  # same settings: no change, no gain claimed
         final = {**stats.paired_gain(base_ms, base_ms, min_gain_pct=min_gain_pct), "significant": False}
     final["reverted"] = reverted
+    final["reverted_to"] = reverted_to  # "start", or "defaults" where they were confirmed faster than the start
     start_vs_defaults, first = None, _defaults_trial(log)
     if first is not None:  # its rounds read the other way round: the start against the defaults
         start_vs_defaults = versus(first["baseline_ms"], first["candidate_ms"], min_gain_pct,

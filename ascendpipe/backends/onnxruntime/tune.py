@@ -151,7 +151,10 @@ def _faster(pct: float) -> str:
     (``2.5x the time`` beyond double: "1500% slower" reads badly)."""
     if pct >= 0:
         return f"{pct:.1f}% faster"
-    return f"{-pct:.1f}% slower" if pct > -100 else f"{1 - pct / 100:.3g}x the time"
+    if pct > -100:
+        return f"{-pct:.1f}% slower"
+    ratio = 1 - pct / 100
+    return f"{ratio:.3g}x the time" if ratio < 1000 else f"{ratio:.0f}x the time"
 
 
 def describe(settings: dict, against: dict | None = None) -> str:

@@ -139,13 +139,20 @@ def search(start: dict[str, Any], *, job_types: Iterable[int], cpu_count: int, o
        switch where job type 2 follows): every graph setting, each against the best so far;
     3. single changes (each graph knob's every value, each fusion switch flipped), AOE's order (graph
        level first, then per op), repeated after any change until a whole pass keeps nothing. A pair
-       already timed against each other is not timed again; a change tried against an earlier best is.
+       already timed against each other is not timed again; a change tried against an earlier best is;
+    4. at the fixed point, budget left, a second look (one each, largest mean gain first) at the
+       changes from the best whose trial was rejected though its mean was a gain: the interval rule
+       still decides, with fresh rounds. A kept one starts step 3 again.
     """
     jobs = sorted(set(job_types))
     op_types = list(op_types)
     log = SearchLog(best=dict(start), start=dict(start))
     compared: set[frozenset] = set()
     broken: set[str] = set()  # settings that failed to run: not tried again
+    # pair -> (mean gain %, job, candidate) of a trial rejected though its mean was a gain: on a
+    # loaded host a 2x faster setting can miss the interval rule once (a second look, below)
+    undecided: dict[frozenset, tuple[float, int, dict]] = {}
+    looked: set[frozenset] = set()
     left = max_candidates
 
     def attempt(job: int, source: str, candidate: dict) -> bool:
@@ -163,6 +170,9 @@ def search(start: dict[str, Any], *, job_types: Iterable[int], cpu_count: int, o
         _record(log, job, source, best, candidate, result)
         if "error" in result.detail:
             broken.add(key(candidate))
+        gain = (result.detail.get("speedup") or {}).get("improvement_pct")
+        if not result.faster and "error" not in result.detail and isinstance(gain, (int, float)) and gain > 0:
+            undecided[pair] = (float(gain), job, dict(candidate))
         if result.accepted:
             log.best = dict(candidate)
         return result.accepted
@@ -198,8 +208,18 @@ def search(start: dict[str, Any], *, job_types: Iterable[int], cpu_count: int, o
                     disabled = list(log.best.get(FUSION_KNOB, []))
                     flipped = [n for n in disabled if n != name] if name in disabled else disabled + [name]
                     attempt(JOB_OP, "step", {**log.best, FUSION_KNOB: flipped})
-            if key(log.best) == before:
-                log.fixed_point = True
+            if key(log.best) != before:
+                continue
+            log.fixed_point = True  # no single change kept; now a second look at the closest calls
+            again = sorted(((g, j, c) for p, (g, j, c) in undecided.items()
+                            if key(log.best) in p and p not in looked), key=lambda x: -x[0])
+            if not again or left <= 0:
                 return log
+            _, job, candidate = again[0]
+            pair = frozenset((key(log.best), key(candidate)))
+            looked.add(pair)
+            compared.discard(pair)
+            if attempt(job, "second look", candidate):
+                log.fixed_point = False  # a change: every knob again
     except _Budget:
         return log

@@ -178,3 +178,27 @@ def test_console_progress_only_for_a_terminal_naming_the_log_once(monkeypatch):
     assert len(lines) == 2
     assert lines[0].endswith("tune: trial 1, best so far onnxruntime's defaults at 7.6 ms (0s); every trial in logs/tune.log")
     assert lines[1].endswith("tune: trial 3, best so far execution_mode=ORT_SEQUENTIAL at 7.5 ms (6s)")
+
+
+def test_a_change_rejected_with_a_gain_in_its_mean_gets_one_second_look():
+    # noise hid one thread's gain the first time: the interval straddled the minimum gain
+    seen = []
+
+    def noisy(best, cand):
+        seen.append(search.key(cand))
+        if cand["intra_op_num_threads"] == 1 and best["intra_op_num_threads"] != 1:
+            if seen.count(search.key(cand)) == 1:
+                return search.Trial(False, True, {"speedup": {"improvement_pct": 30.0}})
+            return search.Trial(True, True, {"speedup": {"improvement_pct": 31.0}})
+        return search.Trial(False, True, {"speedup": {"improvement_pct": -10.0}})
+
+    log = search.search(dict(DEFAULTS), job_types=[1], cpu_count=CORES, op_types=[], trial=noisy,
+                        max_candidates=24, defaults=DEFAULTS)
+    assert log.best["intra_op_num_threads"] == 1 and log.fixed_point
+    looks = [t for t in log.trials if t["source"] == "second look"]
+    assert [t["change"] for t in looks] == [{"intra_op_num_threads": 1}] and looks[0]["accepted"]
+    # the changes that were slower in their mean get none, and no pair gets a third
+    assert all(t["settings"]["intra_op_num_threads"] == 1 for t in looks)
+    no_budget = search.search(dict(DEFAULTS), job_types=[1], cpu_count=CORES, op_types=[], trial=noisy,
+                              max_candidates=6, defaults=DEFAULTS)
+    assert no_budget.trials[-1]["source"] == "step"  # the fixed point took the whole budget

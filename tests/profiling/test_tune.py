@@ -298,3 +298,23 @@ def test_an_unconfirmed_best_from_a_slow_start_falls_back_to_the_defaults_not_th
     bank = tune_mod.bank_of(outcome)["measurements"]
     assert bank["kept_is_defaults"] and bank["comparisons"]["kept_vs_defaults"] is None
     assert bank["comparisons"]["start_vs_defaults"]["verdict"] == "slower"
+
+
+def test_each_trial_is_counted_for_the_builds_status_line_naming_the_log(slow_model, monkeypatch, tmp_path):
+    from types import SimpleNamespace
+
+    from ascendpipe import ticker
+    from ascendpipe.backends.onnxruntime import tune as tune_mod
+    from ascendpipe.backends.onnxruntime.profile_tune_stages import _trials_unit
+
+    same = [10.0, 10.1, 9.9, 10.0, 10.0]
+    monkeypatch.setattr(tune_mod.Bench, "measure_pair", lambda self, a, b, pairs=None: (same[:pairs or 5],) * 2)
+    told = []
+    with ticker.listening(lambda done, total, unit: told.append((done, total, unit))):
+        tune_mod.tune_model(slow_model, [{"x": _x()}], job_types=[1], repeats=5, iterations=1, max_candidates=3,
+                            progress_unit="trials (each in build/tune.log)")
+    assert told == [(i, 3, "trials (each in build/tune.log)") for i in (1, 2, 3)]
+    (tmp_path / "build").mkdir()
+    with open(tmp_path / "build" / "tune.log", "w") as log:
+        assert _trials_unit(SimpleNamespace(log=log, workspace=tmp_path)) == "trials (each in build/tune.log)"
+    assert _trials_unit(SimpleNamespace(log=io.StringIO(), workspace=tmp_path)) == "trials"

@@ -157,29 +157,6 @@ def test_comparison_text_reads_one_way_and_agrees_with_its_numbers():
     assert ": 30x the time, 95% CI" in far
 
 
-class _Tty(io.StringIO):
-    def isatty(self):
-        return True
-
-
-def test_console_progress_only_for_a_terminal_naming_the_log_once(monkeypatch):
-    from ascendpipe.backends.onnxruntime import tune as tune_mod
-
-    assert tune_mod.ConsoleProgress.for_stage("tune", "logs/tune.log", io.StringIO()) is None
-    out = _Tty()
-    progress = tune_mod.ConsoleProgress.for_stage("tune", "logs/tune.log", out)
-    clock = iter([100.0, 101.0, 106.0])
-    monkeypatch.setattr(tune_mod.time, "monotonic", lambda: next(clock))
-    progress.started = 100.0
-    progress("trial 1, best so far onnxruntime's defaults at 7.6 ms")
-    progress("trial 2, ...")  # within 5 s of the last line: not printed
-    progress("trial 3, best so far execution_mode=ORT_SEQUENTIAL at 7.5 ms")
-    lines = out.getvalue().splitlines()
-    assert len(lines) == 2
-    assert lines[0].endswith("tune: trial 1, best so far onnxruntime's defaults at 7.6 ms (0s); every trial in logs/tune.log")
-    assert lines[1].endswith("tune: trial 3, best so far execution_mode=ORT_SEQUENTIAL at 7.5 ms (6s)")
-
-
 def test_a_change_rejected_with_a_gain_in_its_mean_gets_one_second_look():
     # noise hid one thread's gain the first time: the interval straddled the minimum gain
     seen = []

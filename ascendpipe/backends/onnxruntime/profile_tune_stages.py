@@ -126,9 +126,9 @@ def job_types_of(value: Any) -> list[int]:
 def run_tune(model_path: Path, inputs_path: Path | None, out_dir: Path, *, job_type: Any = 1,
              repeats: int = 7, iterations: int | None = None, max_candidates: int = 24,
              thresholds: dict | None = None, baseline: dict | None = None, min_gain_pct: float = 2.0,
-             batch_size: int | None = None, say: Say = print, progress: Say | None = None) -> dict[str, Any]:
+             batch_size: int | None = None, say: Say = print, progress_unit: str = "trials") -> dict[str, Any]:
     """Tune, write the knowledge bank and the opat result; returns {"metrics", "info", "line", "files"}.
-    ``progress``: a line after each trial for the console (``tune.ConsoleProgress``), beside ``say``."""
+    ``progress_unit``: what its trials are counted as on a build's status line (``ascendpipe.ticker``)."""
     from ascendpipe.backends.onnxruntime.session import read_runtime
     from ascendpipe.backends.onnxruntime.tune import tune_model, write_tune_outputs
 
@@ -136,7 +136,7 @@ def run_tune(model_path: Path, inputs_path: Path | None, out_dir: Path, *, job_t
     batches = _batches(model_path, inputs_path, batch_size, say)
     outcome = tune_model(model_path, batches, job_types=job_types_of(job_type), repeats=repeats,
                          iterations=iterations, max_candidates=max_candidates, thresholds=thresholds,
-                         baseline=start, min_gain_pct=min_gain_pct, say=say, progress=progress)
+                         baseline=start, min_gain_pct=min_gain_pct, say=say, progress_unit=progress_unit)
     files = write_tune_outputs(Path(out_dir), outcome, tuning_name=model_path.stem)
     final = outcome.final
     metrics = {"tune_baseline_ms": final["baseline_median_ms"], "tune_best_ms": final["candidate_median_ms"],
@@ -172,19 +172,20 @@ def profile(ctx):
     return StageResult(metrics=result["metrics"], info=result["info"])
 
 
-def _console_progress(ctx):
-    """Trial progress on the console when someone watches (stdout a terminal), naming the stage's log."""
+def _trials_unit(ctx) -> str:
+    """``trials (each in build/tune.log)``: a build's status line counts tune's trials and names the log
+    that has every one (``ascendpipe.ticker``; on a terminal only)."""
     import os
 
-    from ascendpipe.backends.onnxruntime.tune import ConsoleProgress
-
     log = getattr(ctx.log, "name", None)
-    if isinstance(log, str) and os.path.isabs(log):
+    if not isinstance(log, str):
+        return "trials"
+    if os.path.isabs(log):
         try:
             log = os.path.relpath(log, str(ctx.workspace))
         except ValueError:  # another drive (Windows)
             pass
-    return ConsoleProgress.for_stage(ctx.name, log if isinstance(log, str) else None)
+    return f"trials (each in {log})"
 
 
 def tune(ctx):
@@ -198,7 +199,7 @@ def tune(ctx):
                           iterations=p.get("iterations"), max_candidates=p.get("max_candidates", 24),
                           thresholds={**ctx.thresholds, **p.get("thresholds", {})}, baseline=p.get("baseline"),
                           min_gain_pct=p.get("min_gain_pct", 2.0), batch_size=p.get("batch_size"), say=ctx.say,
-                          progress=_console_progress(ctx))
+                          progress_unit=_trials_unit(ctx))
     except UserError as err:
         raise err.with_location(stage=ctx.name) from None
     return StageResult(metrics=result["metrics"], info=result["info"],

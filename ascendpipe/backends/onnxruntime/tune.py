@@ -183,7 +183,9 @@ def comparison_text(gain: dict, baseline_ms: Sequence[float], candidate_ms: Sequ
             f"{_faster(gain['noise_low_pct'])} to {_faster(gain['noise_high_pct'])}")
 
 
-def _trial(bench: Bench, min_gain_pct: float, say: Callable[[str], None], progress: Callable[[str], None] | None):
+def _trial(bench: Bench, min_gain_pct: float, say: Callable[[str], None], budget: int, unit: str):
+    from ascendpipe import ticker
+
     count = 0
 
     def trial(best: dict, candidate: dict) -> search.Trial:
@@ -202,48 +204,12 @@ def _trial(bench: Bench, min_gain_pct: float, say: Callable[[str], None], progre
         say(f"  trial {count}: {change}: "
             + comparison_text(gain, base_ms, cand_ms, candidate="candidate", baseline="best so far")
             + f" -> {verdict}")
-        if progress is not None:
-            now = candidate if verdict == "kept" else best
-            progress(f"trial {count}, best so far {short(now)} at {_ms(_geomean(cand_ms if now is candidate else base_ms))}")
+        ticker.report(count, budget, unit)  # a build's status line on a terminal (engine/progress.py)
         return search.Trial(bool(gain["significant"]), not problems,
                             {"speedup": gain, "baseline_ms": base_ms, "candidate_ms": cand_ms,
                              "accuracy_checked": bool(gain["significant"]),
                              "accuracy_violations": problems[:10]})
     return trial
-
-
-PROGRESS_EVERY_S = 5.0
-
-
-class ConsoleProgress:
-    """Tune's trials on the console while a stage runs, for someone watching (a terminal); nothing
-    otherwise (the stage's log has every trial). Whole lines through the build's writer
-    (``engine.progress.Progress.write``), at most one per ``PROGRESS_EVERY_S``: other stages' lines
-    may come between them. The first line names the log."""
-
-    def __init__(self, stage: str, log_path: str | None, stream=None, every_s: float = PROGRESS_EVERY_S):
-        from ascendpipe.engine.progress import Progress
-
-        self._out = Progress(stream)
-        self.stage, self.log_path, self.every_s = stage, log_path, every_s
-        self.started = time.monotonic()
-        self._next, self._first = 0.0, True
-
-    @classmethod
-    def for_stage(cls, stage: str, log_path: str | None, stream=None) -> ConsoleProgress | None:
-        import sys
-
-        stream = stream or sys.stdout
-        return cls(stage, log_path, stream) if getattr(stream, "isatty", lambda: False)() else None
-
-    def __call__(self, text: str) -> None:
-        now = time.monotonic()
-        if now < self._next:
-            return
-        self._next = now + self.every_s
-        where = f"; every trial in {self.log_path}" if self._first and self.log_path else ""
-        self._first = False
-        self._out.write(f"            {self.stage}: {text} ({now - self.started:.0f}s){where}\n")
 
 
 def _per_op_durations(model_path: Path, batches, settings: dict, iterations: int) -> dict[str, dict]:
@@ -342,8 +308,10 @@ def tune_model(model_path: Path, batches: Sequence[dict], *, job_types: Sequence
                repeats: int = 7, iterations: int | None = None, max_candidates: int = 24,
                thresholds: dict[str, float] | None = None, baseline: dict | None = None,
                min_gain_pct: float = 2.0, say: Callable[[str], None] = lambda _: None,
-               progress: Callable[[str], None] | None = None) -> TuneOutcome:
-    """``progress``: called with a short line after each trial (``ConsoleProgress``), beside ``say``'s log."""
+               progress_unit: str = "trials") -> TuneOutcome:
+    """Each trial is told to ``ascendpipe.ticker`` as done of ``max_candidates`` ``progress_unit`` (a
+    build shows a long stage's counts on a terminal; the stage's unit names its log, where ``say``
+    writes every trial)."""
     from ascendpipe.compare.thresholds import resolve
 
     started = time.perf_counter()
@@ -361,10 +329,8 @@ def tune_model(model_path: Path, batches: Sequence[dict], *, job_types: Sequence
         say(f"tune {model_path.name}: job types {sorted(set(job_types))}, {repeats}+ paired rounds of "
             + (f"{bench.iterations} runs" if iterations else f"~{ROUND_TARGET_MS:g} ms")
             + " per setting, each setting in its own process; start: " + describe(start))
-        if progress is not None:
-            progress(f"tuning from {short(start)}, at most {max_candidates} trials")
         log = search.search(start, job_types=job_types, cpu_count=host["cpu_count"],
-                            op_types=_op_types(model_path), trial=_trial(bench, min_gain_pct, say, progress),
+                            op_types=_op_types(model_path), trial=_trial(bench, min_gain_pct, say, max_candidates, progress_unit),
                             max_candidates=max_candidates, defaults=DEFAULT_SETTINGS)
         say(f"  search: {log.plan}; {len(log.trials)} trials")
         best = log.best

@@ -211,13 +211,13 @@ def search(start: dict[str, Any], *, job_types: Iterable[int], cpu_count: int, o
             if key(log.best) != before:
                 continue
             log.fixed_point = True  # no single change kept; now a second look at the closest calls
-            again = sorted(((g, j, c) for p, (g, j, c) in undecided.items()
-                            if key(log.best) in p and p not in looked), key=lambda x: -x[0])
+            again = sorted(((g, p, j, c) for p, (g, j, c) in undecided.items()
+                            if key(log.best) in p and key(c) != key(log.best) and p not in looked),
+                           key=lambda x: -x[0])
             if not again or left <= 0:
                 return log
-            _, job, candidate = again[0]
-            pair = frozenset((key(log.best), key(candidate)))
-            looked.add(pair)
+            _, pair, job, candidate = again[0]
+            looked.add(pair)  # one look per pair: this loop ends
             compared.discard(pair)
             if attempt(job, "second look", candidate):
                 log.fixed_point = False  # a change: every knob again

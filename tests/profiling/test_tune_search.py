@@ -179,3 +179,28 @@ def test_a_change_rejected_with_a_gain_in_its_mean_gets_one_second_look():
     no_budget = search.search(dict(DEFAULTS), job_types=[1], cpu_count=CORES, op_types=[], trial=noisy,
                               max_candidates=6, defaults=DEFAULTS)
     assert no_budget.trials[-1]["source"] == "step"  # the fixed point took the whole budget
+
+
+def test_a_second_look_never_retimes_the_best_against_itself():
+    # from A, B (DISABLE_ALL) is a gain in its mean only (undecided); C (BASIC) is kept; then B beats C.
+    # The undecided pair (A, B) now names the best as its candidate: nothing to look at again
+    import threading
+
+    def trial(best, cand):
+        level, then = cand["graph_optimization_level"], best["graph_optimization_level"]
+        if (then, level) == ("ORT_ENABLE_ALL", "ORT_DISABLE_ALL"):
+            return search.Trial(False, True, {"speedup": {"improvement_pct": 20.0}})
+        if (then, level) in (("ORT_ENABLE_ALL", "ORT_ENABLE_BASIC"), ("ORT_ENABLE_BASIC", "ORT_DISABLE_ALL")):
+            return search.Trial(True, True, {"speedup": {"improvement_pct": 10.0}})
+        return search.Trial(False, True, {"speedup": {"improvement_pct": -5.0}})
+
+    done = []
+    # a budget of 30: single changes, no sweep (the space is 32)
+    worker = threading.Thread(target=lambda: done.append(search.search(
+        dict(DEFAULTS), job_types=[1], cpu_count=CORES, op_types=[], trial=trial, max_candidates=30)), daemon=True)
+    worker.start()
+    worker.join(10)
+    assert done, "the search did not end"
+    log = done[0]
+    assert log.best["graph_optimization_level"] == "ORT_DISABLE_ALL" and log.fixed_point
+    assert all(t["source"] != "second look" or t["settings"] != log.best for t in log.trials)

@@ -9,10 +9,11 @@ Models (random weights): a ResNet-18 (bench/emulate.py's) and a 4-layer transfor
 (tests/profiling/models.py: MatMul+Add, Softmax attention, LayerNormalization, Erf GELU, as torch
 exports one); --size issue: 224x224 and d=256, seq 128 as in issue 44; --size small (the default, a
 short run on a loaded machine): 112x112 and d=256, seq 64 (a 1.5 ms encoder at d=128 is shorter than
-a loaded machine's time slice: its times are which runs were preempted). Starts: onnxruntime's defaults, ORT_DISABLE_ALL, ORT_PARALLEL, 1 intra-op
-thread, and the bank another machine chose (16 threads, ORT_PARALLEL, ORT_ENABLE_BASIC: what a
-16-core host may keep). From each, tune (job type 1) runs as the stage runs it, with --repeats paired
-rounds and at most --max-candidates trials.
+a loaded machine's time slice: its times are which runs were preempted). Starts: onnxruntime's
+defaults, ORT_DISABLE_ALL, ORT_PARALLEL, 1 intra-op thread, and the bank another machine chose (16
+threads, ORT_PARALLEL, ORT_ENABLE_BASIC: what a 16-core host may keep). From each, tune (job type 1)
+runs as the stage runs it, with --repeats paired rounds and at most --max-candidates trials (the
+stage's defaults, --repeats 7 --max-candidates 24, sweep the whole graph space on 2 cores).
 
 Then the truth, independent of tune's own timing machinery (no paused worker processes, no paired
 rounds in one driver): every setting of the same graph space (level x threads x mode,
@@ -175,7 +176,8 @@ def one_model(name: str, tmp: Path, args) -> list[dict]:
     ms = sweep(model, feeds_file, space + list(extra.values()), args)
     fastest = min(space, key=lambda s: ms[key(s)])
     best_ms = ms[key(fastest)]
-    print(f"  sweep: {len(space)} settings + {len(extra)} outside the space, {args.blocks} blocks of >= {args.runs} runs "
+    print(f"  sweep: {len(space)} settings + {len(extra)} outside the space, {args.blocks} blocks of "
+          f">= {args.runs} runs "
           f"and >= {args.window:g} s, "
           f"each in a fresh process, {time.perf_counter() - began:.0f} s; fastest [{label(fastest)}] {best_ms:.2f} ms; "
           f"defaults {ms[key(resolve_settings({}))]:.2f} ms; {now()}")
@@ -189,7 +191,8 @@ def one_model(name: str, tmp: Path, args) -> list[dict]:
         c.update(model=name, kept_ms=ms[k], start_ms=ms[key(c["start"])], fastest_ms=best_ms, fastest=fastest,
                  sweep_ratio=ms[k] / best_ms, ratio=recheck[k], start_ratio=ms[key(c["start"])] / best_ms)
         c["ok"] = c["ratio"] <= WITHIN and c["defaults_timed"]
-        print(f"    from {c['start_name']:<11} kept [{label(c['kept'])}] {c['kept_ms']:.2f} ms = {c['sweep_ratio']:.2f}x the "
+        print(f"    from {c['start_name']:<11} kept [{label(c['kept'])}] {c['kept_ms']:.2f} ms = "
+              f"{c['sweep_ratio']:.2f}x the "
               f"sweep's fastest, re-timed in pairs {c['ratio']:.2f}x (start {c['start_ms']:.2f} ms = "
               f"{c['start_ratio']:.2f}x), defaults timed: {'yes' if c['defaults_timed'] else 'NO'}  "
               f"{'PASS' if c['ok'] else 'FAIL'}")
@@ -207,7 +210,8 @@ def main() -> int:
     parser.add_argument("--blocks", type=int, default=2)
     parser.add_argument("--runs", type=int, default=8, help="timed runs at least, per process")
     parser.add_argument("--window", type=float, default=0.3, help="seconds of timed runs at least, per process")
-    parser.add_argument("--rivals", type=int, default=2, help="the sweep's fastest settings each kept setting is re-timed against")
+    parser.add_argument("--rivals", type=int, default=2,
+                        help="the sweep's fastest settings each kept setting is re-timed against")
     parser.add_argument("--pairs", type=int, default=3, help="pairs of fresh processes per re-timing")
     parser.add_argument("--repeats", type=int, default=5,
                         help="tune's paired rounds per comparison, up to 3x while undecided (the stage's default: 7; "
@@ -222,7 +226,8 @@ def main() -> int:
     print(f"\n{'model':<12}{'start':<13}{'kept/fastest':>13}{'(sweep)':>9}{'start/fastest':>15}{'trials':>8}"
           f"{'tune s':>8}{'load':>6}")
     for r in results:
-        print(f"{r['model']:<12}{r['start_name']:<13}{r['ratio']:>13.2f}{r['sweep_ratio']:>9.2f}{r['start_ratio']:>15.2f}"
+        print(f"{r['model']:<12}{r['start_name']:<13}{r['ratio']:>13.2f}{r['sweep_ratio']:>9.2f}"
+              f"{r['start_ratio']:>15.2f}"
               f"{r['trials']:>8}{r['tune_s']:>8.0f}{r['load']:>6.1f}")
     failed = [r for r in results if not r["ok"]]
     print(f"{len(results) - len(failed)}/{len(results)} cases within {WITHIN:.2f}x of the sweep's fastest "

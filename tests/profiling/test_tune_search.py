@@ -1,8 +1,6 @@
 """tune's search as pure logic (issue 44): a fake timing oracle with a known fastest point and the two
 path dependencies seen on real models, from every start the bench uses."""
 
-import io
-
 import pytest
 
 from ascendpipe.profiling import search
@@ -150,7 +148,8 @@ def test_comparison_text_reads_one_way_and_agrees_with_its_numbers():
     best, cand = [10.0, 10.2, 9.8, 10.0], [12.0, 12.3, 11.8, 12.1]
     text = comparison_text(stats.paired_gain(best, cand), best, cand, candidate="candidate", baseline="best so far")
     # the candidate takes more time, and the line says so in every number it prints
-    assert text.startswith("candidate 12.05 ms a run against best so far 9.999 ms (geometric means of 4 paired rounds): ")
+    assert text.startswith("candidate 12.05 ms a run against best so far 9.999 ms "
+                           "(geometric means of 4 paired rounds): ")
     assert ": 20.5% slower, 95% CI" in text and "faster" not in text
     far = comparison_text(stats.paired_gain([1.0, 1.0, 1.0], [30.0, 31.0, 29.0]), [1.0] * 3, [30.0, 31.0, 29.0],
                           candidate="the start", baseline="the defaults")

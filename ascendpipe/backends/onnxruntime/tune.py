@@ -171,7 +171,9 @@ def describe(settings: dict, against: dict | None = None) -> str:
 
 def short(settings: dict) -> str:
     """Settings as their difference from onnxruntime's defaults."""
-    return "onnxruntime's defaults" if _key(settings) == _key(DEFAULT_SETTINGS) else describe(settings, DEFAULT_SETTINGS)
+    if _key(settings) == _key(DEFAULT_SETTINGS):
+        return "onnxruntime's defaults"
+    return describe(settings, DEFAULT_SETTINGS)
 
 
 def comparison_text(gain: dict, baseline_ms: Sequence[float], candidate_ms: Sequence[float], *,
@@ -330,7 +332,8 @@ def tune_model(model_path: Path, batches: Sequence[dict], *, job_types: Sequence
             + (f"{bench.iterations} runs" if iterations else f"~{ROUND_TARGET_MS:g} ms")
             + " per setting, each setting in its own process; start: " + describe(start))
         log = search.search(start, job_types=job_types, cpu_count=host["cpu_count"],
-                            op_types=_op_types(model_path), trial=_trial(bench, min_gain_pct, say, max_candidates, progress_unit),
+                            op_types=_op_types(model_path),
+                            trial=_trial(bench, min_gain_pct, say, max_candidates, progress_unit),
                             max_candidates=max_candidates, defaults=DEFAULT_SETTINGS)
         say(f"  search: {log.plan}; {len(log.trials)} trials")
         best = log.best

@@ -20,7 +20,7 @@ _SESSION = {
 
 class TuneKind(StageKind):
     name = "tune"
-    version = "4"
+    version = "5"  # 5: the fixed-point search timing the defaults and the start (issue 44)
     summary = "measured search of session settings; writes a knowledge bank (tune_bank.json) and aoe_result_opat.json"
     input_fields = ("model", "inputs")
     required_inputs = ("model",)

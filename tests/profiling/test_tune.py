@@ -34,7 +34,9 @@ def test_search_never_accepts_an_inaccurate_setting_and_follows_aoe_order():
     assert jobs == sorted(jobs) and set(jobs) == {1, 2}  # graph level first, then per op
     assert [t["change"] for t in log.trials if t["job_type"] == 2][2] == {"disabled_optimizers": ["ConvActivationFusion"]}
     rejected = [t for t in log.trials if t["faster"] and not t["accepted"]]
-    assert [t["settings"]["graph_optimization_level"] for t in rejected] == ["ORT_ENABLE_BASIC"]
+    # the whole graph space fits the budget: BASIC is timed with each thread count and mode, and
+    # every time it is faster it is the accuracy guard that rejects it
+    assert rejected and {t["settings"]["graph_optimization_level"] for t in rejected} == {"ORT_ENABLE_BASIC"}
 
 
 def test_search_stops_at_max_candidates():
@@ -178,6 +180,19 @@ def test_tune_finds_the_faster_setting_and_keeps_accuracy(tmp_path, slow_model):
     assert all(t["speedup"]["noise_low_pct"] < 2.0 for t in measured if not t["faster"])
     assert bank["measurements"]["improvement"]["reverted"] is False
     assert bank["model"] == slow_model.name and bank["measurements"]["host"]["cpu_count"] >= 1
+    # issue 44: the defaults are timed first, and the record says the start was slower than them
+    m = bank["measurements"]
+    defaults = {"graph_optimization_level": "ORT_ENABLE_ALL", "intra_op_num_threads": 0,
+                "execution_mode": "ORT_SEQUENTIAL", "disabled_optimizers": []}
+    assert trials[0]["source"] == "defaults" and trials[0]["settings"] == defaults == m["defaults_session"]
+    assert m["start"]["session"]["graph_optimization_level"] == "ORT_DISABLE_ALL" and not m["start"]["is_defaults"]
+    assert m["start"]["slower_than_defaults"] and m["comparisons"]["start_vs_defaults"]["verdict"] == "slower"
+    assert m["comparisons"]["start_vs_defaults"]["improvement_pct"] < -100  # ~100x the time
+    assert m["comparisons"]["kept_vs_start"] == m["improvement"]
+    kept = m["comparisons"]["kept_vs_defaults"]
+    assert (kept is None) == m["kept_is_defaults"] and (kept is None or kept["verdict"] != "slower")
+    assert "is SLOWER than onnxruntime's defaults" in m["summary"] and m["summary"] in ctx.log.getvalue()
+    assert "trial 1: graph_optimization_level=ORT_ENABLE_ALL: candidate " in ctx.log.getvalue()
     # the aoe_result_opat shape: {"report_<id>": [{"basic": ...}, {"OPAT": {...}}]}
     opat = json.loads((ctx.out_dir / OPAT_FILE).read_text())
     (key, blocks), = opat.items()
@@ -248,3 +263,58 @@ def test_a_step_the_final_measurement_does_not_confirm_is_reverted(slow_model, m
     assert accepted == [{"intra_op_num_threads": 1}]
     assert outcome.best == outcome.baseline and outcome.final["reverted"]
     assert not outcome.final["significant"] and "No performance improvement" in outcome.line
+
+
+def test_an_unconfirmed_best_from_a_slow_start_falls_back_to_the_defaults_not_the_start(slow_model, monkeypatch):
+    from ascendpipe.backends.onnxruntime import tune as tune_mod
+
+    first_seen = set()
+    same = [10.0, 10.1, 9.9, 10.0, 10.0]
+    half = [5.0, 5.1, 4.9, 5.0, 5.0]
+
+    def fake_measure(self, a, b, pairs=None):
+        n = pairs or 5
+        if a["execution_mode"] == "ORT_PARALLEL" and b == tune_mod.DEFAULT_SETTINGS:  # the defaults: 2x, always
+            return same[:n], half[:n]
+        key = (tune_mod._key(a), tune_mod._key(b))
+        if b["intra_op_num_threads"] == 1 and a["execution_mode"] != "ORT_PARALLEL" and key not in first_seen:
+            first_seen.add(key)  # one thread: 2x in its trial only, never against the start
+            return same[:n], half[:n]
+        return same[:n], same[:n]
+
+    monkeypatch.setattr(tune_mod.Bench, "measure_pair", fake_measure)
+    start = {"execution_mode": "ORT_PARALLEL"}
+    outcome = tune_mod.tune_model(slow_model, [{"x": _x()}], job_types=[1], repeats=5, iterations=1,
+                                  max_candidates=5, baseline=start)
+    accepted = [(t["source"], t["change"]) for t in outcome.log.trials if t["accepted"]]
+    assert accepted == [("defaults", {"execution_mode": "ORT_SEQUENTIAL"}), ("step", {"intra_op_num_threads": 1})]
+    # start -> threads=1 is not confirmed end to end; the start was measured 2x slower than the defaults,
+    # so the defaults (confirmed again against the start) are kept, not the slow start
+    assert outcome.best == tune_mod.DEFAULT_SETTINGS
+    assert outcome.final["reverted"] and outcome.final["reverted_to"] == "defaults"
+    assert outcome.final["significant"] and 49 < outcome.final["improvement_pct"] < 51
+    assert "Performance improved by" in outcome.line and "kept: onnxruntime's defaults" in outcome.line
+    assert "is SLOWER than onnxruntime's defaults" in outcome.line
+    bank = tune_mod.bank_of(outcome)["measurements"]
+    assert bank["kept_is_defaults"] and bank["comparisons"]["kept_vs_defaults"] is None
+    assert bank["comparisons"]["start_vs_defaults"]["verdict"] == "slower"
+
+
+def test_each_trial_is_counted_for_the_builds_status_line_naming_the_log(slow_model, monkeypatch, tmp_path):
+    from types import SimpleNamespace
+
+    from ascendpipe import ticker
+    from ascendpipe.backends.onnxruntime import tune as tune_mod
+    from ascendpipe.backends.onnxruntime.profile_tune_stages import _trials_unit
+
+    same = [10.0, 10.1, 9.9, 10.0, 10.0]
+    monkeypatch.setattr(tune_mod.Bench, "measure_pair", lambda self, a, b, pairs=None: (same[:pairs or 5],) * 2)
+    told = []
+    with ticker.listening(lambda done, total, unit: told.append((done, total, unit))):
+        tune_mod.tune_model(slow_model, [{"x": _x()}], job_types=[1], repeats=5, iterations=1, max_candidates=3,
+                            progress_unit="trials (each in build/tune.log)")
+    assert told == [(i, 3, "trials (each in build/tune.log)") for i in (1, 2, 3)]
+    (tmp_path / "build").mkdir()
+    with open(tmp_path / "build" / "tune.log", "w") as log:
+        assert _trials_unit(SimpleNamespace(log=log, workspace=tmp_path)) == "trials (each in build/tune.log)"
+    assert _trials_unit(SimpleNamespace(log=io.StringIO(), workspace=tmp_path)) == "trials"

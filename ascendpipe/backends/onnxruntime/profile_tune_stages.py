@@ -130,8 +130,9 @@ def job_types_of(value: Any) -> list[int]:
 def run_tune(model_path: Path, inputs_path: Path | None, out_dir: Path, *, job_type: Any = 1,
              repeats: int = 7, iterations: int | None = None, max_candidates: int = 24,
              thresholds: dict | None = None, baseline: dict | None = None, min_gain_pct: float = 2.0,
-             batch_size: int | None = None, say: Say = print) -> dict[str, Any]:
-    """Tune, write the knowledge bank and the opat result; returns {"metrics", "info", "line", "files"}."""
+             batch_size: int | None = None, say: Say = print, progress_unit: str = "trials") -> dict[str, Any]:
+    """Tune, write the knowledge bank and the opat result; returns {"metrics", "info", "line", "files"}.
+    ``progress_unit``: what its trials are counted as on a build's status line (``ascendpipe.ticker``)."""
     from ascendpipe.backends.onnxruntime.session import read_runtime
     from ascendpipe.backends.onnxruntime.tune import tune_model, write_tune_outputs
 
@@ -139,7 +140,7 @@ def run_tune(model_path: Path, inputs_path: Path | None, out_dir: Path, *, job_t
     batches = _batches(model_path, inputs_path, batch_size, say)
     outcome = tune_model(model_path, batches, job_types=job_types_of(job_type), repeats=repeats,
                          iterations=iterations, max_candidates=max_candidates, thresholds=thresholds,
-                         baseline=start, min_gain_pct=min_gain_pct, say=say)
+                         baseline=start, min_gain_pct=min_gain_pct, say=say, progress_unit=progress_unit)
     files = write_tune_outputs(Path(out_dir), outcome, tuning_name=model_path.stem)
     final = outcome.final
     metrics = {"tune_baseline_ms": final["baseline_median_ms"], "tune_best_ms": final["candidate_median_ms"],
@@ -175,6 +176,22 @@ def profile(ctx):
     return StageResult(metrics=result["metrics"], info=result["info"])
 
 
+def _trials_unit(ctx) -> str:
+    """``trials (each in build/tune.log)``: a build's status line counts tune's trials and names the log
+    that has every one (``ascendpipe.ticker``; on a terminal only)."""
+    import os
+
+    log = getattr(ctx.log, "name", None)
+    if not isinstance(log, str):
+        return "trials"
+    if os.path.isabs(log):
+        try:
+            log = os.path.relpath(log, str(ctx.workspace))
+        except ValueError:  # another drive (Windows)
+            pass
+    return f"trials (each in {log})"
+
+
 def tune(ctx):
     from ascendpipe.errors import UserError
     from ascendpipe.contract import StageResult
@@ -185,7 +202,8 @@ def tune(ctx):
         result = run_tune(model, inputs, ctx.out_dir, job_type=p.get("job_type", 1), repeats=p.get("repeats", 7),
                           iterations=p.get("iterations"), max_candidates=p.get("max_candidates", 24),
                           thresholds={**ctx.thresholds, **p.get("thresholds", {})}, baseline=p.get("baseline"),
-                          min_gain_pct=p.get("min_gain_pct", 2.0), batch_size=p.get("batch_size"), say=ctx.say)
+                          min_gain_pct=p.get("min_gain_pct", 2.0), batch_size=p.get("batch_size"), say=ctx.say,
+                          progress_unit=_trials_unit(ctx))
     except UserError as err:
         raise err.with_location(stage=ctx.name) from None
     return StageResult(metrics=result["metrics"], info=result["info"],

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
-from ascendpipe.backends.onnxruntime.profile import (attribute_to_model, model_graph, profile_model,
-                                                      resolve_settings)
+from ascendpipe.backends.onnxruntime.profile import (DEFAULT_SETTINGS, attribute_to_model, model_graph,
+                                                      profile_model, resolve_settings)
 from ascendpipe.backends.onnxruntime.tune_bank import sha256_file
 from ascendpipe.backends.onnxruntime.tune_worker import Worker, WorkerError
 from ascendpipe.profiling import aoe_result, search, stats
@@ -28,6 +28,9 @@ MAX_AUTO_ITERATIONS = 2000
 MAX_OPEN_SESSIONS = 3  # baseline, current best, candidate: one process each
 MORE_PAIRS = 2  # pairs added while the interval straddles the minimum gain
 MAX_PAIRS_FACTOR = 3  # ... up to this many times ``repeats`` pairs
+# the end-to-end check decides what is kept: on a loaded host a real 30% gain can still straddle the
+# minimum gain after 3x ``repeats`` pairs, and reverting then throws the search's finding away
+CONFIRM_PAIRS_FACTOR = 6
 OPAT_FILE = "aoe_result_opat.json"
 
 
@@ -110,11 +113,13 @@ class Bench:
                 sink.append(self._round(settings, self.iterations))
         return times_a, times_b
 
-    def compare(self, a: dict, b: dict, min_gain_pct: float) -> tuple[dict, list[float], list[float]]:
-        """``b`` against ``a``: ``repeats`` pairs, then more while the interval straddles the minimum gain."""
+    def compare(self, a: dict, b: dict, min_gain_pct: float, *, max_pairs_factor: int = MAX_PAIRS_FACTOR
+                ) -> tuple[dict, list[float], list[float]]:
+        """``b`` against ``a``: ``repeats`` pairs, then more while the interval straddles the minimum gain,
+        up to ``max_pairs_factor * repeats`` pairs."""
         times_a, times_b = self.measure_pair(a, b)
         gain = stats.paired_gain(times_a, times_b, min_gain_pct=min_gain_pct)
-        while stats.undecided(gain, min_gain_pct) and len(times_a) < MAX_PAIRS_FACTOR * self.repeats:
+        while stats.undecided(gain, min_gain_pct) and len(times_a) < max_pairs_factor * self.repeats:
             more_a, more_b = self.measure_pair(a, b, MORE_PAIRS)
             times_a, times_b = times_a + more_a, times_b + more_b
             gain = stats.paired_gain(times_a, times_b, min_gain_pct=min_gain_pct)
@@ -134,17 +139,74 @@ class Bench:
         return problems
 
 
-def _trial(bench: Bench, min_gain_pct: float, say: Callable[[str], None]):
+def _ms(value: float) -> str:
+    return f"{value:.4g} ms"
+
+
+def _geomean(samples: Sequence[float]) -> float:
+    """The mean the paired gain is computed from: mean ln(a) - mean ln(b) = ln(geomean a / geomean b)
+    (medians of each side can disagree with the paired gain's sign; these cannot)."""
+    import math
+
+    return math.exp(sum(math.log(max(v, 1e-12)) for v in samples) / len(samples))
+
+
+def _faster(pct: float) -> str:
+    """A paired gain in words: the share of the other's time saved, or the extra time it takes
+    (``2.5x the time`` beyond double: "1500% slower" reads badly)."""
+    if pct >= 0:
+        return f"{pct:.1f}% faster"
+    if pct > -100:
+        return f"{-pct:.1f}% slower"
+    ratio = 1 - pct / 100
+    return f"{ratio:.3g}x the time" if ratio < 1000 else f"{ratio:.0f}x the time"
+
+
+def describe(settings: dict, against: dict | None = None) -> str:
+    """``execution_mode=ORT_SEQUENTIAL, intra_op_num_threads=0``: the knobs that differ from ``against``
+    (all of them without it)."""
+    items = sorted((k, v) for k, v in settings.items() if against is None or against.get(k) != v)
+    return ", ".join(f"{k}={v}" for k, v in items) or "(the same settings)"
+
+
+def short(settings: dict) -> str:
+    """Settings as their difference from onnxruntime's defaults."""
+    if _key(settings) == _key(DEFAULT_SETTINGS):
+        return "onnxruntime's defaults"
+    return describe(settings, DEFAULT_SETTINGS)
+
+
+def comparison_text(gain: dict, baseline_ms: Sequence[float], candidate_ms: Sequence[float], *,
+                    candidate: str, baseline: str) -> str:
+    """``the candidate 7.6 ms a run against the best so far 15.1 ms (geometric means of 7 paired rounds):
+    49.7% faster, 95% CI 47.0% faster to 52.1% faster``: which side is which, and one direction."""
+    return (f"{candidate} {_ms(_geomean(candidate_ms))} a run against {baseline} {_ms(_geomean(baseline_ms))} "
+            f"(geometric means of {gain['pairs']} paired rounds): {_faster(gain['improvement_pct'])}, 95% CI "
+            f"{_faster(gain['noise_low_pct'])} to {_faster(gain['noise_high_pct'])}")
+
+
+def _trial(bench: Bench, min_gain_pct: float, say: Callable[[str], None], budget: int, unit: str):
+    from ascendpipe import ticker
+
+    count = 0
+
     def trial(best: dict, candidate: dict) -> search.Trial:
+        nonlocal count
+        count += 1
+        change = describe(candidate, best)
         try:
             gain, base_ms, cand_ms = bench.compare(best, candidate, min_gain_pct)
         except WorkerError as exc:  # a setting this onnxruntime build refuses: skip it, say why
-            say(f"  candidate {_key(candidate)} failed to run: {exc}")
+            say(f"  trial {count}: {change} failed to run: {exc}")
             return search.Trial(False, False, {"error": str(exc)[:200]})
         problems = bench.accuracy_violations(candidate) if gain["significant"] else []
-        say(f"  {_key(candidate)}: {gain['candidate_median_ms']:.3f} ms vs {gain['baseline_median_ms']:.3f} ms, "
-            f"{gain['improvement_pct']:+.1f}% (95% CI {gain['noise_low_pct']:.1f}..{gain['noise_high_pct']:.1f}%, "
-            f"{gain['pairs']} pairs)" + (f", rejected: {problems[0]}" if problems else ""))
+        verdict = ("kept" if gain["significant"] and not problems else
+                   f"rejected: {problems[0]}" if problems else
+                   f"not kept: not {min_gain_pct:g}% faster beyond the noise")
+        say(f"  trial {count}: {change}: "
+            + comparison_text(gain, base_ms, cand_ms, candidate="candidate", baseline="best so far")
+            + f" -> {verdict}")
+        ticker.report(count, budget, unit)  # a build's status line on a terminal (engine/progress.py)
         return search.Trial(bool(gain["significant"]), not problems,
                             {"speedup": gain, "baseline_ms": base_ms, "candidate_ms": cand_ms,
                              "accuracy_checked": bool(gain["significant"]),
@@ -172,7 +234,7 @@ def _op_types(model_path: Path) -> set[str]:
 
 @dataclass
 class TuneOutcome:
-    baseline: dict
+    baseline: dict  # the start
     best: dict
     final: dict  # stats.paired_gain of best over baseline
     log: search.SearchLog
@@ -186,10 +248,33 @@ class TuneOutcome:
     host: dict = field(default_factory=dict)  # cores and load while tuning
     source_sha256: str = ""  # the model a converted model was converted from, when it says so
     model_name: str = ""
+    defaults: dict = field(default_factory=dict)  # the defaults candidate (the start when it is the defaults)
+    start_vs_defaults: dict | None = None  # stats.paired_gain of the start over the defaults (+ "verdict", "text")
+    kept_vs_defaults: dict | None = None  # ... of the kept setting over the defaults
 
     @property
     def line(self) -> str:
-        return stats.improvement_line(self.final) + self.thread_note
+        return stats.improvement_line(self.final) + self.start_note + self.thread_note
+
+    @property
+    def start_note(self) -> str:
+        """Where the start was not the defaults: how it and the kept setting compare with them."""
+        if _key(self.defaults) == _key(self.baseline):
+            return ""
+        parts = []
+        # job type 2 alone tunes the fusions only: its defaults are the start with every fusion on
+        name = "onnxruntime's defaults" if _key(self.defaults) == _key(DEFAULT_SETTINGS) else "the default fusions"
+        vs = self.start_vs_defaults
+        if vs is not None and vs["verdict"] == "slower":
+            parts.append(f"the start ({describe(self.baseline, self.defaults)}) is SLOWER than {name}: {vs['text']}")
+        elif vs is not None:
+            parts.append(f"the start ({describe(self.baseline, self.defaults)}) against {name}: {vs['text']}")
+        kept = self.kept_vs_defaults
+        if _key(self.best) == _key(self.defaults):
+            parts.append(f"kept: {name}")
+        elif kept is not None:
+            parts.append(f"kept ({describe(self.best, self.defaults)}) against the defaults: {kept['text']}")
+        return "".join(f"; {p}" for p in parts)
 
     @property
     def thread_note(self) -> str:
@@ -207,16 +292,35 @@ def _start_error(exc: WorkerError, start: dict):
                      Location(field="baseline"))
 
 
+def versus(x_ms: Sequence[float], y_ms: Sequence[float], min_gain_pct: float, *, x: str, y: str) -> dict:
+    """``x`` against ``y`` from paired rounds: stats.paired_gain of x over y, with ``verdict`` (faster,
+    slower: beyond the noise by ``min_gain_pct``; else within the noise) and a one-line ``text``."""
+    gain = stats.paired_gain(y_ms, x_ms, min_gain_pct=min_gain_pct)
+    slower = stats.paired_gain(x_ms, y_ms, min_gain_pct=min_gain_pct)["significant"]
+    verdict = "faster" if gain["significant"] else "slower" if slower else "within the noise"
+    return {**gain, "verdict": verdict, "text": comparison_text(gain, y_ms, x_ms, candidate=x, baseline=y)}
+
+
+def _defaults_trial(log: search.SearchLog) -> dict | None:
+    """The first trial, the defaults against the start (None: the start is the defaults, or they failed)."""
+    return next((t for t in log.trials if t.get("source") == "defaults" and "error" not in t), None)
+
+
 def tune_model(model_path: Path, batches: Sequence[dict], *, job_types: Sequence[int] = (1,),
                repeats: int = 7, iterations: int | None = None, max_candidates: int = 24,
                thresholds: dict[str, float] | None = None, baseline: dict | None = None,
-               min_gain_pct: float = 2.0, say: Callable[[str], None] = lambda _: None) -> TuneOutcome:
+               min_gain_pct: float = 2.0, say: Callable[[str], None] = lambda _: None,
+               progress_unit: str = "trials") -> TuneOutcome:
+    """Each trial is told to ``ascendpipe.ticker`` as done of ``max_candidates`` ``progress_unit`` (a
+    build shows a long stage's counts on a terminal; the stage's unit names its log, where ``say``
+    writes every trial)."""
     from ascendpipe.compare.thresholds import resolve
 
     started = time.perf_counter()
     start = resolve_settings(baseline)
     host = {"cpu_count": usable_cpus(), "load_start": host_load()}
     bench = Bench(model_path, batches, iterations=iterations, repeats=repeats, thresholds=resolve(thresholds))
+    kept_vs_defaults = None
     try:
         try:
             bench.reference = bench.outputs(start)
@@ -226,29 +330,55 @@ def tune_model(model_path: Path, batches: Sequence[dict], *, job_types: Sequence
             raise _start_error(exc, start) from None
         say(f"tune {model_path.name}: job types {sorted(set(job_types))}, {repeats}+ paired rounds of "
             + (f"{bench.iterations} runs" if iterations else f"~{ROUND_TARGET_MS:g} ms")
-            + " per setting, each setting in its own process")
+            + " per setting, each setting in its own process; start: " + describe(start))
         log = search.search(start, job_types=job_types, cpu_count=host["cpu_count"],
-                            op_types=_op_types(model_path), trial=_trial(bench, min_gain_pct, say),
-                            max_candidates=max_candidates)
+                            op_types=_op_types(model_path),
+                            trial=_trial(bench, min_gain_pct, say, max_candidates, progress_unit),
+                            max_candidates=max_candidates, defaults=DEFAULT_SETTINGS)
+        say(f"  search: {log.plan}; {len(log.trials)} trials")
         best = log.best
+        defaults = log.defaults or start
         if _key(best) != _key(start):  # the steps' gains, confirmed end to end with fresh rounds
-            final, base_ms, best_ms = bench.compare(start, best, min_gain_pct)
+            final, base_ms, best_ms = bench.compare(start, best, min_gain_pct, max_pairs_factor=CONFIRM_PAIRS_FACTOR)
         else:
             base_ms, _ = bench.measure_pair(start, start)
             best_ms, final = base_ms, {}
+        reverted = _key(best) != _key(start) and not final["significant"]
+        reverted_to = None
+        if reverted:  # the end-to-end check does not confirm the steps: keep what is confirmed
+            first = _defaults_trial(log)
+            fallback = defaults if first is not None and first["accepted"] and _key(best) != _key(defaults) else start
+            say("  best " + describe(best, start) + " not confirmed against the start: "
+                + comparison_text(final, base_ms, best_ms, candidate="best", baseline="start")
+                + ("; the defaults were faster than the start in trial 1: confirming them" if fallback is defaults
+                   else "; keeping the starting settings"))
+            best, reverted_to = start, "start"
+            if fallback is defaults:  # a start measured slower than the defaults is no safe place to fall back to
+                again, again_base, again_ms = bench.compare(start, defaults, min_gain_pct,
+                                                            max_pairs_factor=CONFIRM_PAIRS_FACTOR)
+                say("  " + comparison_text(again, again_base, again_ms, candidate="the defaults", baseline="the start"))
+                if again["significant"]:
+                    best, reverted_to, final, base_ms, best_ms = defaults, "defaults", again, again_base, again_ms
+        if _key(best) not in (_key(start), _key(defaults)):  # the kept setting against the defaults, fresh rounds
+            _, defaults_ms, kept_ms = bench.compare(defaults, best, min_gain_pct)
+            kept_vs_defaults = versus(kept_ms, defaults_ms, min_gain_pct, x="the kept setting", y="the defaults")
     finally:
         bench.close()
     host["load_end"] = host_load()
-    reverted = _key(best) != _key(start) and not final["significant"]
-    if reverted:  # the end-to-end check does not confirm the steps: keep what we started from
-        say(f"  best {_key(best)} not confirmed against the baseline "
-            f"({final['improvement_pct']:+.1f}%, 95% CI {final['noise_low_pct']:.1f}..{final['noise_high_pct']:.1f}%); "
-            "keeping the baseline settings")
-        best = start
     if _key(best) == _key(start):
         best, best_ms = start, base_ms  # same settings: no change, no gain claimed
         final = {**stats.paired_gain(base_ms, base_ms, min_gain_pct=min_gain_pct), "significant": False}
     final["reverted"] = reverted
+    final["reverted_to"] = reverted_to  # "start", or "defaults" where they were confirmed faster than the start
+    start_vs_defaults, first = None, _defaults_trial(log)
+    if first is not None:  # its rounds read the other way round: the start against the defaults
+        start_vs_defaults = versus(first["baseline_ms"], first["candidate_ms"], min_gain_pct,
+                                   x="the start", y="the defaults")
+        if _key(best) == _key(start):
+            kept_vs_defaults = versus(first["baseline_ms"], first["candidate_ms"], min_gain_pct,
+                                      x="the kept setting (the start)", y="the defaults")
+    elif _key(defaults) == _key(start) and _key(best) != _key(start):  # the start is the defaults
+        kept_vs_defaults = versus(best_ms, base_ms, min_gain_pct, x="the kept setting", y="the defaults (the start)")
     operators = []
     if search.JOB_OP in job_types:
         runs = max(5, bench.iterations)
@@ -258,7 +388,8 @@ def tune_model(model_path: Path, batches: Sequence[dict], *, job_types: Sequence
         operators = aoe_result.per_op_changes(before, after, min_gain_pct=min_gain_pct)
     outcome = TuneOutcome(start, best, final, log, base_ms, best_ms, operators, sha256_file(model_path),
                           time.perf_counter() - started, bench.iterations, repeats, host,
-                          source_sha256(model_path) or "", model_path.name)
+                          source_sha256(model_path) or "", model_path.name, defaults, start_vs_defaults,
+                          kept_vs_defaults)
     say(outcome.line)
     return outcome
 
@@ -292,6 +423,17 @@ def bank_of(outcome: TuneOutcome) -> dict:
         "thread_choice": outcome.thread_note.lstrip("; ") or None,
         "trials": outcome.log.trials,
         "stopped_early": outcome.log.stopped_early,
+        # issue 44: where the search started, the defaults it always times, how the kept setting
+        # compares with both ("X_vs_Y": paired gain of X over Y, positive when X takes less time)
+        "start": {"session": outcome.baseline, "is_defaults": _key(outcome.baseline) == _key(outcome.defaults),
+                  "slower_than_defaults": (outcome.start_vs_defaults or {}).get("verdict") == "slower"},
+        "defaults_session": outcome.defaults,
+        "kept_is_defaults": _key(outcome.best) == _key(outcome.defaults),
+        "comparisons": {"kept_vs_start": outcome.final, "kept_vs_defaults": outcome.kept_vs_defaults,
+                        "start_vs_defaults": outcome.start_vs_defaults},
+        "search": {"plan": outcome.log.plan, "graph_space": outcome.log.space, "graph_swept": outcome.log.swept,
+                   "fixed_point": outcome.log.fixed_point, "defaults_timed": outcome.log.defaults is not None},
+        "summary": outcome.line,
     }
     return aoe_result.bank_document(model_sha256=outcome.model_sha256, session=outcome.best,
                                     measurements=measurements, model=outcome.model_name,

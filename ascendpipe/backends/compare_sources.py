@@ -394,7 +394,7 @@ def run_compare(golden: Path, target: Path, *, input_path: Path | None, work_dir
         result = compare(goldens)
     _refuse_nothing_compared(result, target)
     if t.quantization:
-        from ascendpipe.compare.advisor import quantization_report
+        from ascendpipe.compare.quant_advice import quantization_report
 
         quantization_report(result, t.quantization, (graph or {}).get("producers"))
     local = [Path(d) for d in target_dumps + goldens if not hasattr(d, "key") and _inside(d, work_dir)]

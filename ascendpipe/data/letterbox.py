@@ -146,7 +146,7 @@ def forward_boxes(boxes, meta: dict) -> np.ndarray:
 def read_meta(path) -> list[dict]:
     """The per-image metadata list from ``letterbox.json`` (or a folder holding it), every field checked
     (a scale of 0 or a cut-short file is one line naming the file and the field, never a number of mAP)."""
-    from ascendpipe.userfile import fail, load_json
+    from ascendpipe.userfile import load_json
 
     path = Path(path)
     file = path / META_FILE if path.is_dir() else path

@@ -2,7 +2,7 @@
 
 The same search as the fp16 remedy (``fix.search``): a remedy is a set of quantized layers kept in
 float (``skip_layers``); growing follows the compare of the fake-quant model against the golden
-(``compare.advisor.skip_layers_advice``: the layers whose own loss of cosine is largest), shrinking
+(``compare.quant_advice.skip_layers_advice``: the layers whose own loss of cosine is largest), shrinking
 makes the set 1-minimal. Two evaluators:
 
 - ``QuantizePipelineEvaluator``: each attempt an engine build of the eval stage downstream of the
@@ -109,7 +109,7 @@ class StandaloneQuantizeEvaluator:
     def evaluate(self, remedy: frozenset) -> Result:
         from ascendpipe.backends.onnxruntime.quantize import quantize_model
         from ascendpipe.backends.onnxruntime.session import make_session
-        from ascendpipe.compare.advisor import quantization_losses, skip_layers_advice
+        from ascendpipe.compare.quant_advice import quantization_losses, skip_layers_advice
         from ascendpipe.compare.runner import compare_dumps
         from ascendpipe.backends.compare_sources import dump
         from ascendpipe.quantize.artifacts import annotate_for_dump

@@ -19,7 +19,6 @@ and category id of each class index, so predictions can be written as COCO resul
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from ascendpipe.compare.advisor import quantization_losses, skip_layers_advice
+from ascendpipe.compare.quant_advice import quantization_losses, skip_layers_advice
 from ascendpipe.compare.mapping import qdq_map
 from ascendpipe.fix.search import KEEP, Candidate, Result, advised, search
 

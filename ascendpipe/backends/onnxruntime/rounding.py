@@ -293,8 +293,6 @@ def _apply_rounding(graph, decisions: dict[str, Decision], floats: set[str], rou
     ``floats``: float tensors of every graph; ``force``: tensors rounded where they are made whatever
     their producer's dtype (a UB fusion's intermediates in a low-precision kernel): a set (fp16) or a
     mapping tensor -> format. In saturation mode an fp32 op's float outputs saturate too."""
-    from onnx import numpy_helper
-
     from ascendpipe.precision.policy import CONTROL_FLOW_OPS
 
     scope = scope or Scope()

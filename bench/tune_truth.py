@@ -23,7 +23,11 @@ another order), the mean ms a run over at least --runs runs and --window seconds
 setting's time is the median over its blocks. The sweep's fastest of 24 noisy times is biased low
 (it won partly by its noise), so each kept setting is then re-timed against the sweep's --rivals
 fastest other settings in --pairs pairs of fresh processes (A B, B A, ...): its ratio is the worst
-of their paired medians.
+of their paired medians. A rival is another setting in effect, not only in spelling: onnxruntime's
+default intra-op thread count (0) is the number of physical cores (its SessionOptions docs), so on a
+host with N physical cores ``threads=N`` is the default setting again; such a rival, or one already
+taken, is skipped (re-timing a setting against itself measures only the machine's noise: 1.00x,
+1.12x, 1.35x in three pairs at load 2-4).
 
 Pass (per start): the kept setting runs within 10% of the sweep's fastest (paired ratio <= 1.10), and
 the defaults were among tune's candidates (timed, or the start). The date and the load average are
@@ -112,6 +116,25 @@ def label(settings: dict) -> str:
             .replace("execution_mode=", ""))
 
 
+def physical_cores() -> int:
+    """Physical cores among the CPUs this process may use (Linux topology; the usable count elsewhere)."""
+    usable = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else range(os.cpu_count() or 1)
+    cores = set()
+    for cpu in usable:
+        base = Path(f"/sys/devices/system/cpu/cpu{cpu}/topology")
+        try:
+            cores.add(((base / "physical_package_id").read_text().strip(), (base / "core_id").read_text().strip()))
+        except OSError:
+            return len(usable)
+    return len(cores) or len(usable)
+
+
+def effective(settings: dict, cores: int) -> str:
+    """``key`` with onnxruntime's default thread count (0 or unset) spelled as the cores it uses."""
+    threads = settings.get("intra_op_num_threads") or cores
+    return key({**settings, "intra_op_num_threads": threads})
+
+
 def now() -> str:
     return f"load {os.getloadavg()[0]:.1f}, {time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC"
 
@@ -166,7 +189,8 @@ def one_model(name: str, tmp: Path, args) -> list[dict]:
     feeds_file = tmp / f"{name}_feeds.npz"
     np.savez(feeds_file, **feeds)
     cores = usable_cpus()
-    print(f"{name} ({model.name}, {args.size}: {SIZES[args.size]}): {cores} usable cores; {now()}")
+    print(f"{name} ({model.name}, {args.size}: {SIZES[args.size]}): {cores} usable cores "
+          f"({physical_cores()} physical: onnxruntime's default thread count); {now()}")
     cases = [tune_from(model, feeds, s, args) for s in args.starts.split(",")]
     from ascendpipe.backends.onnxruntime.profile import resolve_settings
 
@@ -182,11 +206,18 @@ def one_model(name: str, tmp: Path, args) -> list[dict]:
           f"each in a fresh process, {time.perf_counter() - began:.0f} s; fastest [{label(fastest)}] {best_ms:.2f} ms; "
           f"defaults {ms[key(resolve_settings({}))]:.2f} ms; {now()}")
     ranked = sorted(space, key=lambda s: ms[key(s)])
+    physical = physical_cores()
     recheck: dict[str, float] = {}  # kept -> its worst paired ratio against the sweep's fastest few
     for c in cases:
         k = key(c["kept"])
         if k not in recheck:
-            rivals = [s for s in ranked if key(s) != k][:args.rivals]
+            seen = {effective(c["kept"], physical)}
+            rivals = []
+            for s in ranked:  # the fastest settings that differ from the kept one in effect, each once
+                if effective(s, physical) not in seen:
+                    seen.add(effective(s, physical))
+                    rivals.append(s)
+            rivals = rivals[:args.rivals]
             recheck[k] = max([paired_ratio(model, feeds_file, c["kept"], r, args) for r in rivals], default=1.0)
         c.update(model=name, kept_ms=ms[k], start_ms=ms[key(c["start"])], fastest_ms=best_ms, fastest=fastest,
                  sweep_ratio=ms[k] / best_ms, ratio=recheck[k], start_ratio=ms[key(c["start"])] / best_ms)

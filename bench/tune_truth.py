@@ -3,7 +3,7 @@
 Run: python bench/tune_truth.py [--models resnet,transformer] [--size small|issue]
                                 [--starts defaults,disable_all,parallel,one_thread,other_bank]
                                 [--blocks 2] [--runs 8] [--window 0.3] [--rivals 2] [--pairs 3]
-                                [--repeats 5] [--max-candidates 12]
+                                [--repeats 7] [--max-candidates 24]
 
 Models (random weights): a ResNet-18 (bench/emulate.py's) and a 4-layer transformer encoder
 (tests/profiling/models.py: MatMul+Add, Softmax attention, LayerNormalization, Erf GELU, as torch
@@ -244,10 +244,12 @@ def main() -> int:
     parser.add_argument("--rivals", type=int, default=2,
                         help="the sweep's fastest settings each kept setting is re-timed against")
     parser.add_argument("--pairs", type=int, default=3, help="pairs of fresh processes per re-timing")
-    parser.add_argument("--repeats", type=int, default=5,
-                        help="tune's paired rounds per comparison, up to 3x while undecided (the stage's default: 7; "
+    parser.add_argument("--repeats", type=int, default=7,
+                        help="tune's paired rounds per comparison, up to 3x while undecided (default: the stage's 7; "
                              "at 3, at most 9 pairs, a loaded machine's noise hid 2x gains)")
-    parser.add_argument("--max-candidates", type=int, default=12, help="tune's trial budget (the stage's default: 24)")
+    parser.add_argument("--max-candidates", type=int, default=24,
+                        help="tune's trial budget (default: the stage's 24, the whole graph space on 2 cores; 12 "
+                             "leaves single changes to a fixed point)")
     args = parser.parse_args()
     began = time.perf_counter()
     results = []

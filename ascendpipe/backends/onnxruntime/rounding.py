@@ -54,12 +54,14 @@ def _typed_values(graph, typed: dict[str, bool], non_tensor: dict[str, str]) -> 
     """Every value with a known element type in ``graph`` and its bodies: name -> is float32."""
     from onnx import TensorProto
 
+    from ascendpipe.onnxgraph import value_type_text
+
     for vi in (*graph.input, *graph.value_info, *graph.output):
         if vi.type.tensor_type.elem_type:
             typed[vi.name] = vi.type.tensor_type.elem_type == TensorProto.FLOAT
         elif vi.type.WhichOneof("value") in ("sequence_type", "optional_type", "map_type", "sparse_tensor_type"):
             typed[vi.name] = False  # not a tensor: a Cast cannot take it (its float elements: see NON_TENSOR_OPS)
-            non_tensor[vi.name] = type_text(vi.type)
+            non_tensor[vi.name] = value_type_text(vi.type)
     for node in graph.node:
         for _, sub in _subgraphs(node):
             _typed_values(sub, typed, non_tensor)
@@ -397,23 +399,6 @@ def default_opset(model) -> int:
     rows = [row for row in helper.VERSION_TABLE if row[1] <= max(model.ir_version, 3)]
     matching = [row[2] for row in rows if ml is not None and row[3] == ml]
     return max(matching) if matching else max((row[2] for row in rows), default=13)
-
-
-def type_text(value_type) -> str:
-    """An ONNX type as onnxruntime spells it: tensor(float), seq(tensor(float)), optional(...), map(...)."""
-    from onnx import helper
-
-    kind = value_type.WhichOneof("value")
-    if kind == "tensor_type":
-        return f"tensor({helper.tensor_dtype_to_string(value_type.tensor_type.elem_type).split('.')[-1].lower()})"
-    if kind == "sequence_type":
-        return f"seq({type_text(value_type.sequence_type.elem_type)})"
-    if kind == "optional_type":
-        return f"optional({type_text(value_type.optional_type.elem_type)})"
-    if kind == "map_type":
-        key = helper.tensor_dtype_to_string(value_type.map_type.key_type).split(".")[-1].lower()
-        return f"map({key},{type_text(value_type.map_type.value_type)})"
-    return kind or "unknown"
 
 
 def not_rounded(non_tensor: dict[str, str], decisions: dict[str, Decision], producer: dict[str, dict]) -> dict:

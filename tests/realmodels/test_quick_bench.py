@@ -4,21 +4,17 @@ onnx package ships; the wheel models only when bench/.models already holds them)
 change that breaks compare or fix on a real model (issue 42: a 0-d float16 inf crashed three) shows
 here as a finding, not weeks later in a bench nobody ran."""
 
-import importlib.util
 import json
-from pathlib import Path
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "real_models.py"
+from tests import benches
+
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("real_models", BENCH)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return benches.load("real_models")
 
 
 def test_quick_real_models_pass_compare_and_fix_without_a_finding(bench, tmp_path, capsys):

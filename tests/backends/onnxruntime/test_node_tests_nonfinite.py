@@ -5,22 +5,18 @@ input (a 0-d one made inf), converted with force_fp16 and compared in-process; p
 first test whose output is a 0-d float. None may crash (exit 3, an internal error); a refusal (a
 sequence input, an op onnxruntime lacks, values onnxruntime will not run) is one line, exit 2."""
 
-import importlib.util
 import warnings
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-BENCH = Path(__file__).resolve().parents[3] / "bench" / "onnx_node_tests.py"
+from tests import benches
+
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("onnx_node_tests", BENCH)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return benches.load("onnx_node_tests")
 
 
 def nonfinite(feeds: dict) -> dict:

@@ -2,24 +2,20 @@
 the per-tensor bf16 reference (ml_dtypes): one test of every third op family through standalone convert
 + infer; none crashes, none is wrong, and a refusal is only for what the device has no such thing as."""
 
-import importlib.util
 import warnings
-from pathlib import Path
 
 import pytest
 
+from tests import benches
+
 pytest.importorskip("ml_dtypes", reason="ml_dtypes (installed with onnx) is the bf16 reference")
 
-BENCH = Path(__file__).resolve().parents[3] / "bench" / "onnx_node_tests.py"
 DEVICE_HAS_NO = ("a sequence of tensors", "an optional value")
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("onnx_node_tests", BENCH)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return benches.load("onnx_node_tests")
 
 
 def test_every_third_op_family_in_the_bf16_modes(bench, tmp_path):

@@ -2,22 +2,18 @@
 runs them all, in five modes): none crashes, none is wrong, and a refusal is only for what the
 device has no such thing as (a sequence or optional input)."""
 
-import importlib.util
 import warnings
-from pathlib import Path
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[3] / "bench" / "onnx_node_tests.py"
+from tests import benches
+
 DEVICE_HAS_NO = ("a sequence of tensors", "an optional value")
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("onnx_node_tests", BENCH)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return benches.load("onnx_node_tests")
 
 
 def test_one_node_test_per_op_family_converts_and_infers(bench, tmp_path):

@@ -56,29 +56,53 @@ OUTPUTS_DIR = "outputs"  # where an infer stage keeps its outputs inside its out
 
 def read_outputs(path: Path, where: Location) -> dict:
     """``{output name: array}`` from an infer stage dir, an outputs folder, one .npy or one .npz."""
-    import numpy as np
+    from ascendpipe.userfile import load_json, mapping
 
     path = Path(path)
     if path.is_file():
-        if path.suffix == ".npz":
-            with np.load(path) as data:
-                return {k: data[k] for k in data.files}
-        if path.suffix == ".npy":
-            return {path.stem: np.load(path)}
+        if path.suffix in (".npz", ".npy"):
+            loaded = load_array(path, where)
+            return {path.stem: loaded} if path.suffix == ".npy" else loaded
         raise UserError(f"{path} is not a .npy or .npz file of model outputs", where)
     if not path.is_dir():
         raise UserError(f"{path} does not exist", where)
     names = {}
     summary = path / "summary.json"
     if summary.is_file():  # the infer stage's own name -> file table (file names are sanitised)
-        for name, spec in (json.loads(summary.read_text()).get("outputs") or {}).items():
-            names[name] = path / spec["file"]
+        outputs = mapping(mapping(load_json(summary, "infer summary"), summary, None).get("outputs") or {},
+                          summary, "outputs")
+        for name, spec in outputs.items():
+            spec = mapping(spec, summary, f"outputs.{name}")
+            file = spec.get("file")
+            if not isinstance(file, str) or not file or Path(file).is_absolute() or ".." in Path(file).parts:
+                raise UserError(f"{summary}: outputs.{name}.file: {file!r} is not a file name inside {path}", where)
+            names[name] = path / file
     if not names:
         folder = path / OUTPUTS_DIR if (path / OUTPUTS_DIR).is_dir() else path
         names = {p.stem: p for p in sorted(folder.glob("*.npy"))}
     if not names:
         raise UserError(f"no model outputs (*.npy) in {path}; expected an infer stage's output folder", where)
-    return {name: np.load(file) for name, file in names.items()}
+    return {name: load_array(file, where) for name, file in names.items()}
+
+
+def load_array(path: Path, where: Location):
+    """An .npy's array or an .npz's ``{name: array}``, without pickles; a damaged, cut-short or foreign
+    file is one line naming it (numpy's own "allow_pickle" advice would mislead)."""
+    import zipfile
+
+    import numpy as np
+
+    from ascendpipe.inputs import npy_error
+
+    try:
+        if path.suffix == ".npz":
+            with np.load(path) as data:
+                return {k: data[k] for k in data.files}
+        return np.load(path)
+    except FileNotFoundError:
+        raise UserError(f"{path} does not exist", where) from None
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile, KeyError) as exc:
+        raise UserError(f"cannot read {path}: {npy_error(exc)}", where) from None
 
 
 def pick_output(outputs: dict, output_name: str | None, where: Location):
@@ -237,7 +261,12 @@ def _label_file(ctx: StageContext, name: str, required: bool = True):
             return None
         raise UserError(f"labels: {path} does not exist (task '{ctx.params['task']}' needs {name})",
                         _where(ctx, "labels"))
-    return np.load(path)
+    ids = load_array(path, _where(ctx, "labels"))
+    if not isinstance(ids, np.ndarray) or ids.ndim != 1 or ids.dtype.kind not in "iubUS":
+        found = f"shape {list(ids.shape)} {ids.dtype}" if isinstance(ids, np.ndarray) else "an .npz archive"
+        raise UserError(f"labels: {path} must hold one id per image (a 1-D array of integers or strings), "
+                        f"not {found}", _where(ctx, "labels"))
+    return ids
 
 
 def _classification(ctx: StageContext) -> dict:

@@ -130,3 +130,25 @@ def test_user_function_errors(tmp_path):
     with pytest.raises(UserError, match="does not exist"):
         load_user_function("nope.py:g", tmp_path)
     assert load_user_function("ok.py:g", tmp_path)(3) == 3
+
+
+def test_reid_ids_that_are_not_one_id_per_image_are_located(tmp_path, make_ctx):
+    """A 2-D ids array, a float one, or a text file named .npy: one line naming the file (issue 42's
+    class of user files), never numpy's traceback or its allow_pickle advice."""
+    infer = write_infer_dir(tmp_path / "infer", {"e": np.zeros((4, 4), np.float32)})
+    labels = tmp_path / "labels"
+    labels.mkdir()
+    np.save(labels / "gallery_ids.npy", np.array([0, 1]))
+    ctx = make_ctx("eval", {"task": "reid"}, {"outputs": infer, "labels": labels}, name="eval@x")
+    np.save(labels / "query_ids.npy", np.array([[0, 1]]))
+    with pytest.raises(UserError) as err:
+        EvalKind().run(ctx)
+    assert f"labels: {labels / 'query_ids.npy'} must hold one id per image (a 1-D array of integers or strings), " \
+           "not shape [1, 2] int64" in str(err.value) and "stage 'eval@x'" in str(err.value)
+    np.save(labels / "query_ids.npy", np.array([0.5, 1.0]))
+    with pytest.raises(UserError, match="not shape \\[2\\] float64"):
+        EvalKind().run(ctx)
+    (labels / "query_ids.npy").write_text("0\n1\n")
+    with pytest.raises(UserError, match="does not start with numpy's header") as err:
+        EvalKind().run(ctx)
+    assert "allow_pickle" not in str(err.value)

@@ -138,20 +138,21 @@ def _keepable(result: Result, name: str) -> bool:
     return result.candidates is None or name in result.candidates
 
 
-def _peaks(result: Result) -> dict[str, float]:
-    cached = getattr(result, "_golden_peaks", None)
+def _per_result(result: Result, attr: str, compute):
+    """``compute(result.rows)``, worked out once per result (kept on it)."""
+    cached = getattr(result, attr, None)
     if cached is None:
-        cached = golden_peaks(result.rows)
-        object.__setattr__(result, "_golden_peaks", cached)
+        cached = compute(result.rows)
+        object.__setattr__(result, attr, cached)
     return cached
+
+
+def _peaks(result: Result) -> dict[str, float]:
+    return _per_result(result, "_golden_peaks", golden_peaks)
 
 
 def _types(result: Result) -> dict[str, str]:
-    cached = getattr(result, "_op_types", None)
-    if cached is None:
-        cached = op_types(result.rows)
-        object.__setattr__(result, "_op_types", cached)
-    return cached
+    return _per_result(result, "_op_types", op_types)
 
 
 def neighbours(result: Result, kept: Iterable[Candidate], keepable: Callable[[str], bool]) -> list[Candidate]:

@@ -233,6 +233,9 @@ def headline(pipeline, outcomes: dict, order: list[str], limit: int = 8, infos: 
             items = sorted(items, key=lambda kv: lead.index(kv[0]) if kv[0] in lead else len(lead))
             keys.append(key)
         text = "  ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in items[:limit])
+        host_times = times_measured_on(pipeline, stage) == HOST_TIME  # latencies of the emulation are no NPU's
+        if host_times:
+            text = f"(host CPU) {text}"
         if first:
             text = f"first failure {first}  {text}"
         elif (stage.kind == "compare" and o.metrics.get("contained_ops")
@@ -243,7 +246,7 @@ def headline(pipeline, outcomes: dict, order: list[str], limit: int = 8, infos: 
         where = advice_files(pipeline, stage) if first else ""
         if where:  # where the first failure's advice is: its report and the remedy files to paste
             (keyed if key in o.metrics else lines).append(f"  {'':<28} advice: {where}")
-        if times_measured_on(pipeline, stage) == HOST_TIME:  # latencies of the emulation are no NPU's
+        if host_times:
             (keyed if key in o.metrics else lines).append(f"  {'':<28} {HOST_TIME_WORDS}")
     head = f"metrics (key: {', '.join(dict.fromkeys(keys))}):\n" if keys else "metrics:\n"
     return (head + "\n".join(keyed + lines) + "\n") if keyed or lines else ""

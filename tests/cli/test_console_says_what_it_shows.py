@@ -116,7 +116,7 @@ def test_the_build_summary_says_profile_times_are_the_host_cpus(ws):
     _, build = ws
     lines = build.splitlines()
     at = next(i for i, line in enumerate(lines) if line.startswith("  profile "))
-    assert "latency_ms_mean=" in lines[at]
+    assert "latency_ms_mean=" in lines[at] and lines[at].split()[1:3] == ["(host", "CPU)"]
     assert lines[at + 1].strip() == ("times: the host CPU's, measured on the onnxruntime emulation "
                                      "(time_measured_on: host_cpu_emulation), not an NPU's")
     assert sum("time_measured_on: host_cpu_emulation" in line for line in lines) == 1  # compare stages time nothing

@@ -180,10 +180,13 @@ def _template_of(raw, path: tuple) -> str | None:
 
 
 def _templated(error) -> bool:
-    """A schema error about a template's text, not the value it renders to."""
+    """A schema error about a template's text in a stage's params, not the value it renders to (checked,
+    rendered, against the kind's schema). Elsewhere (backend, env, build_dir) nothing renders it later."""
     from ascendpipe.config.template import needs_render
 
-    return isinstance(error.instance, str) and needs_render(error.instance)
+    path = list(error.absolute_path)
+    return (len(path) > 3 and path[0] == "stages" and path[2] == "params"
+            and isinstance(error.instance, str) and needs_render(error.instance))
 
 
 def _raise(marks, path, message, data=None):

@@ -105,3 +105,10 @@ def test_an_untemplated_bad_value_is_still_refused_before_rendering(ws):
     bad = _cli(ws, "validate", "plain.yaml")
     assert bad.returncode == 2
     assert "soc_version 'Ascend999' does not match the pattern" in bad.stderr and "rendered" not in bad.stderr
+
+
+def test_a_template_where_nothing_renders_it_is_refused_as_before(ws):
+    (ws / "backend.yaml").write_text('backend: "{{ params.b }}"\nparams: {b: onnxruntime}\n'
+                                     "stages:\n  convert: {kind: convert, model: models/m.onnx}\n")
+    bad = _cli(ws, "validate", "backend.yaml")
+    assert bad.returncode == 2 and "backend '{{ params.b }}' is not one of onnxruntime, ascend" in bad.stderr

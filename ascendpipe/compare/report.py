@@ -210,6 +210,7 @@ def report_html(result: dict, doc: dict) -> str:
         first=first,
         verdict=doc.get("verdict"),
         contained=doc.get("contained") or [],
+        golden_only=doc.get("golden_only") or {},
         summary=doc["summary"],
         thresholds=doc["thresholds"],
         input_note=doc.get("input"),

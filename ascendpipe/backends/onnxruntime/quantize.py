@@ -50,8 +50,9 @@ def quantize_model(model: Path, batches: list[dict], out_path: Path, settings: Q
 
     refs = onnxexternal.check_model(model)
     weight_bytes = _weight_bytes(model, refs)
-    onnxexternal.check_memory(weight_bytes, f"quantizing a model of {weight_bytes} bytes of weights (onnxruntime's "
-                              f"quantizer holds it about {MEMORY_FACTOR:.0f} times)", model, MEMORY_FACTOR)
+    onnxexternal.check_memory(weight_bytes, f"quantizing this model ({onnxexternal.size_text(weight_bytes)} of "
+                              f"weights; onnxruntime's quantizer holds them about {MEMORY_FACTOR:.0f} times)", model,
+                              MEMORY_FACTOR)
     methods = {"minmax": CalibrationMethod.MinMax, "entropy": CalibrationMethod.Entropy,
                "percentile": CalibrationMethod.Percentile}
     types = [t for t in QUANTIZABLE_TYPES if t not in settings.skip_layer_types]

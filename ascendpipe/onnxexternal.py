@@ -47,8 +47,9 @@ def is_external(tensor) -> bool:
 
 
 def has_external(model) -> bool:
-    """Whether any weight of ``model`` (a ModelProto read without its external data) lies in a file."""
-    return any(is_external(t) for t in initializers(model))
+    """Whether any tensor of ``model`` (a ModelProto read without its external data) lies in a file:
+    an initializer, or a node attribute's (``Constant``'s value), bodies included."""
+    return any(True for _ in external_tensors(model))
 
 
 def external_info(tensor) -> tuple[str, int, int | None]:

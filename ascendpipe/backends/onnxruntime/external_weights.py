@@ -85,12 +85,12 @@ def write(model, out_dir: Path, source_dir: Path, rounding: ExternalRounding, da
     from onnx import numpy_helper
 
     label = label or str(source_dir)
-    rounded_tensors, own_tensors, source_tensors = [], [], []
+    rounded_tensors, own_tensors = [], []
     for tensor in onnxexternal.initializers(model):
         if _ours(tensor, rounding):
             (rounded_tensors if onnxexternal.is_external(tensor) else own_tensors).append(tensor)
-        elif onnxexternal.is_external(tensor):
-            source_tensors.append(tensor)
+    # every other external tensor, a Constant's value included, still reads the source's bytes
+    source_tensors = [t for t in onnxexternal.external_tensors(model) if not _ours(t, rounding)]
     sources = {id(t): onnxexternal.resolve_tensor(t, source_dir, label) for t in source_tensors}
     pending = {t.name: onnxexternal.resolve_tensor(rounding.pending[t.name], source_dir, label)
                for t in rounded_tensors}

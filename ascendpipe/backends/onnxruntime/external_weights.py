@@ -137,11 +137,9 @@ def write(model, out_dir: Path, source_dir: Path, rounding: ExternalRounding, da
                 refer(tensor, at, len(raw))
                 expected.append((tensor.name, "own", hashlib.sha256(raw).hexdigest(), len(raw)))
                 own += 1
-    placed: dict[str, str] = {}
-    for tensor in source_tensors:
-        ref = sources[id(tensor)]
-        placed.update(onnxexternal.place_weights([tensor], source_dir, out_dir, SOURCE_PREFIX, link=link, label=label))
-        expected.append((tensor.name, "source", ref, None))
+    # each file placed once, however many tensors read it
+    placed = onnxexternal.place_weights(source_tensors, source_dir, out_dir, SOURCE_PREFIX, link=link, label=label)
+    expected += [(tensor.name, "source", sources[id(tensor)], None) for tensor in source_tensors]
     record = {"data_file": data_name if rounded or own else None, "rounded": rounded, "own": own,
               "source_files": placed}
     return record, expected

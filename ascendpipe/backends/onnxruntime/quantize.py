@@ -24,7 +24,9 @@ from ascendpipe.quantize.config import QUANTIZABLE_TYPES, QuantSettings, per_cha
 
 WORK_DIR = ".quantize-input"  # the copy of the model the quantizer is given, inside the output, removed after
 # onnxruntime's quantizer holds the model in memory several times over: its ModelProto, the shape-inferred
-# copy it loads back, the calibration session's weights and the quantized model (measured: docs/quantize.md)
+# copy it loads back, the calibration session's weights and the quantized model. Measured (onnxruntime
+# 1.32, external-data MatMul stacks): peak RSS above the process before it 3.00x the weights at 302 MB,
+# 2.93x at 604 MB (docs/benchmarks.md, "Issues 48 and 49")
 MEMORY_FACTOR = 3.0
 
 

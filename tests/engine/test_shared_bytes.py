@@ -107,3 +107,27 @@ def test_a_restored_output_shares_the_cache_objects_bytes(built, capsys):
     objects = {(s.st_dev, s.st_ino) for s in _files(root / "cache" / "objects")}
     big = [p for p in (root / "build").rglob("*.data") if p.stat().st_size >= 1 << 20]
     assert big and all((os.stat(p).st_dev, os.stat(p).st_ino) in objects for p in big)
+
+
+def test_a_file_under_several_names_is_read_once_per_build(tmp_path, monkeypatch):
+    """The source stage's weights, its object and each variant's link are one inode: hashed once."""
+    from ascendpipe.store import hashing
+
+    data = tmp_path / "a.bin"
+    data.write_bytes(b"w" * 4096)
+    for name in ("b.bin", "c.bin"):
+        os.link(data, tmp_path / name)
+    old = os.stat(data).st_mtime_ns - 10 * hashing.RACY_WINDOW_NS  # settled: out of the racy window
+    os.utime(data, ns=(old, old))
+    read = []
+    real = hashing.hash_file
+    monkeypatch.setattr(hashing, "hash_file", lambda path: read.append(path) or real(path))
+
+    class NoRows:
+        def stat_get(self, path):
+            return None
+
+    hasher = hashing.Hasher(NoRows(), str(tmp_path))
+    monkeypatch.setattr(hashing.time, "time_ns", lambda: os.stat(data).st_ctime_ns + 10 * hashing.RACY_WINDOW_NS)
+    digests = {hasher.hash_path(name) for name in ("a.bin", "b.bin", "c.bin")}
+    assert len(digests) == 1 and len(read) == 1

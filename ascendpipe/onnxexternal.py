@@ -1,11 +1,15 @@
 """ONNX external data: a model whose weights lie in files beside it (past protobuf's 2 GB, every LLM).
 
-Which tensors are external and where their bytes lie, one tensor's bytes read (the small ones a
-graph edit reads: shapes, norms, biases), and a model's weights files placed beside a copy of it
-(reflinked where the file system shares blocks, else copied in the kernel): never the whole model's weights loaded, and
-never re-serialised into the protobuf. Locations are relative to the model file's folder (the ONNX
-rule onnxruntime follows); one that is absolute or leaves that folder is refused, as onnx's checker
-refuses it. onnx is imported by the caller that parsed the model.
+The one strict reader (``references``, ``check_model``): every external reference of a model file
+resolved once, the same way, before any of its bytes is read or written, as onnxruntime reads it
+(the rules at ``ALLOWED_KEYS`` and ``check_reference``): relative to the model file's folder and
+inside it after links are resolved, a regular file, whole offsets and lengths within it, the length
+the tensor's own size. Anything else is one line naming the tensor, the field and the model. Then
+one tensor's bytes read (the small ones a graph edit reads: shapes, norms, biases), and a model's
+weights files placed beside a copy of it (``place_file``: a reflink, a hard link for a file of ours,
+else a copy): never the whole model's weights loaded, and never re-serialised into the protobuf. The
+references are found in the file's bytes (``onnxrefs``); onnx is imported only by the functions that
+take a parsed model.
 """
 
 from __future__ import annotations
@@ -109,24 +113,26 @@ def _quote(value: str) -> str:
     return repr(value if len(value) <= _SHOWN else value[:_SHOWN] + "...")
 
 
-def _fail(tensor: str, field: str, message: str, label) -> UserError:
-    return UserError(f"tensor {_quote(tensor)}: external data {message}", Location(file=label, field=field))
+def _fail(tensor: str, field: str, message: str, label, where: str = "initializer") -> UserError:
+    """The one line: the tensor (and where it sits, when not an initializer), the field, the model."""
+    sits = "" if where == "initializer" else f" ({where})"
+    return UserError(f"tensor {_quote(tensor)}{sits}: external data {message}", Location(file=label, field=field))
 
 
-def _entries(tensor: str, pairs, label) -> dict[str, str]:
+def _entries(tensor: str, pairs, label, where: str = "initializer") -> dict[str, str]:
     entries: dict[str, str] = {}
     for key, value in pairs:
         if key not in ALLOWED_KEYS:
             raise _fail(tensor, f"external_data.{key}", f"key {_quote(key)} is not one onnxruntime reads ("
-                        f"{', '.join(ALLOWED_KEYS)}): it refuses the model; remove the entry", label)
+                        f"{', '.join(ALLOWED_KEYS)}): it refuses the model; remove the entry", label, where)
         if key in entries:
             raise _fail(tensor, f"external_data.{key}", f"gives {key!r} twice ({_quote(entries[key])} and "
-                        f"{_quote(value)}): onnxruntime refuses a repeated key; keep one", label)
+                        f"{_quote(value)}): onnxruntime refuses a repeated key; keep one", label, where)
         entries[key] = value
     return entries
 
 
-def _whole(tensor: str, entries: dict, key: str, label) -> int | None:
+def _whole(tensor: str, entries: dict, key: str, label, where: str = "initializer") -> int | None:
     """The whole non-negative number ``entries[key]`` (decimal digits only, as onnx writes it and
     onnxruntime parses it: no sign, point, exponent, hex or space), None where it is not given."""
     value = entries.get(key)
@@ -134,7 +140,7 @@ def _whole(tensor: str, entries: dict, key: str, label) -> int | None:
         return None
     if not value or not value.isascii() or not value.isdigit():
         raise _fail(tensor, f"external_data.{key}", f"{key} {_quote(value)} is not a whole non-negative number "
-                    "of bytes (decimal digits only, as onnx writes it)", label)
+                    "of bytes (decimal digits only, as onnx writes it)", label, where)
     return int(value)
 
 
@@ -142,49 +148,69 @@ def _model_folder(model_path) -> str:
     return os.path.dirname(os.path.abspath(str(model_path)))
 
 
-def check_reference(name: str, data_type: int, dims, pairs, folder, label, where: str = "initializer") -> ExternalRef:
+def check_reference(name: str, data_type: int, dims, pairs, folder, label, where: str = "initializer",
+                    files: dict | None = None) -> ExternalRef:
     """One external tensor (``pairs``: its external_data entries as written) checked and resolved
     against the model's ``folder``: a UserError naming the tensor, the field and the model (``label``)
     for a missing or repeated key, a location outside the folder (after links are resolved), a file
     that is missing or not a regular file, an offset or length that is not a whole non-negative
-    number, a length that is not the tensor's size, or bytes past the end of the file."""
-    entries = _entries(name, pairs, label)
+    number, a length that is not the tensor's size, or bytes past the end of the file. ``files``: the
+    locations resolved already in this model (an LLM's hundreds of weights share a file or a few)."""
+    entries = _entries(name, pairs, label, where)
+    offset = _whole(name, entries, "offset", label, where) or 0
+    length = _whole(name, entries, "length", label, where)
     location = entries.get("location", "")
     if not location:
         raise _fail(name, "external_data.location", "has no location (the file holding its bytes): re-save the "
-                    "model with onnx.save_model(..., save_as_external_data=True)", label)
-    offset = _whole(name, entries, "offset", label) or 0
-    length = _whole(name, entries, "length", label)
-    if "\x00" in location or os.path.isabs(location) or ".." in location.replace("\\", "/").split("/"):
-        raise _fail(name, "external_data.location", f"location {_quote(location)} is not a path inside the model's "
-                    "folder (absolute, '..' or NUL): keep the weights file beside the .onnx file", label)
-    folder = os.path.abspath(str(folder))
-    real_folder = os.path.realpath(folder)
-    joined = os.path.join(folder, location)
-    real = os.path.realpath(joined)
-    if os.path.commonpath([real_folder, real]) != real_folder:
-        raise _fail(name, "external_data.location", f"location {_quote(location)} is a link to {_quote(real)}, "
-                    "outside the model's folder: copy the file into the folder instead of linking it", label)
-    try:
-        st = os.stat(real)
-    except OSError:
-        raise _fail(name, "external_data.location", f"file {_quote(location)} is missing (it is read from the "
-                    "model's folder): keep it beside the .onnx file", label) from None
-    if not stat.S_ISREG(st.st_mode):
-        what = "a folder" if stat.S_ISDIR(st.st_mode) else "not a regular file (a FIFO, socket or device)"
-        raise _fail(name, "external_data.location", f"file {_quote(location)} is {what}", label)
+                    "model with onnx.save_model(..., save_as_external_data=True)", label, where)
+    resolved = files.get(location) if files is not None else None
+    if resolved is None:
+        resolved = _resolve_file(name, location, folder, label, where)
+        if files is not None:
+            files[location] = resolved
+    real, st = resolved
     size = nbytes_of(data_type, dims)
     if size is None:
         kind = "strings" if data_type == STRING else f"data type {data_type}"
         raise _fail(name, "external_data", f"cannot be read: a tensor of {kind} with dims {list(dims)[:8]} has no "
-                    "fixed size in bytes", label)
+                    "fixed size in bytes", label, where)
     if length is not None and length != size:
         raise _fail(name, "external_data.length", f"length {length} is not the tensor's {size} bytes (dims "
-                    f"{list(dims)[:8]}, data type {data_type}): onnxruntime refuses it", label)
+                    f"{list(dims)[:8]}, data type {data_type}): onnxruntime refuses it", label, where)
     if offset + size > st.st_size:
         raise _fail(name, "external_data.offset", f"needs bytes {offset} to {offset + size} of {_quote(location)}, "
-                    f"which holds {st.st_size}: the file is cut short or the offset is wrong", label)
+                    f"which holds {st.st_size}: the file is cut short or the offset is wrong", label, where)
     return ExternalRef(name, where, location, real, offset, size)
+
+
+def _resolve_file(name: str, location: str, folder, label, where: str) -> tuple[str, os.stat_result]:
+    """(the file, links resolved; its stat) ``location`` names inside ``folder``, or the one line."""
+    if "\x00" in location or os.path.isabs(location) or ".." in location.replace("\\", "/").split("/") \
+            or location.endswith(("/", "\\")):
+        raise _fail(name, "external_data.location", f"location {_quote(location)} is not a file inside the model's "
+                    "folder (absolute, '..', a NUL or a trailing '/'): keep the weights file beside the .onnx file",
+                    label, where)
+    folder = os.path.abspath(str(folder))
+    real_folder = os.path.realpath(folder)
+    real = os.path.realpath(os.path.join(folder, location))
+    if os.path.commonpath([real_folder, real]) != real_folder:
+        raise _fail(name, "external_data.location", f"location {_quote(location)} is a link to {_quote(real)}, "
+                    "outside the model's folder: copy the file into the folder instead of linking it", label, where)
+    try:
+        st = os.stat(real)
+    except FileNotFoundError:
+        raise _fail(name, "external_data.location", f"file {_quote(location)} is missing (it is read from the "
+                    "model's folder): keep it beside the .onnx file", label, where) from None
+    except OSError as exc:
+        raise _fail(name, "external_data.location", f"file {_quote(location)} cannot be read: {exc.strerror}",
+                    label, where) from None
+    if not stat.S_ISREG(st.st_mode):
+        what = "a folder" if stat.S_ISDIR(st.st_mode) else "not a regular file (a FIFO, socket or device)"
+        raise _fail(name, "external_data.location", f"file {_quote(location)} is {what}", label, where)
+    if not os.access(real, os.R_OK):
+        raise _fail(name, "external_data.location", f"file {_quote(location)} cannot be read (no read permission)",
+                    label, where)
+    return real, st
 
 
 _CACHE: dict = {}  # (model path, its stat) -> the model's external tensors (the parse; files are checked per call)
@@ -220,7 +246,8 @@ def references(model_path, *, folder=None, label=None) -> list[ExternalRef]:
             _CACHE.clear()
         _CACHE[key] = tensors
     folder = _model_folder(path) if folder is None else folder
-    return [check_reference(t.name, t.data_type, t.dims, t.entries, folder, label, t.where) for t in tensors]
+    files: dict = {}
+    return [check_reference(t.name, t.data_type, t.dims, t.entries, folder, label, t.where, files) for t in tensors]
 
 
 def check_model(model_path, *, folder=None, label=None, stage=None) -> list[ExternalRef]:

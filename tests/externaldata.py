@@ -70,6 +70,7 @@ def make_case(case: str, root: Path) -> Path:
         "absolute": [("location", str(secret)), ("offset", "4096"), ("length", "1024")],
         "dotdot": [("location", "../secret.bin"), ("offset", "4096"), ("length", "1024")],
         "nul": [("location", "w.bin\x00x"), ("offset", "4096"), ("length", "1024")],
+        "trailing_slash": [("location", "w.bin/"), ("offset", "4096"), ("length", "1024")],
     }
     if case in entries:
         return model_with(folder, entries[case])
@@ -125,9 +126,10 @@ CASES = {
     "offset_huge": "needs bytes 999999999999999999999999999999",
     "duplicate_key": "gives 'location' twice",
     "unknown_key": "key 'basepath' is not one onnxruntime reads",
-    "absolute": "is not a path inside the model's folder",
-    "dotdot": "location '../secret.bin' is not a path inside the model's folder",
-    "nul": "is not a path inside the model's folder",
+    "absolute": "is not a file inside the model's folder",
+    "dotdot": "location '../secret.bin' is not a file inside the model's folder",
+    "nul": "is not a file inside the model's folder",
+    "trailing_slash": "location 'w.bin/' is not a file inside the model's folder",
     "symlink_outside": "location 'w.bin' is a link to",
     "symlinked_folder": "location 'sub/w.bin' is a link to",
     "missing": "file 'w.bin' is missing",

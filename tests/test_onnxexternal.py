@@ -23,7 +23,8 @@ def test_each_bad_reference_is_one_line_naming_the_tensor_the_field_and_the_mode
         onnxexternal.references(model)
     line = str(err.value)
     assert "\n" not in line and len(line) < 400
-    assert line.startswith(f"{model}: tensor 'W': external data ")  # the model, then the tensor
+    sits = " (node 'const_w' attribute)" if case == "constant_attribute" else ""
+    assert line.startswith(f"{model}: tensor 'W'{sits}: external data ")  # the model, then the tensor
     assert CASES[case] in line
     assert err.value.location.file == str(model) and err.value.location.field.startswith("external_data")
 

@@ -2,10 +2,13 @@
 
 convert reads the graph without the weights (each a reference into its file), inlines only the small
 ones a graph edit reads, and writes the emulated model beside its weights: a weight no fp16 op reads
-keeps referencing the source's file (reflinked, else copied, under ``source_weights/``); a weight
-the device reads in fp16 is rounded as it is streamed, chunk by chunk, into the model's own
-``model.onnx.data``, as is every other weight the conversion made (folds, AIPP). The protobuf stays
-the graph's size, and the whole model is never in memory at once.
+keeps referencing the source's file (under ``source_weights/``: reflinked, else hard-linked where the
+source is a stage's output, else copied); a weight the device reads in fp16 is rounded as it is
+streamed, chunk by chunk, into the model's own ``model.emulated.data`` (never a name the source
+uses), as is every other weight the conversion made (folds, AIPP). Every source reference is checked
+by the strict reader, and the disk's free space against what is written, before a byte is written;
+after writing, each weight is compared with what was meant (``verify``). The protobuf stays the
+graph's size, and the whole model is never in memory at once.
 """
 
 from __future__ import annotations
@@ -128,7 +131,9 @@ def write(model, out_dir: Path, source_dir: Path, rounding: ExternalRounding, da
                 expected.append((tensor.name, "rounded", ref, fmt))
                 rounded += 1
             for tensor in own_tensors:
-                raw = np.ascontiguousarray(numpy_helper.to_array(tensor)).tobytes()
+                # raw_data as ONNX stores it (4-bit types packed, little-endian); else the values' bytes
+                raw = tensor.raw_data if tensor.HasField("raw_data") else \
+                    np.ascontiguousarray(numpy_helper.to_array(tensor)).tobytes()
                 at = start(len(raw))
                 data.write(raw)
                 offset += len(raw)

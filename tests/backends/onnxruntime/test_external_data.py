@@ -142,7 +142,7 @@ def test_a_missing_or_escaping_weights_file_is_one_located_line(tmp_path):
     onnx.save(model, str(external))
     with pytest.raises(UserError) as err:
         convert_model(external, tmp_path / "out", resolve({}))
-    assert "location '../elsewhere.data' is not a path inside the model's folder" in err.value.message
+    assert "location '../elsewhere.data' is not a file inside the model's folder" in err.value.message
 
 
 def test_a_session_runs_a_model_whose_small_weights_are_external_too(tmp_path):

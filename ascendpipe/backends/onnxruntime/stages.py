@@ -14,8 +14,10 @@ def convert(ctx: StageContext) -> StageResult:
     try:
         settings = resolve(ctx.params, ctx.path, where)
         model = find_model_file(ctx.inputs["model"], what="input model")
+        # an upstream stage's model is ours, never written in place: its weights may be hard-linked
         result = convert_model(model, ctx.out_dir, settings, workspace=ctx.workspace,
-                               allow_custom_ops=bool(ctx.params.get("allow_custom_ops")))
+                               allow_custom_ops=bool(ctx.params.get("allow_custom_ops")),
+                               link_weights="model" in ctx.upstream)
         from ascendpipe.precision.dynamic_shapes import record_emulated_shapes  # ATC's gears (docs/ascend.md)
 
         record_emulated_shapes(model, ctx.params, ctx.out_dir, settings.soc_version)

@@ -97,11 +97,25 @@ def copy_atomic(src, dst):
     return dst
 
 
+HARD_LINKS_ENV = "ASCENDPIPE_CACHE_HARDLINKS"
+
+
+def hard_links_allowed() -> bool:
+    """Whether our own big files (stage outputs, cache objects) may share an inode where no reflink is to be
+    had. ``onnx.load`` refuses a weights file with several links ("a potential hardlink attack"); with
+    ``ASCENDPIPE_CACHE_HARDLINKS=0`` each is a reflink or a copy instead, at the cost of the disk the links
+    saved."""
+    return os.environ.get(HARD_LINKS_ENV, "1").strip() != "0"
+
+
 def share_file(src, dst, *, link: bool = False) -> str:
     """``dst`` made to hold ``src``'s bytes atomically, sharing them where the file system lets it:
     a reflink (FICLONE: btrfs, XFS; no byte copied, each file its own), else with ``link`` a hard link
     (the same inode: for files of ours that are never written in place), else an in-kernel copy.
-    Returns "reflinked", "linked" or "copied"."""
+    Returns "reflinked", "linked" or "copied". ``ASCENDPIPE_CACHE_HARDLINKS=0`` turns hard links off
+    (``hard_links_allowed``)."""
+    link = link and hard_links_allowed()
+
     class _LinkInstead(Exception):
         pass
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import os
 
-from ascendpipe.fsutil import copy_atomic, link_atomic, share_file, write_bytes_atomic
+from ascendpipe.fsutil import copy_atomic, hard_links_allowed, link_atomic, share_file, write_bytes_atomic
 from ascendpipe.store.hashing import DIR_SUFFIX, hash_file, manifest_bytes, hash_bytes
 
 
@@ -141,7 +141,7 @@ class ObjectStore:
             else:
                 copy_atomic(src, dst)
             return
-        if big and not os.path.samefile(src, dst) and hash_file(dst) == digest:
+        if big and hard_links_allowed() and not os.path.samefile(src, dst) and hash_file(dst) == digest:
             link_atomic(dst, src)
 
     def put_dir(self, src: str, digest: str, entries: list[dict], *, share: bool = False) -> None:

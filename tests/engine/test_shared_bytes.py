@@ -131,3 +131,25 @@ def test_a_file_under_several_names_is_read_once_per_build(tmp_path, monkeypatch
     monkeypatch.setattr(hashing.time, "time_ns", lambda: os.stat(data).st_ctime_ns + 10 * hashing.RACY_WINDOW_NS)
     digests = {hasher.hash_path(name) for name in ("a.bin", "b.bin", "c.bin")}
     assert len(digests) == 1 and len(read) == 1
+
+
+def test_with_hard_links_off_no_output_shares_an_inode_and_onnx_loads_the_outputs(tmp_path, monkeypatch, capsys):
+    """``ASCENDPIPE_CACHE_HARDLINKS=0``: onnx.load refuses a weights file with several links, so a user who
+    loads build outputs with onnx turns the links off and pays the disk (reflinks, where there are any, stay)."""
+    import onnx
+
+    root = tmp_path / "ws"
+    (root / ".ascendpipe").mkdir(parents=True)
+    if _reflinks(root):
+        pytest.skip("this file system reflinks: no hard link is made either way")
+    modelzoo.external_ffn_model(root / "models" / "ffn.onnx", hidden=256, ffn=1024)
+    (root / "pipeline.yaml").write_text(PIPELINE)
+    monkeypatch.chdir(root)
+    monkeypatch.setenv("ASCENDPIPE_CACHE_HARDLINKS", "0")
+    assert main(["build", "pipeline.yaml"]) == 0, capsys.readouterr()
+    stats = _files(root / "build", root / "cache")
+    assert all(s.st_nlink == 1 for s in stats)
+    assert _unique_bytes(stats) == sum(s.st_size for s in stats)  # every file its own copy
+    for variant in ("origin", "fp16", "keep", "fp32"):
+        model = onnx.load(str(root / "build" / f"convert__{variant}" / "model.onnx"))  # no "hardlink attack"
+        assert model.graph.node

@@ -78,6 +78,33 @@ def _growing_failure(result: dict) -> dict | None:
     return result.get("first_reaching_failure", result.get("first_failure"))
 
 
+def _causes(result: dict) -> list[dict]:
+    """The other ops compare names as breaking on their own (``also_failing`` of its first failure, and
+    of the failure reaching the outputs where that differs): fix joins their advice in one grow step."""
+    found: dict = {}
+    for failure in (result.get("first_failure"), result.get("first_reaching_failure")):
+        for item in (failure or {}).get("also_failing") or []:
+            found.setdefault(item.get("index"), item)
+    return list(found.values())
+
+
+def graph_facts(model: Path | None) -> tuple[dict[str, str], dict[str, list[str]]]:
+    """(op -> op type, op -> the graph inputs it reads) of an ONNX model's main graph, its nodes named as
+    dumps name them; ({}, {}) where it cannot be read (the cube rule then goes by the rows alone)."""
+    if model is None or not str(model).endswith(".onnx") or not Path(model).is_file():
+        return {}, {}
+    from ascendpipe.onnxgraph import load_graph, name_nodes
+
+    try:
+        graph = load_graph(model).graph
+    except Exception:  # noqa: BLE001 - the facts are a help; the model's own problems are reported elsewhere
+        return {}, {}
+    name_nodes(graph)
+    inputs = {i.name for i in graph.input} - {t.name for t in graph.initializer}
+    return ({n.name: n.op_type for n in graph.node},
+            {n.name: [x for x in n.input if x in inputs] for n in graph.node if any(x in inputs for x in n.input)})
+
+
 def _feed_peaks(feeds: dict) -> dict[str, float]:
     """Each float feed's largest finite |value| (a cube op may read a graph input directly)."""
     import numpy as np
@@ -107,6 +134,7 @@ class StandaloneEvaluator:
         self.limits = limits or thr.resolve()
         self.graph = graph_info(self.golden)
         self.ops = list(self.graph.get("producers") or [])
+        self.graph_types, self.input_readers = graph_facts(self.golden)
         self.base_keep = list(self.params.pop("keep_dtype", None) or [])
         self.base_fusion = dict(self.params.pop("fusion_switch", None) or {})
         self.work_dir.mkdir(parents=True, exist_ok=True)
@@ -144,8 +172,9 @@ class StandaloneEvaluator:
         failure = _growing_failure(result)
         return Result(passed, cosine, cosine, rows=rows, failure=failure, ops=self.ops,
                       note=_failure_note(failure), candidates=keep_candidates(plan, fused_map),
-                      producers=producers,
-                      blocked=cube_blocked(rows, producers, self.params.get("soc_version"), _feed_peaks(self.feeds)))
+                      producers=producers, causes=_causes(result),
+                      blocked=cube_blocked(rows, producers, self.params.get("soc_version"), _feed_peaks(self.feeds),
+                                           input_readers=self.input_readers, graph_types=self.graph_types))
 
 
 # --- pipeline: every attempt an engine build ----------------------------------------------------
@@ -251,6 +280,7 @@ class PipelineEvaluator:
         self.stages, self.workspace = stages or {}, workspace  # resolved stages: per-sample scores (fix.resolution)
         self.golden_samples = None
         self.producers = None  # the golden graph's op edges (neighbours, the cube rule): read once it is built
+        self.graph_types: dict[str, str] = {}  # the golden graph's op types (the cube rule)
         self.soc_version = soc_version  # the convert stage's: whether a kept cube op reads fp32
         self.overrides, self.backend = list(overrides), backend
         self.base_keep, self.base_fusion = list(base_keep), dict(base_fusion or {})
@@ -298,10 +328,11 @@ class PipelineEvaluator:
     def evaluate(self, remedy: frozenset) -> Result:
         t = self.target
         run, metric = self._attempt(remedy)
-        rows, failure, cosine, ops = [], None, None, []
+        rows, failure, cosine, ops, causes = [], None, None, [], []
         if t.compare:
             result = json.loads((self.build_dir / stage_folder(t.compare) / "result.json").read_text())
             rows, failure, cosine = result.get("rows") or [], _growing_failure(result), _output_cosine(result)
+            causes = _causes(result)
         plan_path = self.build_dir / stage_folder(t.convert) / "precision_plan.json"
         map_path = plan_path.with_name("fused_map.json")
         plan = json.loads(plan_path.read_text()) if plan_path.is_file() else None
@@ -312,9 +343,10 @@ class PipelineEvaluator:
         if self.producers is None:
             self.producers = self._golden_producers()
         result = Result(passed, metric, cosine, rows=rows, failure=failure, ops=ops,
-                        candidates=keep_candidates(plan, fused_map),
+                        candidates=keep_candidates(plan, fused_map), causes=causes,
                         producers=self.producers,
-                        blocked=cube_blocked(rows, self.producers, self.soc_version) if rows else None,
+                        blocked=cube_blocked(rows, self.producers, self.soc_version, graph_types=self.graph_types,
+                                             spell=self._spell) if rows else None,
                         samples=self._samples(t.metric_stage))
         if self.golden_samples is None:
             self.golden_samples = self._samples(t.golden_stage)
@@ -337,7 +369,14 @@ class PipelineEvaluator:
             side = resolve_side(Path(self.workspace) / golden, "golden")
         except UserError:
             return None  # not built yet, or a dump: the search goes without the edges
-        return graph_info(side.model).get("producers") if side.model else None
+        if not side.model:
+            return None
+        self.graph_types = graph_facts(side.model)[0]
+        return graph_info(side.model).get("producers")
+
+    def _spell(self, key: str, value: str) -> str:
+        """A convert setting as the user sets it for every attempt (fix.cause's ways out)."""
+        return f"--set {self.target.set_prefix}.{key}={value}"
 
     def _samples(self, stage: str):
         from ascendpipe.fix.resolution import sample_hits

@@ -25,30 +25,116 @@ def _num(value) -> str:
 
 def attempt_rows(outcome: Outcome) -> list[dict]:
     return [{"attempt": a.number, "phase": a.phase, "remedy": [str(c) for c in a.remedy], "passed": a.result.passed,
-             "metric": a.result.metric, "output_cosine": a.result.output_cosine, "note": a.result.note}
+             "metric": a.result.metric, "output_cosine": a.result.output_cosine, "note": a.result.note,
+             "resumed": a.result.resumed, "seconds": a.result.seconds}
             for a in outcome.attempts]
 
 
 RESTORE_NOTE = "the workspace back as the pipeline file says (from the cache)"
 
 
-def attempt_table(outcome: Outcome, metric_name: str, restore_run: int | None = None) -> str:
+def remedy_text(names: list[str], width: int) -> str:
+    """A remedy set in at most ``width`` characters (the full set is in fix.json): as it is where it fits;
+    else grouped, the same ops of repeated blocks once with their count
+    (``/model/layers.*/input_layernorm/{Pow,ReduceMean} ×32``); else cut after the groups that fit, with the
+    count of remedies left out (``/ReduceSum, /Sqrt, ... (+37 more)``)."""
+    full = ", ".join(names)
+    if len(full) <= width or not names:
+        return full
+    for brief in (False, True):  # the ops of a scope listed, else counted ({4 ops})
+        groups = _grouped(names, brief)
+        text = ", ".join(label for label, _n in groups)
+        if len(text) <= width:
+            return text
+    shown, used = [], 0
+    for i, (label, _n) in enumerate(groups):
+        left = sum(n for _label, n in groups[i + 1:])
+        tail = f", ... (+{left} more)" if left else ""
+        piece = (", " if shown else "") + label
+        if used + len(piece) + len(tail) > width:
+            break
+        shown.append(label)
+        used += len(piece)
+    left = sum(n for _label, n in groups[len(shown):])
+    if not shown:  # not even the first group fits: cut it
+        label = groups[0][0]
+        tail = f", ... (+{left - groups[0][1]} more)" if left > groups[0][1] else ""
+        return label[: max(8, width - len(tail) - 1)] + "…" + tail
+    return ", ".join(shown) + f", ... (+{left} more)"
+
+
+def _grouped(names: list[str], brief: bool = False) -> list[tuple[str, int]]:
+    """(label, how many remedies it stands for): the same op in repeated blocks as ``pattern ×N`` (scope
+    numbers as ``*``), the ops of one scope pattern with the same count as ``scope/{a,b}``; in first-seen order."""
+    from ascendpipe.fix.causes import block_pattern
+
+    by_pattern: dict[str, list[str]] = {}
+    for name in names:
+        pattern = block_pattern(name)
+        by_pattern.setdefault(pattern.replace("#", "*") if pattern else name, []).append(name)
+    merged: dict[tuple[str, str, int], list[str]] = {}
+    for key, members in by_pattern.items():
+        sep = "/" if "/" in key else "."
+        scope, _, leaf = key.rpartition(sep) if len(members) > 1 and sep in key else ("", "", key)
+        merged.setdefault((scope, sep, len(members)), []).append(leaf if scope else key)
+    out = []
+    for (scope, sep, n), leaves in merged.items():
+        if not scope:
+            out += [(leaf, 1) for leaf in leaves]
+            continue
+        body = leaves[0] if len(leaves) == 1 else ("{" + f"{len(leaves)} ops" + "}" if brief else "{" + ",".join(leaves) + "}")
+        out.append((f"{scope}{sep}{body} ×{n}", n * len(leaves)))
+    return out
+
+
+def attempt_table(outcome: Outcome, metric_name: str, restore_run: int | None = None, width: int | None = None) -> str:
     """One row per attempt and, in pipeline mode, one for the last build ``fix`` records
-    (``restore_run``): every run it made is in the table."""
+    (``restore_run``): every run it made is in the table. Rows fit ``width`` (the terminal's): a long
+    remedy set is abbreviated with a count (``remedy_text``) and a long note cut; fix.json has both in full."""
     from ascendpipe.cli.common import table
+    from ascendpipe.fix.progress import terminal_width
 
-    from ascendpipe.compare.writers import op_labels
-
+    width = width or terminal_width(default=120)
     both = metric_name != "output cosine"  # standalone mode judges the output cosine itself
-    # long remedy sets cut in the middle, widened until no two different sets read alike
-    texts = op_labels([", ".join(str(c) for c in a.remedy) or "(none)" for a in outcome.attempts], width=60, widest=160)
-    rows = [[str(a.number), a.phase, text, _num(a.result.metric),
-             *([_num(a.result.output_cosine)] if both else []), "yes" if a.result.passed else "no", a.result.note]
-            for a, text in zip(outcome.attempts, texts)]
+    values = [[str(a.number), a.phase, _num(a.result.metric), *([_num(a.result.output_cosine)] if both else []),
+               "yes" if a.result.passed else "no"] for a in outcome.attempts]
+    header = ["#", "phase", "remedy set", metric_name, *(["output cosine"] if both else []), "target", "note"]
+    fixed = [max([len(header[i if i < 2 else i + 1])] + [len(v[i]) for v in values]) for i in range(len(values[0]))] \
+        if values else [1]
+    spare = width - sum(fixed) - 2 * (len(header) - 1)  # what the remedy and note columns share
+    notes = [_note(a) for a in outcome.attempts]
+    if restore_run is not None:
+        notes.append(f"run {restore_run}; {RESTORE_NOTE}")
+    sets = [[str(c) for c in a.remedy] for a in outcome.attempts]
+    # the remedy set first (what was tried), the note in what is left (at least 24: the failing op's start)
+    longest_note = max((len(n) for n in notes), default=4)
+    remedy_width = max(24, min(max((len(", ".join(x)) for x in sets), default=6), spare - min(longest_note, 24)))
+    note_width = max(24, spare - remedy_width)
+    texts = [remedy_text(names, remedy_width) or "(none)" for names in sets]
+    seen: dict[str, tuple] = {}
+    for i, (text, names) in enumerate(zip(texts, sets)):  # two different sets never read alike
+        if seen.setdefault(text, tuple(names)) != tuple(names):
+            texts[i] = ", ".join(names)
+    rows = [[v[0], v[1], text, *v[2:], _cut(note, note_width)] for v, text, note in zip(values, texts, notes)]
     if restore_run is not None:
         rows.append(["", "restore", "(as the pipeline file says)", "", *([""] if both else []), "",
-                     f"run {restore_run}; {RESTORE_NOTE}"])
-    return table(rows, ["#", "phase", "remedy set", metric_name, *(["output cosine"] if both else []), "target", "note"])
+                     _cut(notes[-1], max(note_width, len(notes[-1])))])
+    return table(rows, header)
+
+
+def _note(attempt) -> str:
+    note = attempt.result.note
+    if attempt.result.resumed:
+        note = "resumed" + (f"; {note}" if note else "")
+    return note
+
+
+def _cut(text: str, width: int) -> str:
+    """Cut in the middle: a note's start (the run) and end (the op's own name, the mechanism) both stay."""
+    if len(text) <= width:
+        return text
+    head = max(1, (width - 1) * 2 // 5)
+    return text[:head] + "…" + text[len(text) - (width - 1 - head):]
 
 
 def yaml_lines(stage_prefix: str, keep: list[str], fusion: dict[str, str]) -> str:
@@ -117,6 +203,9 @@ def summary(outcome: Outcome, keep: list[str], fusion: dict[str, str], **extra) 
         "minimal": outcome.minimal,
         "output_cosine": final.output_cosine if final else None,
         "message": outcome.message,
+        "by_range": [str(c) for c in outcome.by_range],
+        "evaluated": outcome.evaluated,
+        "interrupted": outcome.interrupted,
         **extra,
         "table": attempt_rows(outcome),
     }
@@ -169,3 +258,17 @@ def cases_text(data: dict) -> str:
                                                       "less it)" if labels is None else "no case alone")
             out.append(f"  {remedy}: {shown}")
     return "\n".join(out) + "\n"
+
+
+def journal_text(data: dict, outcome: Outcome) -> str:
+    """Where the attempts are kept, and how to take the search up again (an interrupted or resumed run)."""
+    out = []
+    resumed = data.get("resumed") or 0
+    if resumed:
+        out.append(f"resumed {resumed} attempt{'s' if resumed != 1 else ''} from {data.get('journal') or 'the journal'}; "
+                   f"{outcome.evaluated} evaluated now")
+    if outcome.interrupted:
+        where = data.get("journal")
+        out.append(f"interrupted: the {len(outcome.attempts)} attempts done are kept"
+                   + (f" in {where}" if where else "") + "; run the same command again to resume from them")
+    return "".join(f"\n{line}" for line in out) + ("\n" if out else "")

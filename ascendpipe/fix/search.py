@@ -277,7 +277,9 @@ def _met_message(answer: frozenset, forced: frozenset) -> str:
     tested = n - len(kept)
     names = sorted(str(c) for c in kept)
     shown = ", ".join(names) if len(names) <= 4 else f"{', '.join(names[:3])} and {len(names) - 3} more"
-    return (text + (f"; each of the {tested} tested is needed (a trial without it fails)" if tested else "")
+    tried = {1: "; the one tested is needed (a trial without it fails)"}.get(
+        tested, f"; each of the {tested} tested is needed (a trial without it fails)" if tested else "")
+    return (text + tried
             + f"; {len(kept)} kept by range, not tested one by one ({shown}): each computes or reads a value "
             "beyond fp16's 65504 (inf in fp16) or below its smallest subnormal (0)")
 

@@ -50,12 +50,15 @@ def test_pipeline_fix_finds_a_minimal_set_and_reruns_from_cache(workspace):
     # every attempt is a recorded run
     runs = report.summary["runs"]
     assert len(runs) == len(out.attempts) and all(ascendpipe.show(r)["id"] == r for r in runs)
-    # rerunning fix reuses every conversion: nothing is converted or inferred again
+    # rerunning fix resumes from its journal: the baseline is built again (from the cache: nothing is converted
+    # or inferred) to check the stage keys, every other attempt is read back, with the run it recorded
     again = fix_pipeline(workspace / "pipeline.yaml", stage="convert@fp16", metric="eval.top1", tolerance=0.01)
     assert again.keep_dtype == report.keep_dtype and len(again.outcome.attempts) == len(out.attempts)
-    for run_id in again.summary["runs"]:
-        states = {n: s["state"] for n, s in ascendpipe.show(run_id)["stages"].items()}
-        assert states["convert@fp16"] != "ran" and states["infer@fp16"] != "ran" and states["eval@fp16"] != "ran"
+    assert again.outcome.evaluated == 1 and [a.result.resumed for a in again.outcome.attempts] == \
+        [False] + [True] * (len(out.attempts) - 1)
+    assert again.summary["runs"][1:] == runs[1:] and again.summary["resumed"] == len(out.attempts) - 1
+    states = {n: s["state"] for n, s in ascendpipe.show(again.summary["runs"][0])["stages"].items()}
+    assert states["convert@fp16"] != "ran" and states["infer@fp16"] != "ran" and states["eval@fp16"] != "ran"
     written = workspace / "build" / "fix" / "convert__fp16" / "keep_dtype.cfg"
     assert written.read_text().split() == report.keep_dtype
     # the printed YAML lines, merged into the pipeline, apply the remedy

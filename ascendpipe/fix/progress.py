@@ -8,34 +8,15 @@ terminal (a pipe, a file, CI) it prints nothing until the table at the end. The 
 
 from __future__ import annotations
 
-import os
 import sys
 import threading
 import time
 
 from ascendpipe.fix.core import Attempt
 from ascendpipe.fix.search import metric_text
+from ascendpipe.fix.terminal import is_terminal, remedy_text, terminal_width  # noqa: F401
 
 TICK_SECONDS = 1.0
-
-
-def is_terminal(stream) -> bool:
-    try:
-        return bool(stream.isatty())
-    except (AttributeError, ValueError, OSError):
-        return False
-
-
-def terminal_width(stream=None, default: int = 120) -> int:
-    """The terminal's width (COLUMNS first, as the shell says), ``default`` off a terminal."""
-    import shutil
-
-    columns = os.environ.get("COLUMNS", "")
-    if columns.isdigit() and int(columns) > 20:
-        return int(columns)
-    if stream is not None and not is_terminal(stream):
-        return default
-    return max(40, shutil.get_terminal_size((default, 24)).columns)
 
 
 class AttemptLines:
@@ -50,8 +31,6 @@ class AttemptLines:
         self.live = is_terminal(stream)  # a terminal: the line as the attempt starts, its counts, then the verdict
 
     def started(self, number: int, phase: str, remedy) -> None:
-        from ascendpipe.fix.report import remedy_text
-
         size = f"{len(remedy)} remed{'y' if len(remedy) == 1 else 'ies'}" if remedy else "no remedy"
         head = f"  attempt {number:>2}  {phase:<8}  {size}: "
         head += remedy_text([str(c) for c in remedy], max(24, self.width - len(head) - 48)) if remedy else "(none)"

@@ -10,6 +10,7 @@ import math
 from pathlib import Path
 
 from ascendpipe.fix.search import Outcome, metric_text
+from ascendpipe.fix.terminal import remedy_text, terminal_width
 from ascendpipe.fsutil import write_text_atomic
 from ascendpipe.precision import remedy as remedy_files
 from ascendpipe.precision.settings import REMEDY_NAMES
@@ -33,66 +34,11 @@ def attempt_rows(outcome: Outcome) -> list[dict]:
 RESTORE_NOTE = "the workspace back as the pipeline file says (from the cache)"
 
 
-def remedy_text(names: list[str], width: int) -> str:
-    """A remedy set in at most ``width`` characters (the full set is in fix.json): as it is where it fits;
-    else grouped, the same ops of repeated blocks once with their count
-    (``/model/layers.*/input_layernorm/{Pow,ReduceMean} ×32``); else cut after the groups that fit, with the
-    count of remedies left out (``/ReduceSum, /Sqrt, ... (+37 more)``)."""
-    full = ", ".join(names)
-    if len(full) <= width or not names:
-        return full
-    for brief in (False, True):  # the ops of a scope listed, else counted ({4 ops})
-        groups = _grouped(names, brief)
-        text = ", ".join(label for label, _n in groups)
-        if len(text) <= width:
-            return text
-    shown, used = [], 0
-    for i, (label, _n) in enumerate(groups):
-        left = sum(n for _label, n in groups[i + 1:])
-        tail = f", ... (+{left} more)" if left else ""
-        piece = (", " if shown else "") + label
-        if used + len(piece) + len(tail) > width:
-            break
-        shown.append(label)
-        used += len(piece)
-    left = sum(n for _label, n in groups[len(shown):])
-    if not shown:  # not even the first group fits: cut it
-        label = groups[0][0]
-        tail = f", ... (+{left - groups[0][1]} more)" if left > groups[0][1] else ""
-        return label[: max(8, width - len(tail) - 1)] + "…" + tail
-    return ", ".join(shown) + f", ... (+{left} more)"
-
-
-def _grouped(names: list[str], brief: bool = False) -> list[tuple[str, int]]:
-    """(label, how many remedies it stands for): the same op in repeated blocks as ``pattern ×N`` (scope
-    numbers as ``*``), the ops of one scope pattern with the same count as ``scope/{a,b}``; in first-seen order."""
-    from ascendpipe.fix.causes import block_pattern
-
-    by_pattern: dict[str, list[str]] = {}
-    for name in names:
-        pattern = block_pattern(name)
-        by_pattern.setdefault(pattern.replace("#", "*") if pattern else name, []).append(name)
-    merged: dict[tuple[str, str, int], list[str]] = {}
-    for key, members in by_pattern.items():
-        sep = "/" if "/" in key else "."
-        scope, _, leaf = key.rpartition(sep) if len(members) > 1 and sep in key else ("", "", key)
-        merged.setdefault((scope, sep, len(members)), []).append(leaf if scope else key)
-    out = []
-    for (scope, sep, n), leaves in merged.items():
-        if not scope:
-            out += [(leaf, 1) for leaf in leaves]
-            continue
-        body = leaves[0] if len(leaves) == 1 else ("{" + f"{len(leaves)} ops" + "}" if brief else "{" + ",".join(leaves) + "}")
-        out.append((f"{scope}{sep}{body} ×{n}", n * len(leaves)))
-    return out
-
-
 def attempt_table(outcome: Outcome, metric_name: str, restore_run: int | None = None, width: int | None = None) -> str:
     """One row per attempt and, in pipeline mode, one for the last build ``fix`` records
     (``restore_run``): every run it made is in the table. Rows fit ``width`` (the terminal's): a long
     remedy set is abbreviated with a count (``remedy_text``) and a long note cut; fix.json has both in full."""
     from ascendpipe.cli.common import table
-    from ascendpipe.fix.progress import terminal_width
 
     width = width or terminal_width(default=120)
     both = metric_name != "output cosine"  # standalone mode judges the output cosine itself
@@ -108,13 +54,16 @@ def attempt_table(outcome: Outcome, metric_name: str, restore_run: int | None = 
     sets = [[str(c) for c in a.remedy] for a in outcome.attempts]
     # the remedy set first (what was tried), the note in what is left (at least 24: the failing op's start)
     longest_note = max((len(n) for n in notes), default=4)
-    remedy_width = max(24, min(max((len(", ".join(x)) for x in sets), default=6), spare - min(longest_note, 24)))
-    note_width = max(24, spare - remedy_width)
+    floor = 24 if spare >= 48 else max(12, spare // 2)  # a narrow terminal: both columns give way
+    remedy_width = max(floor, min(max((len(", ".join(x)) for x in sets), default=6), spare - min(longest_note, floor)))
+    note_width = max(floor, spare - remedy_width)
     texts = [remedy_text(names, remedy_width) or "(none)" for names in sets]
     seen: dict[str, tuple] = {}
     for i, (text, names) in enumerate(zip(texts, sets)):  # two different sets never read alike
         if seen.setdefault(text, tuple(names)) != tuple(names):
             texts[i] = ", ".join(names)
+    used = max([len("remedy set")] + [len(t) for t in texts])  # what the grouped sets really take
+    note_width = max(note_width, spare - min(used, remedy_width))
     rows = [[v[0], v[1], text, *v[2:], _cut(note, note_width)] for v, text, note in zip(values, texts, notes)]
     if restore_run is not None:
         rows.append(["", "restore", "(as the pipeline file says)", "", *([""] if both else []), "",

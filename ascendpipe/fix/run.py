@@ -267,7 +267,8 @@ def fix_pipeline(pipeline: str | Path, *, stage: str = "convert", metric: str, t
     if yaml_text:
         data["yaml"] = yaml_text
     written = report.write_remedy_files(out_dir, keep, fusion, data)
-    return FixReport(outcome, keep, fusion, data, written, target.metric, target.set_prefix,
+    label = "output cosine" if target.on_compare and target.metric == "output_cosine" else target.metric
+    return FixReport(outcome, keep, fusion, data, written, label, target.set_prefix,
                      _target_text(target, tolerance, golden), restore_run, yaml_text)
 
 

@@ -51,7 +51,8 @@ def feeds_digest(feeds: dict) -> str:
         # hashes as shape [] (ascontiguousarray made it [1], the key of a one-element array)
         array = np.require(feeds[name], requirements="C")
         h.update(json.dumps([name, array.dtype.str, list(array.shape)]).encode())
-        h.update(memoryview(array).cast("B"))
+        if array.size:  # an empty feed (a prefill's 0-length KV cache) has no bytes; memoryview refuses the cast
+            h.update(memoryview(array).cast("B"))
     return h.hexdigest()
 
 

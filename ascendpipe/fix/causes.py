@@ -12,7 +12,8 @@ take as many evaluations as there are blocks. So a grow step joins, in one set:
    where names carry no scope (``/Pow_12``), ops of the same type feeding the same kinds of ops
    (``OpType::`` with the same consumers) -- each only with its own evidence: its golden lies
    beyond fp16's range (an overflow, or a value wholly below fp16's smallest subnormal for an
-   underflow). A block whose norm stays in range is never joined for its name alone.
+   underflow), and compare did not find its error absorbed before the outputs (``contained``). A block
+   whose norm stays in range is never joined for its name alone.
 
 Each group is what compare's advice would keep for that cause (``compare.advisor``): for an overflow
 its chain (producers already beyond 65504, the op, consumers reading a value beyond 65504).
@@ -120,6 +121,8 @@ def sibling_causes(rows: list[dict], producers: dict[str, list[str]] | None, cau
     for i, r in enumerate(rows):
         for op in ops_of(r):
             position.setdefault(op, i)
+    reaching = {op for r in rows if r.get("failed") and not r.get("contained") for op in ops_of(r)}
+    absorbed = {op for r in rows if r.get("contained") for op in ops_of(r)} - reaching
     found: list[int] = []
     for cause in causes:
         test = {"overflow": beyond_fp16, "underflow": below_fp16}.get(cause.get("mechanism") or "")
@@ -128,7 +131,9 @@ def sibling_causes(rows: list[dict], producers: dict[str, list[str]] | None, cau
         for op in ops_of_cause(cause):
             for sibling in blocks.siblings(op):
                 i = position.get(sibling)
-                if i is not None and test(peaks.get(sibling)) and i not in found:
+                # a sibling whose error compare found absorbed before every output (contained) is not joined:
+                # these outputs do not need it kept (a later attempt's compare names it where they do)
+                if i is not None and test(peaks.get(sibling)) and sibling not in absorbed and i not in found:
                     found.append(i)
     return found
 

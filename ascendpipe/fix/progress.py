@@ -8,6 +8,7 @@ terminal (a pipe, a file, CI) it prints nothing until the table at the end. The 
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import time
@@ -28,7 +29,8 @@ class AttemptLines:
         self._lock = threading.Lock()
         self._head = ""
         self._last_tick = 0.0
-        self.live = is_terminal(stream)  # a terminal: the line as the attempt starts, its counts, then the verdict
+        # a terminal that redraws (not TERM=dumb): the line as the attempt starts, its counts, then the verdict
+        self.live = is_terminal(stream) and os.environ.get("TERM") != "dumb"
 
     def started(self, number: int, phase: str, remedy) -> None:
         size = f"{len(remedy)} remed{'y' if len(remedy) == 1 else 'ies'}" if remedy else "no remedy"

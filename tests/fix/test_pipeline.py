@@ -91,3 +91,37 @@ def test_unknown_metric_names_what_the_stage_reports(workspace):
 
     with pytest.raises(UserError, match="no metric 'mAP'; it reports: .*top1"):
         fix_pipeline(workspace / "pipeline.yaml", stage="convert@fp16", metric="eval.mAP", max_attempts=2)
+
+
+def test_a_stopped_pipeline_fix_resumes_from_its_journal(workspace, monkeypatch):
+    """^C during the second attempt's build: the first is kept (build/fix/STAGE/attempts), the workspace
+    is put back, and the same command resumes: the baseline is built again (from the cache) to check the
+    stage keys, the rest is evaluated once."""
+    from ascendpipe.fix import evaluators
+    from ascendpipe.fix.run import fix_pipeline
+
+    original, calls = evaluators.PipelineEvaluator.evaluate, {"n": 0}
+
+    def evaluate(self, remedy):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise KeyboardInterrupt
+        return original(self, remedy)
+
+    monkeypatch.setattr(evaluators.PipelineEvaluator, "evaluate", evaluate)
+    stopped = fix_pipeline(workspace / "pipeline.yaml", stage="convert@fp16", metric="eval.top1", tolerance=0.01)
+    assert stopped.outcome.interrupted and len(stopped.outcome.attempts) == 1
+    journal = workspace / "build" / "fix" / "convert__fp16" / "attempts"
+    assert [p.name for p in sorted(journal.glob("attempt-*.json"))] == ["attempt-0001.json"]
+    assert stopped.restore_run is not None  # the workspace is as the pipeline file says
+    calls["n"] = 100  # no more interruptions; count the evaluations
+    done = fix_pipeline(workspace / "pipeline.yaml", stage="convert@fp16", metric="eval.top1", tolerance=0.01)
+    assert done.outcome.passed and calls["n"] - 100 == len(done.outcome.attempts) == done.outcome.evaluated
+    # the stage keys changed (another input): the journal is not this pipeline's any more, it is cleared
+    import numpy as np
+
+    x = np.load(workspace / "data" / "in" / "x.npy")
+    np.save(workspace / "data" / "in" / "x.npy", x[::-1].copy())
+    calls["n"] = 100
+    other = fix_pipeline(workspace / "pipeline.yaml", stage="convert@fp16", metric="eval.top1", tolerance=0.01)
+    assert other.outcome.evaluated == len(other.outcome.attempts) == calls["n"] - 100

@@ -54,7 +54,7 @@ def attempt_table(outcome: Outcome, metric_name: str, restore_run: int | None = 
     sets = [[str(c) for c in a.remedy] for a in outcome.attempts]
     # the remedy set first (what was tried), the note in what is left (at least 24: the failing op's start)
     longest_note = max((len(n) for n in notes), default=4)
-    floor = 24 if spare >= 48 else max(12, spare // 2)  # a narrow terminal: both columns give way
+    floor = 20 if spare >= 40 else max(12, spare // 2)  # a narrow terminal: both columns give way
     remedy_width = max(floor, min(max((len(", ".join(x)) for x in sets), default=6), spare - min(longest_note, floor)))
     note_width = max(floor, spare - remedy_width)
     texts = [remedy_text(names, remedy_width) or "(none)" for names in sets]
@@ -79,7 +79,10 @@ def _note(attempt) -> str:
 
 
 def _cut(text: str, width: int) -> str:
-    """Cut in the middle: a note's start (the run) and end (the op's own name, the mechanism) both stay."""
+    """A note in ``width``: "first failure" dropped first (the op and its mechanism say it), then cut in the
+    middle (the run at the start and the mechanism at the end both stay)."""
+    if len(text) > width:
+        text = text.replace("first failure ", "")
     if len(text) <= width:
         return text
     head = max(1, (width - 1) * 2 // 5)

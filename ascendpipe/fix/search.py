@@ -280,8 +280,9 @@ def _met_message(answer: frozenset, forced: frozenset) -> str:
     tried = {1: "; the one tested is needed (a trial without it fails)"}.get(
         tested, f"; each of the {tested} tested is needed (a trial without it fails)" if tested else "")
     return (text + tried
-            + f"; {len(kept)} kept by range, not tested one by one ({shown}): each computes or reads a value "
-            "beyond fp16's 65504 (inf in fp16) or below its smallest subnormal (0)")
+            + f"; {len(kept)} kept by range, not tested one by one ({shown}): "
+            + ("it computes" if len(kept) == 1 else "each computes")
+            + " or reads a value beyond fp16's 65504 (inf in fp16) or below its smallest subnormal (0)")
 
 
 def _unmet_message(trials: _Trials, why: str) -> str:

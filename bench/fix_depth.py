@@ -62,12 +62,14 @@ def run_one(blocks: int, names: str, work: Path, joined: bool) -> dict:
     undo = None if joined else _one_cause_per_attempt()
     started = time.monotonic()
     try:
-        report = fix_standalone(model, input_path=work / "x.npy", max_attempts=CAP, output=work / f"out{blocks}{names}{joined}")
+        report = fix_standalone(model, input_path=work / "x.npy", max_attempts=CAP,
+                                output=work / f"out{blocks}{names}{joined}")
     finally:
         if undo:
             undo()
     wall = time.monotonic() - started
-    restores = report.outcome.passed and _cosine(model, feeds, work / "check", report.keep_dtype, report.fusion_switch) >= 0.99
+    restores = report.outcome.passed and _cosine(model, feeds, work / "check", report.keep_dtype,
+                                                 report.fusion_switch) >= 0.99
     return {"blocks": blocks, "names": names, "search": "by cause" if joined else "one cause per attempt",
             "evaluations": len(report.outcome.attempts), "passed": report.outcome.passed, "restores": restores,
             "kept": len(report.keep_dtype), "by_range": len(report.summary["by_range"]),

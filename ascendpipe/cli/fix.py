@@ -125,8 +125,8 @@ def main(args: argparse.Namespace) -> int:
         guard.refuse_output_over_inputs(args.output, {f"--{k.replace('_', '-')}": getattr(args, k) for k in
                                                       ("keep_dtype", "fusion_switch_file", "modify_mixlist")
                                                       if getattr(args, k) and Path(getattr(args, k)).exists()})
-        result = fix_standalone(args.golden, input_path=args.input,
-                                precision_mode=None if args.precision_mode_v2 else (args.precision_mode or "force_fp16"),
+        mode = None if args.precision_mode_v2 else (args.precision_mode or "force_fp16")
+        result = fix_standalone(args.golden, input_path=args.input, precision_mode=mode,
                                 min_cosine=args.min_cosine, max_attempts=args.max_attempts, output=args.output,
                                 seed=args.seed, soc_version=args.soc_version, batch_axes=batch_axes(args),
                                 params=_convert_params(args), cases=cases, progress=_progress(args),

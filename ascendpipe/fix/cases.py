@@ -118,4 +118,5 @@ def needed_for(outcome: Outcome, labels: list[str]) -> dict[str, list[str] | Non
 def _beyond_range_cases(c: Candidate, baseline: Result | None, labels: list[str]) -> list[str]:
     if c.kind != KEEP or not isinstance(baseline, CasesResult):
         return []
-    return [label for label, rows in zip(labels, baseline.case_rows) if out_of_fp16_range(frozenset({c}), rows, baseline.producers)]
+    return [label for label, rows in zip(labels, baseline.case_rows)
+            if out_of_fp16_range(frozenset({c}), rows, baseline.producers)]

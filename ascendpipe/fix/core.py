@@ -62,7 +62,8 @@ class Outcome:
     message: str
     final: Result | None = None
     interrupted: bool = False  # stopped by Ctrl-C: the attempts so far are kept (fix.journal)
-    by_range: tuple[Candidate, ...] = ()  # kept because their golden values prove it (fix.needed), not tested one by one
+    # kept because their golden values prove it (fix.needed), not tested one by one
+    by_range: tuple[Candidate, ...] = ()
 
     @property
     def keep_dtype(self) -> list[str]:

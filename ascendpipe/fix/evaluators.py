@@ -224,8 +224,9 @@ class PipelineEvaluator:
         import ascendpipe
 
         t = self.target
-        targets = list(dict.fromkeys([*(t.metric_stages or [t.metric_stage]), *([t.golden_stage] if t.golden_stage else []),
-                                      *([t.compare] if t.compare else [])]))
+        wanted = [*(t.metric_stages or [t.metric_stage]), *([t.golden_stage] if t.golden_stage else []),
+                  *([t.compare] if t.compare else [])]
+        targets = list(dict.fromkeys(wanted))
         # argv marks the run as a fix attempt (the runs page and `runs` tell it from a user's build)
         argv = ["ascendpipe", "fix", self.path, *targets, *(f"--set={line}" for line in self.overrides + list(set_lines))]
         return ascendpipe.build(self.path, targets, set=self.overrides + list(set_lines), backend=self.backend,

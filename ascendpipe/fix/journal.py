@@ -61,7 +61,8 @@ def result_to_json(result: Result) -> dict:
     }
     cases = getattr(result, "cases", None)
     if cases is not None:  # fix.cases.CasesResult
-        data["cases"] = [{"label": c.label, "passed": c.passed, "metric": c.metric, "failure": c.failure} for c in cases]
+        data["cases"] = [{"label": c.label, "passed": c.passed, "metric": c.metric, "failure": c.failure}
+                         for c in cases]
         data["case_rows"] = result.case_rows
     return _plain(data)
 

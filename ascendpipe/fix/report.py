@@ -217,7 +217,8 @@ def journal_text(data: dict, outcome: Outcome) -> str:
     out = []
     resumed = data.get("resumed") or 0
     if resumed:
-        out.append(f"resumed {resumed} attempt{'s' if resumed != 1 else ''} from {data.get('journal') or 'the journal'}; "
+        where = data.get("journal") or "the journal"
+        out.append(f"resumed {resumed} attempt{'s' if resumed != 1 else ''} from {where}; "
                    f"{outcome.evaluated} evaluated now")
     if outcome.interrupted:
         where = data.get("journal")

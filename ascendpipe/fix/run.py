@@ -68,10 +68,12 @@ def _check_attempts(max_attempts: int) -> None:
         raise UserError(f"--max-attempts must be at least 1, got {max_attempts}", Location(field="--max-attempts"))
 
 
-def fix_standalone(golden: str | Path, *, input_path: str | Path | None = None, precision_mode: str | None = "force_fp16",
+def fix_standalone(golden: str | Path, *, input_path: str | Path | None = None,
+                   precision_mode: str | None = "force_fp16",
                    min_cosine: float = 0.99, max_attempts: int = DEFAULT_MAX_ATTEMPTS, output: str | Path | None = None,
                    seed: int = 0, params: dict | None = None, soc_version: str | None = None,
-                   batch_axes: dict | None = None, cases=(), progress=None, allow_custom_ops: bool = False) -> FixReport:
+                   batch_axes: dict | None = None, cases=(), progress=None,
+                   allow_custom_ops: bool = False) -> FixReport:
     """Search on one model: emulated conversion + compare of the final outputs (onnxruntime backend).
     ``soc_version``: the SoC converted for (which decides, e.g., whether a kept cube op reads fp32).
     ``cases``: more (model, input or None) pairs judged with the same keep set (a decoder's prefill and

@@ -133,8 +133,8 @@ def search(evaluator: Evaluator, *, max_attempts: int = 30, start: Iterable[Cand
         if best is None:
             outcome = _outcome(trials, current, False, False, _unmet_message(trials, why))
         else:
-            outcome = _outcome(trials, best, True, False, f"{why}: the smallest passing set so far is shown; it may hold "
-                               "remedies that are not needed")
+            outcome = _outcome(trials, best, True, False, f"{why}: the smallest passing set so far is shown; "
+                               "it may hold remedies that are not needed")
         outcome.interrupted = True
         return outcome
 

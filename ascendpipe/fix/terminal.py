@@ -74,6 +74,9 @@ def _grouped(names: list[str], brief: bool = False) -> list[tuple[str, int]]:
         if not scope:
             out += [(leaf, 1) for leaf in leaves]
             continue
-        body = leaves[0] if len(leaves) == 1 else ("{" + f"{len(leaves)} ops" + "}" if brief else "{" + ",".join(leaves) + "}")
+        if len(leaves) == 1:
+            body = leaves[0]
+        else:
+            body = "{" + (f"{len(leaves)} ops" if brief else ",".join(leaves)) + "}"
         out.append((f"{scope}{sep}{body} ×{n}", n * len(leaves)))
     return out

@@ -385,5 +385,6 @@ def test_fix_table_never_shows_two_remedy_sets_alike():
     start, end = table[0].index("remedy set"), table[0].index("mAP")
     remedy = [line[start:end].strip() for line in table[2:4]]
     # too wide for the row: the same op of repeated blocks once, with its count (the full sets are in fix.json)
-    assert remedy[0] != remedy[1] and remedy == ["/backbone/backbone.*/layer*/Conv ×4", "/backbone/backbone.*/layer*/Conv ×3"]
+    assert remedy[0] != remedy[1]
+    assert remedy == ["/backbone/backbone.*/layer*/Conv ×4", "/backbone/backbone.*/layer*/Conv ×3"]
     assert table[4].split()[0] == "restore" and "run 6; the workspace back as the pipeline file says" in table[4]

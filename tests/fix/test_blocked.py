@@ -64,7 +64,8 @@ def test_no_keep_set_can_work_is_said_after_one_evaluation_with_the_ways_out(mod
     board = fix_standalone(model, input_path=x, soc_version="Ascend310B1", output=tmp_path / "310b")
     assert len(board.outcome.attempts) == 1 and "SoC Ascend310B1" in board.outcome.message
     assert "--precision-mode-v2 mixed_bfloat16" in board.outcome.message
-    assert _cosine(model, feeds, tmp_path / "bf16", precision_mode_v2="mixed_bfloat16", soc_version="Ascend310B1") >= 0.99
+    assert _cosine(model, feeds, tmp_path / "bf16", precision_mode_v2="mixed_bfloat16",
+                   soc_version="Ascend310B1") >= 0.99
 
 
 def test_a_cube_op_reading_a_graph_input_beyond_fp16_is_blocked(tmp_path):

@@ -14,10 +14,14 @@ input comes from and how large it is, and the ways out on this SoC:
 - an Atlas A2/A3 SoC (``Ascend910B1``), whose cube reads fp32 for a kept op (``chips.soc_class`` C32;
   Ascend C ``Mmad.md``: float x float -> float), where a keep set can work.
 
+The same holds for a cube op's own weights past 65504 (a constant input: the ONNX model's, not one a
+fusion folds, which switching that fusion off restores): asked only of a cube op that overflows on its own
+while what it computes from is in range (``weight_peak``, read lazily from the golden model).
+
 Compared with compare's own check (``compare.cube.cube_blocked``, which its advice uses), this one also
 knows the golden graph's op types where the rows do not (a cube op fused into a kernel), reads graph
-inputs fed to a cube op directly (``input_readers``), and, for a cube op without a row of its own,
-follows its consumers to the first row that says whether the divergence reaches an output.
+inputs fed to a cube op directly (``input_readers``) and its weights, and, for a cube op without a row of
+its own, follows its consumers to the first row that says whether the divergence reaches an output.
 """
 
 from __future__ import annotations
@@ -30,12 +34,15 @@ A2_SOC = "Ascend910B1"  # the Atlas A2 SoC named as the way out (any C32 SoC wou
 
 def cube_blocked(rows: list[dict], producers: dict[str, list[str]] | None, soc_version: str | None,
                  inputs_peak: dict[str, float] | None = None, *, input_readers: dict[str, list[str]] | None = None,
-                 graph_types: dict[str, str] | None = None, spell=None) -> str | None:
+                 graph_types: dict[str, str] | None = None, spell=None, weight_peak=None) -> str | None:
     """Why no keep_dtype set can restore the outputs on ``soc_version``, or None (see the module docstring).
 
     ``inputs_peak``: each graph input's largest finite |value|; ``input_readers``: op -> the graph inputs
     it reads; ``graph_types``: op -> op type from the golden model; ``spell(key, value)``: how the user
-    sets a convert setting here (``--soc-version X`` standalone, ``--set stages...`` in a pipeline)."""
+    sets a convert setting here (``--soc-version X`` standalone, ``--set stages...`` in a pipeline);
+    ``weight_peak(op)``: (the weight's name, its largest |value|) of a cube op's constant inputs, asked only
+    of a cube op that overflows on its own while every input it computes from is in range (its weights
+    past 65504 are then read as inf by a cube that reads fp16, kept or not)."""
     from ascendpipe.precision.lists import CUBE_OPS, cube_reads_fp32
 
     if cube_reads_fp32(soc_version) or not rows:
@@ -59,11 +66,25 @@ def cube_blocked(rows: list[dict], producers: dict[str, list[str]] | None, soc_v
             i = position.get(op)
             if i:
                 over = [(p, peaks[p]) for p in ops_of(rows[i - 1]) if beyond_fp16(peaks.get(p))]
-        if not over or not _reaches(rows, position, consumers, op):
+        weight = None
+        if not over and weight_peak is not None and _own_overflow(rows, position, edges, kinds, op):
+            found = weight_peak(op)
+            weight = found if found and beyond_fp16(found[1]) else None
+        if not (over or weight) or not _reaches(rows, position, consumers, op):
             continue
+        if weight:
+            return _message(op, kinds[op], weight[0], weight[1], soc_version, spell, weight=True)
         source, value = max(over, key=lambda x: x[1])
         return _message(op, kinds[op], source, value, soc_version, spell)
     return None
+
+
+def _own_overflow(rows, position, producers, kinds, op: str) -> bool:
+    """The cube op's row overflows while no row it computes from fails (its own values, or its weights)."""
+    i = position.get(op)
+    if i is None or rows[i].get("overflow") != "target" or not rows[i].get("failed"):
+        return False
+    return not any(rows[position[p]].get("failed") for p in _sources(producers, op, kinds) if p in position)
 
 
 def _sources(producers: dict[str, list[str]], op: str, kinds: dict[str, str]) -> list[str]:
@@ -130,9 +151,10 @@ def ways_out(soc_version: str | None, spell=None) -> str:
     return f"{'Two' if len(ways) == 2 else 'Three'} ways out: " + "; or ".join(ways)
 
 
-def _message(op: str, kind: str, source: str, value: float, soc_version: str | None, spell) -> str:
+def _message(op: str, kind: str, source: str, value: float, soc_version: str | None, spell, weight=False) -> str:
     soc = (f"SoC {soc_version}" if soc_version
            else "the default SoC (no --soc-version: a kept cube reads fp16, as on the 310 family)")
+    what = f"its weight '{source}'" if weight else f"its input from '{source}'"
     return (f"no keep_dtype set can work on {soc}: '{op}' ({kind}) is a cube op, and this SoC's cube unit reads fp16 "
-            f"even when the op is kept (docs/emulation.md), while its input from '{source}' reaches {value:.3g}, "
+            f"even when the op is kept (docs/emulation.md), while {what} reaches {value:.3g}, "
             f"beyond fp16's 65504. {ways_out(soc_version, spell)}")

@@ -104,6 +104,64 @@ def graph_facts(model: Path | None) -> tuple[dict[str, str], dict[str, list[str]
             {n.name: [x for x in n.input if x in inputs] for n in graph.node if any(x in inputs for x in n.input)})
 
 
+class WeightPeaks:
+    """``peaks(op)`` -> (weight name, its largest finite |value|) over the op's constant inputs (initializers,
+    directly or through ops that only move values), read from the golden model once asked and kept; None
+    where it has none or they cannot be read."""
+
+    def __init__(self, model: Path | None):
+        self.model, self._graph, self._cache = model, None, {}
+
+    def _load(self):
+        if self._graph is None:
+            from ascendpipe.onnxgraph import load_graph, name_nodes
+
+            graph = load_graph(self.model).graph
+            name_nodes(graph)
+            self._graph = (graph, {t.name: t for t in graph.initializer},
+                           {out: n for n in graph.node for out in n.output}, {n.name: n for n in graph.node})
+        return self._graph
+
+    def __call__(self, op: str):
+        if op in self._cache:
+            return self._cache[op]
+        found = None
+        try:
+            found = self._peak(op)
+        except Exception:  # noqa: BLE001 - a weight that cannot be read leaves the rule to the rows
+            found = None
+        self._cache[op] = found
+        return found
+
+    def _peak(self, op: str):
+        import numpy as np
+        from onnx import numpy_helper
+
+        from ascendpipe.compare.mechanism import is_move
+
+        if self.model is None:
+            return None
+        graph, inits, producer, nodes = self._load()
+        node = nodes.get(op)
+        names, stack = [], list(node.input) if node is not None else []
+        while stack:  # constant inputs, looking through Transpose/Reshape/Cast of a constant
+            name = stack.pop()
+            if name in inits:
+                names.append(name)
+            elif name in producer and is_move(producer[name].op_type):
+                stack += list(producer[name].input)
+        best = None
+        for name in names:
+            array = np.asarray(numpy_helper.to_array(inits[name], str(Path(self.model).parent)))
+            if array.dtype.kind != "f" or not array.size:
+                continue
+            finite = np.abs(array[np.isfinite(array)])
+            peak = float(finite.max()) if finite.size else 0.0
+            if best is None or peak > best[1]:
+                best = (name, peak)
+        return best
+
+
 def _feed_peaks(feeds: dict) -> dict[str, float]:
     """Each float feed's largest finite |value| (a cube op may read a graph input directly)."""
     import numpy as np
@@ -135,6 +193,7 @@ class StandaloneEvaluator:
         self.graph = graph_info(self.golden)
         self.ops = list(self.graph.get("producers") or [])
         self.graph_types, self.input_readers = graph_facts(self.golden)
+        self.weight_peak = WeightPeaks(self.golden)
         self.base_keep = list(self.params.pop("keep_dtype", None) or [])
         self.base_fusion = dict(self.params.pop("fusion_switch", None) or {})
         self.work_dir.mkdir(parents=True, exist_ok=True)
@@ -174,7 +233,8 @@ class StandaloneEvaluator:
                       note=_failure_note(failure), candidates=keep_candidates(plan, fused_map),
                       producers=producers, causes=_causes(result),
                       blocked=cube_blocked(rows, producers, self.params.get("soc_version"), _feed_peaks(self.feeds),
-                                           input_readers=self.input_readers, graph_types=self.graph_types))
+                                           input_readers=self.input_readers, graph_types=self.graph_types,
+                                           weight_peak=self.weight_peak))
 
 
 # --- pipeline: every attempt an engine build ----------------------------------------------------
@@ -194,6 +254,7 @@ class PipelineEvaluator:
         self.golden_samples = None
         self.producers = None  # the golden graph's op edges (neighbours, the cube rule): read once it is built
         self.graph_types: dict[str, str] = {}  # the golden graph's op types (the cube rule)
+        self.weight_peak = None  # the golden model's cube weights, read when the cube rule asks (fix.cause)
         self.soc_version = soc_version  # the convert stage's: whether a kept cube op reads fp32
         self.overrides, self.backend = list(overrides), backend
         self.base_keep, self.base_fusion = list(base_keep), dict(base_fusion or {})
@@ -290,7 +351,7 @@ class PipelineEvaluator:
                         candidates=keep_candidates(plan, fused_map), causes=causes,
                         producers=self.producers,
                         blocked=cube_blocked(rows, self.producers, self.soc_version, graph_types=self.graph_types,
-                                             spell=self._spell) if rows else None,
+                                             spell=self._spell, weight_peak=self.weight_peak) if rows else None,
                         samples=self._samples(t.metric_stage))
         if self.golden_samples is None:
             self.golden_samples = self._samples(t.golden_stage)
@@ -316,6 +377,7 @@ class PipelineEvaluator:
         if not side.model:
             return None
         self.graph_types = graph_facts(side.model)[0]
+        self.weight_peak = WeightPeaks(side.model)
         return graph_info(side.model).get("producers")
 
     def _spell(self, key: str, value: str) -> str:

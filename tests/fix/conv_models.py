@@ -8,7 +8,9 @@ plain torch (no ``diffusers``/``ultralytics``), exported with ``torch.onnx.expor
   added inside each ResnetBlock, a down block (ResnetBlock, stride-2 Conv), a mid block, an up block
   reading the skip connection through Concat, conv_out;
 - ``yolo``: a YOLOv8-style CSP backbone (Conv-BN-SiLU, a C2f with a split, bottlenecks and a Concat),
-  an SPPF (MaxPools, Concat), and a detect head.
+  an SPPF (MaxPools, Concat), and a detect head;
+- ``convnext``: ConvNeXt blocks (a depthwise 7x7 Conv of the stream, LayerNorm, pointwise Linears, GELU,
+  a residual Add the emulation fuses away: its tensor is golden-only), a pooled LayerNorm head.
 
 ``scaled=True`` multiplies ``conv_in`` (the VAE and UNet: the stream after it ~1e5, as a latent whose
 scale is not undone) or the stem (YOLO) so the stream that the next Convs read lies beyond 65504: on a SoC
@@ -22,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-ARCHS = ("vae", "unet", "yolo")
+ARCHS = ("vae", "unet", "yolo", "convnext")
 C = 16  # channels of the stream
 
 
@@ -136,14 +138,40 @@ def _modules():
             h = self.sppf_cv2(torch.cat([x, p1, p2, p3], 1))
             return torch.cat([self.box(h), self.cls(h).sigmoid()], 1).flatten(2)
 
-    return {"vae": Vae, "unet": Unet, "yolo": Yolo}
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.dw = nn.Conv2d(C, C, 7, padding=3, groups=C)
+            self.ln, self.pw1, self.pw2 = nn.LayerNorm(C), nn.Linear(C, 4 * C), nn.Linear(4 * C, C)
+
+        def forward(self, x):
+            h = self.dw(x).permute(0, 2, 3, 1)
+            return x + self.pw2(F.gelu(self.pw1(self.ln(h)))).permute(0, 3, 1, 2)
+
+    class ConvNeXt(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.stem = nn.Conv2d(3, C, 4, 4)
+            self.blocks = nn.ModuleList([Block() for _ in range(3)])
+            self.norm, self.head = nn.LayerNorm(C), nn.Linear(C, 10)
+
+        def forward(self, images):
+            h = self.stem(images)
+            for block in self.blocks:
+                h = block(h)
+            return self.head(self.norm(h.mean((2, 3))))
+
+    return {"vae": Vae, "unet": Unet, "yolo": Yolo, "convnext": ConvNeXt}
 
 
 def _scale(name: str, model) -> None:
     import torch
 
     with torch.no_grad():
-        if name in ("vae", "unet"):
+        if name == "convnext":
+            model.stem.weight.mul_(3.0e5)  # the stream ~5e5: each block's depthwise Conv reads it
+            model.stem.bias.mul_(3.0e5)
+        elif name in ("vae", "unet"):
             model.conv_in.weight.mul_(3.0e5)  # the stream after conv_in ~1e5
             model.conv_in.bias.mul_(3.0e5)
         else:
@@ -182,4 +210,6 @@ def inputs(name: str, *, seed: int = 0) -> dict[str, np.ndarray]:
     if name == "unet":
         return {"sample": rng.standard_normal((1, 4, 8, 8)).astype(np.float32),
                 "timestep": np.asarray([500], np.int64)}
+    if name == "convnext":
+        return {"images": rng.standard_normal((1, 3, 32, 32)).astype(np.float32)}
     return {"images": rng.uniform(0, 1, (1, 3, 32, 32)).astype(np.float32)}

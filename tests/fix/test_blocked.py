@@ -108,3 +108,49 @@ def test_cli_takes_precision_mode_v2_as_convert_does(models, tmp_path):
         code = main(["fix", "--golden", str(model), "--input", str(x), "--precision-mode-v2", "fp16", "--json"])
     assert code == 1  # fp16 everywhere: the same refusal as force_fp16
     assert main(["fix", "--golden", str(model), "--precision-mode", "force_fp16", "--precision-mode-v2", "fp16"]) == 2
+
+
+def test_a_cube_ops_own_weight_beyond_fp16_is_blocked_and_a_folded_one_is_not(tmp_path):
+    """A MatMul whose weight itself exceeds 65504: on the default SoC a kept MatMul reads it as fp16 (inf),
+    so fix says so at once (checked: keeping it still fails); on Ascend910B1 keeping it works. A weight
+    past 65504 only once ATC folds a BatchNorm into the Conv is not this case (switching the fold off
+    restores it: tests/fix/test_standalone.py's folded BN)."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    import onnx
+
+    from ascendpipe.fix.run import fix_standalone
+
+    rng = np.random.default_rng(0)
+    w = numpy_helper.from_array((rng.standard_normal((8, 4)) * 1e5).astype(np.float32), "w")
+    scale = numpy_helper.from_array(np.float32(1e-5), "scale")
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"], name="proj"),
+                               helper.make_node("Mul", ["y", "scale"], ["out"], name="rescale")], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8])],
+                              [helper.make_tensor_value_info("out", TensorProto.FLOAT, [2, 4])], [w, scale])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, str(tmp_path / "m.onnx"))
+    feeds = {"x": rng.standard_normal((2, 8)).astype(np.float32)}
+    np.save(tmp_path / "x.npy", feeds["x"])
+    refused = fix_standalone(tmp_path / "m.onnx", input_path=tmp_path / "x.npy")
+    assert len(refused.outcome.attempts) == 1 and "its weight 'w' reaches" in refused.outcome.message
+    assert _cosine(tmp_path / "m.onnx", feeds, tmp_path / "kept", precision_mode="force_fp16",
+                   keep_dtype=["proj", "rescale"]) < 0.99  # the claim, checked
+    fixed = fix_standalone(tmp_path / "m.onnx", input_path=tmp_path / "x.npy", soc_version="Ascend910B1")
+    assert fixed.outcome.passed and "proj" in fixed.keep_dtype
+
+
+def test_a_golden_only_tensor_is_a_link_in_the_reach_walk():
+    """A residual Add the target fused away has only a golden row: it says nothing of the target, so the
+    divergence before it still reaches the output (compare.mechanism.reaching)."""
+    from ascendpipe.compare.mechanism import reaching
+
+    producers = {"conv": [], "add": ["conv"], "head": ["add"]}
+    rows = [{"op_name": "conv", "side": "both", "failed": True},
+            {"op_name": "add", "side": "golden_only", "failed": False},
+            {"op_name": "head", "side": "both", "failed": True, "is_output": True}]
+    reach, outputs_pass = reaching(rows, producers)
+    assert reach == {0, 2} and outputs_pass is False
+    rows[1]["side"] = "both"  # a compared tensor that passes: there the divergence stops
+    assert reaching(rows, producers)[0] == {2}

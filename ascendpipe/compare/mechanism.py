@@ -19,8 +19,8 @@ A row beyond the thresholds is one of:
   an fp32 op) reads HF32 (an fp32 Conv/MatMul on Atlas A2/A3, ``--allow_hf32``) or computes in bf16,
   the loss is that rounding, not fp16's.
 
-A failure *reaches* a failing output when a chain of failing tensors (ops without a compared row
-count as links) joins it to that output; one that does not is *contained*, listed apart with why
+A failure *reaches* a failing output when a chain of failing tensors (ops without a compared row, and
+golden-only tensors the target fused away, count as links) joins it to that output; one that does not is *contained*, listed apart with why
 (the op downstream that passes: a saturated mask absorbed by Softmax, ...). msaccucmp's and msit's
 columns are not touched here: only our decision (``failed``) and these keys.
 """

@@ -150,8 +150,11 @@ def main(args: argparse.Namespace) -> int:
         # the SoC and precision settings apply to every attempt, where --set would put them
         settings = {k: getattr(args, k) for k in ("precision_mode", "precision_mode_v2", "soc_version", "overflow_mode",
                                                   "allow_hf32") if getattr(args, k)}
+        if settings.get("allow_hf32") in ("true", "false"):  # the stage's param is a boolean
+            settings["allow_hf32"] = settings["allow_hf32"] == "true"
         result = fix_pipeline(args.pipeline, stage=args.stage or "convert", metric=args.metric,
-                              tolerance=_tolerance(args), golden_stage=args.golden_stage,
+                              tolerance=args.tolerance, min_cosine=args.min_cosine if args.min_cosine_given else None,
+                              golden_stage=args.golden_stage,
                               compare_stage=args.compare_stage, overrides=args.overrides, backend=args.backend,
                               max_attempts=args.max_attempts, output=args.output, progress=_progress(args),
                               convert_params=settings or None)
@@ -178,15 +181,6 @@ def _convert_params(args: argparse.Namespace) -> dict | None:
     if args.keep_dtype:
         params["keep_dtype"] = keep_dtype_arg(args.keep_dtype)
     return params or None
-
-
-def _tolerance(args: argparse.Namespace) -> float:
-    """--tolerance, or for a compare metric (an output cosine, whose golden is 1) --min-cosine as 1 - tolerance."""
-    if args.tolerance is not None:
-        return args.tolerance
-    if args.min_cosine_given:
-        return round(1.0 - args.min_cosine, 12)
-    return 0.01
 
 
 def _progress(args: argparse.Namespace):

@@ -208,10 +208,11 @@ def _pinned_specs(model: Path, input_shape: str | None) -> list | None:
             for s in specs]
 
 
-def fix_pipeline(pipeline: str | Path, *, stage: str = "convert", metric: str, tolerance: float = 0.01,
+def fix_pipeline(pipeline: str | Path, *, stage: str = "convert", metric: str, tolerance: float | None = 0.01,
                  golden_stage: str | None = None, compare_stage: str | None = None, overrides=(),
                  backend: str | None = None, max_attempts: int = DEFAULT_MAX_ATTEMPTS,
-                 output: str | Path | None = None, progress=None, convert_params: dict | None = None) -> FixReport:
+                 output: str | Path | None = None, progress=None, convert_params: dict | None = None,
+                 min_cosine: float | None = None) -> FixReport:
     """Search through the engine: each attempt builds the convert stage's dependents with overrides.
     ``convert_params``: convert settings for every attempt (``--precision-mode-v2``, ``--soc-version``...),
     set on the stage (or its variant) as ``--set`` would.
@@ -224,12 +225,13 @@ def fix_pipeline(pipeline: str | Path, *, stage: str = "convert", metric: str, t
     from ascendpipe.fix.evaluators import PipelineEvaluator, base_remedies, resolve_target
 
     _check_attempts(max_attempts)
-    if tolerance < 0:
+    if tolerance is not None and tolerance < 0:
         raise UserError(f"--tolerance must be >= 0, got {tolerance}", Location(field="--tolerance"))
     resolved = ascendpipe.load(str(pipeline), set=list(overrides), backend=backend)
     raw = yaml.safe_load(Path(pipeline).read_text()) or {}
     target = resolve_target(resolved, raw.get("stages") or {}, stage=stage, metric=metric,
                             golden_stage=golden_stage, compare_stage=compare_stage)
+    tolerance = _pipeline_tolerance(target, tolerance, min_cosine)
     if convert_params:  # the settings every attempt converts with, where --set would put them
         import json
 
@@ -272,6 +274,22 @@ def fix_pipeline(pipeline: str | Path, *, stage: str = "convert", metric: str, t
     label = "output cosine" if target.on_compare and target.metric == "output_cosine" else target.metric
     return FixReport(outcome, keep, fusion, data, written, label, target.set_prefix,
                      _target_text(target, tolerance, golden), restore_run, yaml_text)
+
+
+def _pipeline_tolerance(target, tolerance: float | None, min_cosine: float | None) -> float:
+    """``--tolerance`` (default 0.01), or for a compare metric ``--min-cosine X`` as ``1 - X``."""
+    if min_cosine is None:
+        return 0.01 if tolerance is None else tolerance
+    if not target.on_compare:
+        raise UserError(f"--min-cosine holds an output cosine: in pipeline mode it applies to a compare metric "
+                        f"(--metric COMPARE.output_cosine), not '{target.metric_stage}.{target.metric}': give "
+                        "--tolerance", Location(field="--min-cosine"))
+    if tolerance is not None:
+        raise UserError("give --min-cosine or --tolerance, not both (--min-cosine X is --tolerance 1-X)",
+                        Location(field="--min-cosine"))
+    if not 0.0 < min_cosine <= 1.0:
+        raise UserError(f"--min-cosine must be in (0, 1], got {min_cosine}", Location(field="--min-cosine"))
+    return round(target.golden_value - min_cosine, 12)
 
 
 def _target_text(target, tolerance: float, golden: float | None) -> str:

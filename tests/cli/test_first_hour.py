@@ -128,6 +128,10 @@ def test_fix_pipeline_mode_names_what_a_metric_needs(failing_compare, chdir_to, 
     code = cli(["fix", "pipeline.yaml", "--stage", "convert@fp16", "--metric", "compare.failed_ops"])
     err = capsys.readouterr().err
     assert code == 2 and "min_cosine, output_cosine" in err and "'failed_ops'" in err
+    code = cli(["fix", "pipeline.yaml", "--stage", "convert@fp16", "--metric", "compare.output_cosine",
+                "--min-cosine", "0.99", "--tolerance", "0.01"])
+    err = capsys.readouterr().err
+    assert code == 2 and "give --min-cosine or --tolerance, not both" in err
     assert len(ascendpipe.runs(str(ws.root))) == runs_before  # refused before any build
     code = cli(["fix", "pipeline.yaml", "--stage", "convert@fp16", "--metric", "eval.mAP"])
     err = capsys.readouterr().err

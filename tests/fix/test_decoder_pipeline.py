@@ -87,8 +87,14 @@ def test_the_decoder_pipeline_builds_fixes_and_records_end_to_end(workspace):
 def test_fix_holds_a_compare_stages_output_cosine(workspace):
     from ascendpipe.fix.run import fix_pipeline
 
+    from ascendpipe.errors import UserError
+
+    with pytest.raises(UserError, match="--min-cosine holds an output cosine"):
+        fix_pipeline(workspace / "pipeline.yaml", stage="convert", metric="eval.next_token_agreement",
+                     tolerance=None, min_cosine=0.99)
+    # --min-cosine 0.99 is --tolerance 0.01 for a cosine, whose golden value is 1
     report = fix_pipeline(workspace / "pipeline.yaml", stage="convert", metric="compare_decode.output_cosine",
-                          tolerance=0.01)
+                          tolerance=None, min_cosine=0.99)
     assert report.outcome.passed, report.outcome.message
     assert report.summary["metric_stages"] == ["compare_decode"] and report.summary["golden_metric"] == 1.0
     assert report.outcome.attempts[0].result.metric < 0.5 and report.summary["metric"] >= 0.99

@@ -173,7 +173,7 @@ class Judge:
         self.golden = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"]).run(None, feeds)
         self.count = 0
 
-    def cosine(self, keep) -> float:
+    def cosine(self, keep, fusion=None) -> float:
         import onnxruntime as ort
 
         from ascendpipe.backends.onnxruntime.convert import convert_model
@@ -181,12 +181,14 @@ class Judge:
 
         self.count += 1
         out = self.work / f"judge-{self.count}"
-        converted = convert_model(self.model, out, resolve({"precision_mode": "force_fp16", "keep_dtype": list(keep)}))
+        converted = convert_model(self.model, out, resolve({"precision_mode": "force_fp16", "keep_dtype": list(keep),
+                                                            "fusion_switch": dict(fusion or {})}))
         outputs = ort.InferenceSession(str(converted.model_path), providers=["CPUExecutionProvider"]).run(None, self.feeds)
         return min(_cosine(t, g) for t, g in zip(outputs, self.golden))
 
-    def passes(self, keep) -> bool:
-        return self.cosine(keep) >= MIN_COSINE
+    def passes(self, keep, fusion=None) -> bool:
+        """An answer with its fusion switches (ascendpipe's; the peers' answers have none)."""
+        return self.cosine(keep, fusion) >= MIN_COSINE
 
 
 def graph_ops(model: Path) -> list[str]:
@@ -202,7 +204,7 @@ def run_ascendpipe(model, feeds_path):
 
     start = time.perf_counter()
     report = fix_standalone(model, input_path=feeds_path, min_cosine=MIN_COSINE, max_attempts=60)
-    return {"keep": report.keep_dtype, "evaluations": len(report.outcome.attempts),
+    return {"keep": report.keep_dtype, "fusion": report.fusion_switch, "evaluations": len(report.outcome.attempts),
             "wall_s": time.perf_counter() - start, "error": None if report.outcome.passed else report.outcome.message}
 
 
@@ -295,7 +297,7 @@ def bench(peer_python: str) -> list[dict]:
                      "prefix-bisect": run_prefix_bisection(model, judge),
                      "onnxconverter-common": run_onnxconverter(peer_python, model, feeds_path)}
             for tool in tools.values():
-                tool["restores"] = tool["keep"] is not None and judge.passes(tool["keep"])
+                tool["restores"] = tool["keep"] is not None and judge.passes(tool["keep"], tool.get("fusion"))
                 tool["fp32_ops"] = None if tool["keep"] is None else len(tool["keep"])
             results.append({"model": name, "ops": len(graph_ops(model)), "tools": tools})
     return results
@@ -307,7 +309,8 @@ def print_table(results: list[dict]) -> None:
     print("-" * len(header))
     for r in results:
         for tool, t in r["tools"].items():
-            answer = "error: " + t["error"] if t.get("error") else ", ".join(t["keep"] or []) or "(none)"
+            answer = "error: " + t["error"] if t.get("error") else ", ".join(
+                (t["keep"] or []) + [f"{rule}:off" for rule in t.get("fusion") or {}]) or "(none)"
             print(f"{r['model'][:36]:36} {r['ops']:>3}  {tool:20} {'yes' if t['restores'] else 'NO':8} {t['evaluations']:>5} "
                   f"{t['wall_s']:>7.2f} {str(t['fp32_ops']):>8}  {answer[:60]}")
     ours = [r["tools"]["ascendpipe"] for r in results]

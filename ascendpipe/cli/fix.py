@@ -40,10 +40,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     alone = parser.add_argument_group("standalone mode")
     alone.add_argument("--golden", type=Path, help="fp32 .onnx model (selects standalone mode)")
     alone.add_argument("--input", type=Path, help=".npy (one input) or .npz keyed by input name; default: seeded random")
-    alone.add_argument("--precision-mode", "--precision_mode", dest="precision_mode", default="force_fp16",
+    alone.add_argument("--precision-mode", "--precision_mode", dest="precision_mode", default=None,
                        help="ATC precision mode to fix (default force_fp16)")
-    alone.add_argument("--min-cosine", "--min_cosine", dest="min_cosine", type=float, default=0.99,
-                       help="target: cosine similarity at every final output >= this (default 0.99)")
+    alone.add_argument("--precision-mode-v2", "--precision_mode_v2", dest="precision_mode_v2",
+                       help="ATC precision_mode_v2 instead (fp16, origin, mixed_float16, cube_fp16in_fp32out, "
+                       "mixed_bfloat16): as convert takes it")
+    alone.add_argument("--keep-dtype", "--keep_dtype", dest="keep_dtype",
+                       help="what the conversion already keeps (a keep_dtype file, or a comma list of op names / "
+                       "OpType::T): kept by every attempt, as convert takes it")
+    alone.add_argument("--fusion-switch-file", "--fusion_switch_file", dest="fusion_switch_file",
+                       help="the conversion's fusion switch file (either ATC format): applied by every attempt")
+    alone.add_argument("--modify-mixlist", "--modify_mixlist", dest="modify_mixlist",
+                       help="modify_mixlist JSON, as convert takes it")
+    alone.add_argument("--overflow-mode", "--overflow_mode", dest="overflow_mode", choices=("inf_nan", "saturation"),
+                       help="fp16 overflow: inf_nan or saturation (default: the SoC's)")
+    alone.add_argument("--allow-hf32", "--allow_hf32", dest="allow_hf32",
+                       help="true/false: fp32 Conv and MatMul read HF32 on Atlas A2/A3 (default: conv on, matmul off)")
+    alone.add_argument("--input-format", "--input_format", dest="input_format", help="NCHW, NHWC, ND... as convert")
+    alone.add_argument("--allow-custom-ops", "--allow_custom_ops", dest="allow_custom_ops", action="store_true",
+                       help="emulate ops outside the ai.onnx domain instead of refusing them, as convert does")
+    alone.add_argument("--min-cosine", "--min_cosine", dest="min_cosine", type=float, default=None,
+                       help="target: cosine similarity at every final output >= this (default 0.99); in pipeline "
+                       "mode with a compare metric (--metric compare.output_cosine), the same as --tolerance 1-X")
     alone.add_argument("--seed", type=int, default=0, help="seed of the random input (default 0)")
     alone.add_argument("--soc-version", "--soc_version", dest="soc_version",
                        help="SoC to convert for, e.g. Ascend910B1 (a kept cube op reads fp32 only on Atlas A2/A3)")
@@ -67,6 +85,9 @@ def main(args: argparse.Namespace) -> int:
     from ascendpipe.errors import Location, UserError
     from ascendpipe.fix.run import fix_pipeline, fix_quantize, fix_standalone
 
+    args.min_cosine_given = args.min_cosine is not None
+    if args.min_cosine is None:
+        args.min_cosine = 0.99
     if args.quantize:
         if not args.pipeline or args.golden:
             raise UserError("--quantize searches a pipeline's quantize stage: give the PIPELINE file", Location(field="--quantize"))
@@ -98,22 +119,45 @@ def main(args: argparse.Namespace) -> int:
         golden = guard.model_file(args.golden, "--golden")
         if args.input is None:
             guard.random_input_size(golden, None, flag="--golden")
-        result = fix_standalone(args.golden, input_path=args.input, precision_mode=args.precision_mode,
+        if args.precision_mode and args.precision_mode_v2:  # ATC refuses both, so does convert
+            raise UserError("give --precision-mode or --precision-mode-v2, not both (ATC takes one)",
+                            Location(field="--precision-mode-v2"))
+        guard.refuse_output_over_inputs(args.output, {f"--{k.replace('_', '-')}": getattr(args, k) for k in
+                                                      ("keep_dtype", "fusion_switch_file", "modify_mixlist")
+                                                      if getattr(args, k) and Path(getattr(args, k)).exists()})
+        mode = None if args.precision_mode_v2 else (args.precision_mode or "force_fp16")
+        result = fix_standalone(args.golden, input_path=args.input, precision_mode=mode,
                                 min_cosine=args.min_cosine, max_attempts=args.max_attempts, output=args.output,
                                 seed=args.seed, soc_version=args.soc_version, batch_axes=batch_axes(args),
-                                params={"input_shape": args.input_shape} if args.input_shape else None,
-                                cases=cases)
+                                params=_convert_params(args), cases=cases, progress=_progress(args),
+                                allow_custom_ops=args.allow_custom_ops)
     elif args.pipeline:
         from ascendpipe.cli import guard
 
         guard.refuse_output_over_inputs(args.output, {"PIPELINE": args.pipeline})
         if not args.metric:
             raise UserError("pipeline mode needs --metric STAGE.METRIC, e.g. --metric eval.mAP", Location(field="--metric"))
+        if args.precision_mode and args.precision_mode_v2:
+            raise UserError("give --precision-mode or --precision-mode-v2, not both (ATC takes one)",
+                            Location(field="--precision-mode-v2"))
+        on_stage = [k for k in ("keep_dtype", "fusion_switch_file", "modify_mixlist", "input_format", "input_shape",
+                                "allow_custom_ops", "input", "cases") if getattr(args, k)]
+        if on_stage:
+            flag = "--" + on_stage[0].replace("_", "-").replace("cases", "case")
+            raise UserError(f"{flag} is for standalone mode; a pipeline's convert stage (or its variant) holds that "
+                            f"setting: put it there, or give --set stages.<convert>.params.{on_stage[0]}=... for every "
+                            "attempt", Location(field=flag))
+        # the SoC and precision settings apply to every attempt, where --set would put them
+        settings = {k: getattr(args, k) for k in ("precision_mode", "precision_mode_v2", "soc_version", "overflow_mode",
+                                                  "allow_hf32") if getattr(args, k)}
+        if settings.get("allow_hf32") in ("true", "false"):  # the stage's param is a boolean
+            settings["allow_hf32"] = settings["allow_hf32"] == "true"
         result = fix_pipeline(args.pipeline, stage=args.stage or "convert", metric=args.metric,
-                              tolerance=0.01 if args.tolerance is None else args.tolerance,
-                              golden_stage=args.golden_stage, compare_stage=args.compare_stage,
-                              overrides=args.overrides, backend=args.backend, max_attempts=args.max_attempts,
-                              output=args.output)
+                              tolerance=args.tolerance, min_cosine=args.min_cosine if args.min_cosine_given else None,
+                              golden_stage=args.golden_stage,
+                              compare_stage=args.compare_stage, overrides=args.overrides, backend=args.backend,
+                              max_attempts=args.max_attempts, output=args.output, progress=_progress(args),
+                              convert_params=settings or None)
     else:
         raise UserError("give a PIPELINE file (pipeline mode) or --golden MODEL.onnx (standalone mode)",
                         Location(field="pipeline"))
@@ -122,7 +166,30 @@ def main(args: argparse.Namespace) -> int:
         print_json({**result.summary, **({"apply": [l.strip() for l in lines if l.strip()]} if lines else {})})
     else:
         sys.stdout.write(result.text())
+    if result.outcome.interrupted:
+        return 130  # as the shell reports ^C; what was done is kept and printed
     return 0 if result.outcome.passed else 1
+
+
+def _convert_params(args: argparse.Namespace) -> dict | None:
+    """The convert settings fix standalone takes, as convert's params (``precision.settings.resolve``)."""
+    from ascendpipe.precision.settings import keep_dtype_arg
+
+    params = {k: getattr(args, k) for k in ("precision_mode_v2", "fusion_switch_file", "modify_mixlist",
+                                            "overflow_mode", "allow_hf32", "input_format", "input_shape")
+              if getattr(args, k)}
+    if args.keep_dtype:
+        params["keep_dtype"] = keep_dtype_arg(args.keep_dtype)
+    return params or None
+
+
+def _progress(args: argparse.Namespace):
+    """Where each attempt is printed as it ends: stdout on a terminal (stderr when stdout carries --json);
+    nowhere off a terminal (fix.progress)."""
+    from ascendpipe.fix.progress import is_terminal
+
+    stream = sys.stderr if args.json else sys.stdout
+    return stream if is_terminal(stream) else None
 
 
 def _cases(args: argparse.Namespace) -> list:

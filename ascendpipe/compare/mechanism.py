@@ -19,8 +19,8 @@ A row beyond the thresholds is one of:
   an fp32 op) reads HF32 (an fp32 Conv/MatMul on Atlas A2/A3, ``--allow_hf32``) or computes in bf16,
   the loss is that rounding, not fp16's.
 
-A failure *reaches* a failing output when a chain of failing tensors (ops without a compared row
-count as links) joins it to that output; one that does not is *contained*, listed apart with why
+A failure *reaches* a failing output when a chain of failing tensors (ops without a compared row, and
+golden-only tensors the target fused away, count as links) joins it to that output; one that does not is *contained*, listed apart with why
 (the op downstream that passes: a saturated mask absorbed by Softmax, ...). msaccucmp's and msit's
 columns are not touched here: only our decision (``failed``) and these keys.
 """
@@ -129,10 +129,13 @@ def _saturated(row: dict) -> bool:
 
 
 def _rows_by_op(rows: list[dict]) -> dict[str, int]:
+    """Each op's first row, a compared one before a golden-only one (a fused kernel's member has both)."""
     by_op: dict[str, int] = {}
     for i, r in enumerate(rows):
         for op in ops_of(r):
-            by_op.setdefault(op, i)
+            j = by_op.get(op)
+            if j is None or (rows[j].get("side") == "golden_only" and r.get("side") != "golden_only"):
+                by_op[op] = i
     return by_op
 
 
@@ -282,8 +285,10 @@ def reaching(rows: list[dict], producers: dict[str, list[str]] | None) -> tuple[
         if op in reach_ops:
             continue
         row = by_op.get(op)
-        if row is not None and row not in failing:
-            continue  # a passing tensor: the divergence does not come through it
+        # a passing tensor: the divergence does not come through it (a golden-only row is no evidence either way:
+        # the target has no tensor there, fused into a kernel; like an op without a row, it is a link)
+        if row is not None and row not in failing and rows[row].get("side") != "golden_only":
+            continue
         reach_ops.add(op)
         stack += list(producers.get(op, ()))
     return {i for i in failing if set(ops_of(rows[i])) & reach_ops}, False
@@ -302,7 +307,7 @@ def _absorber(rows, i, producers, by_op) -> dict | None:
                 continue
             seen.add(c)
             j = by_op.get(c)
-            if j is not None and not rows[j].get("failed"):
+            if j is not None and not rows[j].get("failed") and rows[j].get("side") != "golden_only":
                 found.append(j)
             else:
                 frontier.append(c)

@@ -174,7 +174,9 @@ def kind_section(kind) -> str:
         lines.append("Input fields (a workspace path, or a stage's name: an edge; its output folder):")
         lines.append("")
         for f in kind.input_fields:
-            lines.append(f"- `{f}`" + (" (required)" if f in kind.required_inputs else ""))
+            note = (getattr(kind, "input_notes", None) or {}).get(f)
+            lines.append(f"- `{f}`" + (" (required" + (f", {note})" if note else ")") if f in kind.required_inputs
+                                       else (f": {note}" if note else "")))
         lines.append("")
     props = (kind.params_schema or {}).get("properties") or {}
     required = set((kind.params_schema or {}).get("required") or [])

@@ -384,7 +384,8 @@ class _Resolver:
                 f"unknown field '{extra}' for kind '{kind.name}'; inputs it takes: {', '.join(kind.input_fields) or 'none'}",
                 marks.key_location(stage_path + (extra,), stage=stage.name),
             )
-        for required in kind.required_inputs:
+        params = fields.get("params") if isinstance(fields.get("params"), dict) else {}
+        for required in kind.required_inputs_for(params):
             if not fields.get(required):
                 raise UserError(
                     f"a '{kind.name}' stage needs `{required}` (a path or a stage name)",

@@ -82,6 +82,7 @@ class CasesEvaluator:
         return CasesResult(not failing, min(metrics) if len(metrics) == len(results) else None,
                            min(cosines) if len(cosines) == len(results) else None, rows=rows, failure=lead.failure,
                            ops=self.ops, note=note, candidates=candidates, producers=lead.producers, blocked=blocked,
+                           causes=list(lead.causes or []),
                            cases=cases, case_rows=[r.rows for r in results])
 
 
@@ -117,4 +118,5 @@ def needed_for(outcome: Outcome, labels: list[str]) -> dict[str, list[str] | Non
 def _beyond_range_cases(c: Candidate, baseline: Result | None, labels: list[str]) -> list[str]:
     if c.kind != KEEP or not isinstance(baseline, CasesResult):
         return []
-    return [label for label, rows in zip(labels, baseline.case_rows) if out_of_fp16_range(frozenset({c}), rows)]
+    return [label for label, rows in zip(labels, baseline.case_rows)
+            if out_of_fp16_range(frozenset({c}), rows, baseline.producers)]

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import math
 import shutil
-from dataclasses import dataclass
 from pathlib import Path
 
 from ascendpipe.contract import stage_folder
@@ -78,6 +77,91 @@ def _growing_failure(result: dict) -> dict | None:
     return result.get("first_reaching_failure", result.get("first_failure"))
 
 
+def _causes(result: dict) -> list[dict]:
+    """The other ops compare names as breaking on their own (``also_failing`` of its first failure, and
+    of the failure reaching the outputs where that differs): fix joins their advice in one grow step."""
+    found: dict = {}
+    for failure in (result.get("first_failure"), result.get("first_reaching_failure")):
+        for item in (failure or {}).get("also_failing") or []:
+            found.setdefault(item.get("index"), item)
+    return list(found.values())
+
+
+def graph_facts(model: Path | None) -> tuple[dict[str, str], dict[str, list[str]]]:
+    """(op -> op type, op -> the graph inputs it reads) of an ONNX model's main graph, its nodes named as
+    dumps name them; ({}, {}) where it cannot be read (the cube rule then goes by the rows alone)."""
+    if model is None or not str(model).endswith(".onnx") or not Path(model).is_file():
+        return {}, {}
+    from ascendpipe.onnxgraph import load_graph, name_nodes
+
+    try:
+        graph = load_graph(model).graph
+    except Exception:  # noqa: BLE001 - the facts are a help; the model's own problems are reported elsewhere
+        return {}, {}
+    name_nodes(graph)
+    inputs = {i.name for i in graph.input} - {t.name for t in graph.initializer}
+    return ({n.name: n.op_type for n in graph.node},
+            {n.name: [x for x in n.input if x in inputs] for n in graph.node if any(x in inputs for x in n.input)})
+
+
+class WeightPeaks:
+    """``peaks(op)`` -> (weight name, its largest finite |value|) over the op's constant inputs (initializers,
+    directly or through ops that only move values), read from the golden model once asked and kept; None
+    where it has none or they cannot be read."""
+
+    def __init__(self, model: Path | None):
+        self.model, self._graph, self._cache = model, None, {}
+
+    def _load(self):
+        if self._graph is None:
+            from ascendpipe.onnxgraph import load_graph, name_nodes
+
+            graph = load_graph(self.model).graph
+            name_nodes(graph)
+            self._graph = (graph, {t.name: t for t in graph.initializer},
+                           {out: n for n in graph.node for out in n.output}, {n.name: n for n in graph.node})
+        return self._graph
+
+    def __call__(self, op: str):
+        if op in self._cache:
+            return self._cache[op]
+        found = None
+        try:
+            found = self._peak(op)
+        except Exception:  # noqa: BLE001 - a weight that cannot be read leaves the rule to the rows
+            found = None
+        self._cache[op] = found
+        return found
+
+    def _peak(self, op: str):
+        import numpy as np
+        from onnx import numpy_helper
+
+        from ascendpipe.compare.mechanism import is_move
+
+        if self.model is None:
+            return None
+        graph, inits, producer, nodes = self._load()
+        node = nodes.get(op)
+        names, stack = [], list(node.input) if node is not None else []
+        while stack:  # constant inputs, looking through Transpose/Reshape/Cast of a constant
+            name = stack.pop()
+            if name in inits:
+                names.append(name)
+            elif name in producer and is_move(producer[name].op_type):
+                stack += list(producer[name].input)
+        best = None
+        for name in names:
+            array = np.asarray(numpy_helper.to_array(inits[name], str(Path(self.model).parent)))
+            if array.dtype.kind != "f" or not array.size:
+                continue
+            finite = np.abs(array[np.isfinite(array)])
+            peak = float(finite.max()) if finite.size else 0.0
+            if best is None or peak > best[1]:
+                best = (name, peak)
+        return best
+
+
 def _feed_peaks(feeds: dict) -> dict[str, float]:
     """Each float feed's largest finite |value| (a cube op may read a graph input directly)."""
     import numpy as np
@@ -97,16 +181,19 @@ class StandaloneEvaluator:
     """Convert ``golden`` with the emulation under ``params`` plus a remedy, dump, compare outputs."""
 
     def __init__(self, golden: Path, feeds: dict, *, params: dict, min_cosine: float, work_dir: Path,
-                 limits: dict | None = None):
+                 limits: dict | None = None, allow_custom_ops: bool = False):
         from ascendpipe.compare import thresholds as thr
         from ascendpipe.compare.runner import graph_info
         from ascendpipe.backends.compare_sources import dump
 
         self.golden, self.feeds, self.params = Path(golden), feeds, dict(params)
         self.min_cosine, self.work_dir = float(min_cosine), Path(work_dir)
+        self.allow_custom_ops = allow_custom_ops
         self.limits = limits or thr.resolve()
         self.graph = graph_info(self.golden)
         self.ops = list(self.graph.get("producers") or [])
+        self.graph_types, self.input_readers = graph_facts(self.golden)
+        self.weight_peak = WeightPeaks(self.golden)
         self.base_keep = list(self.params.pop("keep_dtype", None) or [])
         self.base_fusion = dict(self.params.pop("fusion_switch", None) or {})
         self.work_dir.mkdir(parents=True, exist_ok=True)
@@ -129,7 +216,7 @@ class StandaloneEvaluator:
         attempt = self.work_dir / f"attempt-{self.count:03d}"
         shutil.rmtree(attempt, ignore_errors=True)
         try:
-            converted = convert_model(self.golden, attempt / "model", settings)
+            converted = convert_model(self.golden, attempt / "model", settings, allow_custom_ops=self.allow_custom_ops)
             target_dump = dump(converted.model_path, self.feeds, attempt / "dump", fusions=True)
             fused_map = json.loads((attempt / "model" / "fused_map.json").read_text())
             plan = json.loads((attempt / "model" / "precision_plan.json").read_text())
@@ -144,101 +231,16 @@ class StandaloneEvaluator:
         failure = _growing_failure(result)
         return Result(passed, cosine, cosine, rows=rows, failure=failure, ops=self.ops,
                       note=_failure_note(failure), candidates=keep_candidates(plan, fused_map),
-                      producers=producers,
-                      blocked=cube_blocked(rows, producers, self.params.get("soc_version"), _feed_peaks(self.feeds)))
+                      producers=producers, causes=_causes(result),
+                      blocked=cube_blocked(rows, producers, self.params.get("soc_version"), _feed_peaks(self.feeds),
+                                           input_readers=self.input_readers, graph_types=self.graph_types,
+                                           weight_peak=self.weight_peak))
 
 
 # --- pipeline: every attempt an engine build ----------------------------------------------------
 
-@dataclass
-class PipelineTarget:
-    """Which stages the pipeline search builds and reads, resolved from the CLI's names."""
-
-    convert: str  # 'convert@fp16'
-    metric_stage: str  # 'eval@fp16'
-    metric: str  # 'mAP'
-    golden_stage: str  # 'eval_golden'
-    compare: str | None  # 'compare@fp16', or None (then the search has no per-op evidence)
-    set_prefix: str  # 'stages.convert.matrix.fp16' or 'stages.convert.params'
-
-
-def _closure(stages: dict, name: str) -> set[str]:
-    seen, todo = set(), [name]
-    while todo:
-        current = todo.pop()
-        if current in seen or current not in stages:
-            continue
-        seen.add(current)
-        todo += list(stages[current].upstream.values())
-    return seen
-
-
-def _pick_stage(stages: dict, given: str, kind: str, field: str) -> str:
-    if given in stages:
-        if stages[given].kind != kind:
-            raise UserError(f"stage '{given}' is a {stages[given].kind} stage, not {kind}", Location(field=field))
-        return given
-    variants = [n for n, s in stages.items() if s.base == given]
-    if not variants:
-        known = ", ".join(n for n, s in stages.items() if s.kind == kind) or "none"
-        raise UserError(f"no stage '{given}'; {kind} stages: {known}", Location(field=field))
-    if len(variants) > 1:
-        raise UserError(f"stage '{given}' has variants {', '.join(variants)}; name one, e.g. {field} {variants[-1]}",
-                        Location(field=field))
-    return variants[0]
-
-
-def _set_prefix(raw_stages: dict, stage) -> str:
-    raw = raw_stages.get(stage.base) or {}
-    matrix = raw.get("matrix") or {}
-    if stage.variant is not None and matrix:
-        # a named variant's overlay, or a list-form matrix's variant: --set turns that matrix into the
-        # named form with the same variants (config.overrides), so this one variant changes alone
-        return f"stages.{stage.base}.matrix.{stage.variant}"
-    return f"stages.{stage.base}.params"
-
-
-_STANDALONE_HINT = ("; to fix on the output cosine alone, run standalone mode: "
-                    "ascendpipe fix --golden MODEL.onnx --input X.npy --min-cosine 0.99")
-
-
-def resolve_target(pipeline, raw_stages: dict, *, stage: str, metric: str, golden_stage: str | None,
-                   compare_stage: str | None, kind: str = "convert") -> PipelineTarget:
-    """Resolve ``--stage``, ``--metric STAGE.NAME``, ``--golden-stage`` and ``--compare-stage``.
-    ``kind``: what ``--stage`` must be (``convert``, or ``quantize`` for ``fix --quantize``)."""
-    stages = pipeline.stages
-    convert = _pick_stage(stages, stage, kind, "--stage")
-    metric_base, dot, metric_name = metric.partition(".")
-    if not dot or not metric_name:
-        raise UserError(f"--metric expects STAGE.METRIC (e.g. eval.mAP), got '{metric}'", Location(field="--metric"))
-    downstream = [n for n, s in stages.items() if (n == metric_base or s.base == metric_base)
-                  and convert in _closure(stages, n)]
-    if not downstream:
-        raise UserError(f"no stage '{metric_base}' depends on '{convert}'; --metric names the eval stage downstream "
-                        f"of the {'quantized' if kind == 'quantize' else 'converted'} model"
-                        + ("" if kind == "quantize" else _STANDALONE_HINT), Location(field="--metric"))
-    metric_stage = downstream[0]
-    if stages[metric_stage].kind == "compare" and golden_stage is None:
-        # a compare stage's metrics have no golden counterpart to hold them against: the golden
-        # input of a compare is a model, not a stage that reports output_cosine
-        raise UserError(f"pipeline mode needs an eval stage: --metric names a metric of an eval of the converted model "
-                        f"(e.g. eval.mAP), held against the same metric of the golden's eval; '{metric_stage}' is a "
-                        f"compare stage{_STANDALONE_HINT}", Location(stage=metric_stage, field="--metric"))
-    if golden_stage is None:
-        golden_stage = stages[metric_stage].upstream.get("golden")
-        if golden_stage is None:
-            raise UserError(f"stage '{metric_stage}' has no golden input; name the golden metric's stage with "
-                            "--golden-stage (e.g. eval_golden)", Location(stage=metric_stage, field="--golden-stage"))
-    elif golden_stage not in stages:
-        raise UserError(f"--golden-stage '{golden_stage}' is not a stage; stages: {', '.join(stages)}",
-                        Location(field="--golden-stage"))
-    if compare_stage is None:
-        found = [n for n, s in stages.items() if s.kind == "compare" and s.upstream.get("target") == convert]
-        compare_stage = found[0] if found else None
-    elif compare_stage not in stages or stages[compare_stage].kind != "compare":
-        raise UserError(f"--compare-stage '{compare_stage}' is not a compare stage", Location(field="--compare-stage"))
-    return PipelineTarget(convert, metric_stage, metric_name, golden_stage, compare_stage,
-                          _set_prefix(raw_stages, stages[convert]))
+from ascendpipe.fix.target import (_STANDALONE_HINT, PipelineTarget, _closure, _pick_stage,  # noqa: E402,F401
+                                   _set_prefix, resolve_target)
 
 
 class PipelineEvaluator:
@@ -251,6 +253,8 @@ class PipelineEvaluator:
         self.stages, self.workspace = stages or {}, workspace  # resolved stages: per-sample scores (fix.resolution)
         self.golden_samples = None
         self.producers = None  # the golden graph's op edges (neighbours, the cube rule): read once it is built
+        self.graph_types: dict[str, str] = {}  # the golden graph's op types (the cube rule)
+        self.weight_peak = None  # the golden model's cube weights, read when the cube rule asks (fix.cause)
         self.soc_version = soc_version  # the convert stage's: whether a kept cube op reads fp32
         self.overrides, self.backend = list(overrides), backend
         self.base_keep, self.base_fusion = list(base_keep), dict(base_fusion or {})
@@ -281,7 +285,9 @@ class PipelineEvaluator:
         import ascendpipe
 
         t = self.target
-        targets = [t.metric_stage, t.golden_stage] + ([t.compare] if t.compare else [])
+        wanted = [*(t.metric_stages or [t.metric_stage]), *([t.golden_stage] if t.golden_stage else []),
+                  *([t.compare] if t.compare else [])]
+        targets = list(dict.fromkeys(wanted))
         # argv marks the run as a fix attempt (the runs page and `runs` tell it from a user's build)
         argv = ["ascendpipe", "fix", self.path, *targets, *(f"--set={line}" for line in self.overrides + list(set_lines))]
         return ascendpipe.build(self.path, targets, set=self.overrides + list(set_lines), backend=self.backend,
@@ -289,19 +295,47 @@ class PipelineEvaluator:
 
     def _attempt(self, remedy) -> tuple[dict, float]:
         """Build one attempt and record it: (run record, its metric); sets ``golden_metric``."""
+        t = self.target
         run = self._build(self.set_lines(remedy))
         self.runs.append(run.get("id"))
-        metric = self._metric(run, self.target.metric_stage)  # first: an unknown name is the metric's problem
-        self.golden_metric = self._metric(run, self.target.golden_stage)
-        return run, metric
+        # the metric first: an unknown name is the metric's problem; over several cases (compare variants) the worst
+        values = {name: self._metric(run, name) for name in (t.metric_stages or [t.metric_stage])}
+        self._worst = min(values, key=lambda name: values[name] if values[name] == values[name] else float("-inf"))
+        self.golden_metric = t.golden_value if t.on_compare else self._metric(run, t.golden_stage)
+        self._last_run = run
+        return run, values[self._worst]
+
+    def journal_state(self) -> dict:
+        """What fix.journal keeps beside an attempt's result: its run, the golden metric, and the stage keys
+        it built (the baseline's decide whether a journal still holds for this pipeline)."""
+        run = getattr(self, "_last_run", None) or {}
+        stages = run.get("stages") or {}
+        samples = self.golden_samples
+        return {"run": run.get("id"), "golden_metric": self.golden_metric,
+                "golden_samples": None if samples is None else [float(x) for x in samples],
+                "check": {name: (stages.get(name) or {}).get("key") for name in sorted(stages)}}
+
+    def resume(self, state: dict, result: Result) -> None:
+        """Take up an attempt an earlier run of fix made (fix.journal): its run is listed like a new one."""
+        import numpy as np
+
+        self.runs.append(state.get("run"))
+        if state.get("golden_metric") is not None:
+            self.golden_metric = state["golden_metric"]
+        if self.golden_samples is None and state.get("golden_samples") is not None:
+            self.golden_samples = np.asarray(state["golden_samples"])
+        if not self.order:
+            self.order = graph_order(result)
 
     def evaluate(self, remedy: frozenset) -> Result:
         t = self.target
         run, metric = self._attempt(remedy)
-        rows, failure, cosine, ops = [], None, None, []
-        if t.compare:
-            result = json.loads((self.build_dir / stage_folder(t.compare) / "result.json").read_text())
+        rows, failure, cosine, ops, causes = [], None, None, [], []
+        evidence = self._worst if t.on_compare else t.compare  # a compare metric: its worst case's own rows
+        if evidence:
+            result = json.loads((self.build_dir / stage_folder(evidence) / "result.json").read_text())
             rows, failure, cosine = result.get("rows") or [], _growing_failure(result), _output_cosine(result)
+            causes = _causes(result)
         plan_path = self.build_dir / stage_folder(t.convert) / "precision_plan.json"
         map_path = plan_path.with_name("fused_map.json")
         plan = json.loads(plan_path.read_text()) if plan_path.is_file() else None
@@ -309,12 +343,15 @@ class PipelineEvaluator:
             ops = list(plan.get("nodes") or [])
         fused_map = json.loads(map_path.read_text()) if map_path.is_file() else None
         passed = metric >= self.golden_metric - self.tolerance
+        if t.on_compare and _outputs_overflow(rows):  # an output holding inf fails whatever the cosine says
+            passed = False
         if self.producers is None:
             self.producers = self._golden_producers()
         result = Result(passed, metric, cosine, rows=rows, failure=failure, ops=ops,
-                        candidates=keep_candidates(plan, fused_map),
+                        candidates=keep_candidates(plan, fused_map), causes=causes,
                         producers=self.producers,
-                        blocked=cube_blocked(rows, self.producers, self.soc_version) if rows else None,
+                        blocked=cube_blocked(rows, self.producers, self.soc_version, graph_types=self.graph_types,
+                                             spell=self._spell, weight_peak=self.weight_peak) if rows else None,
                         samples=self._samples(t.metric_stage))
         if self.golden_samples is None:
             self.golden_samples = self._samples(t.golden_stage)
@@ -337,7 +374,15 @@ class PipelineEvaluator:
             side = resolve_side(Path(self.workspace) / golden, "golden")
         except UserError:
             return None  # not built yet, or a dump: the search goes without the edges
-        return graph_info(side.model).get("producers") if side.model else None
+        if not side.model:
+            return None
+        self.graph_types = graph_facts(side.model)[0]
+        self.weight_peak = WeightPeaks(side.model)
+        return graph_info(side.model).get("producers")
+
+    def _spell(self, key: str, value: str) -> str:
+        """A convert setting as the user sets it for every attempt (fix.cause's ways out)."""
+        return f"--set {self.target.set_prefix}.{key}={value}"
 
     def _samples(self, stage: str):
         from ascendpipe.fix.resolution import sample_hits

@@ -10,6 +10,7 @@ import math
 from pathlib import Path
 
 from ascendpipe.fix.search import Outcome, metric_text
+from ascendpipe.fix.terminal import remedy_text, terminal_width
 from ascendpipe.fsutil import write_text_atomic
 from ascendpipe.precision import remedy as remedy_files
 from ascendpipe.precision.settings import REMEDY_NAMES
@@ -25,30 +26,67 @@ def _num(value) -> str:
 
 def attempt_rows(outcome: Outcome) -> list[dict]:
     return [{"attempt": a.number, "phase": a.phase, "remedy": [str(c) for c in a.remedy], "passed": a.result.passed,
-             "metric": a.result.metric, "output_cosine": a.result.output_cosine, "note": a.result.note}
+             "metric": a.result.metric, "output_cosine": a.result.output_cosine, "note": a.result.note,
+             "resumed": a.result.resumed, "seconds": a.result.seconds}
             for a in outcome.attempts]
 
 
 RESTORE_NOTE = "the workspace back as the pipeline file says (from the cache)"
 
 
-def attempt_table(outcome: Outcome, metric_name: str, restore_run: int | None = None) -> str:
+def attempt_table(outcome: Outcome, metric_name: str, restore_run: int | None = None, width: int | None = None) -> str:
     """One row per attempt and, in pipeline mode, one for the last build ``fix`` records
-    (``restore_run``): every run it made is in the table."""
+    (``restore_run``): every run it made is in the table. Rows fit ``width`` (the terminal's): a long
+    remedy set is abbreviated with a count (``remedy_text``) and a long note cut; fix.json has both in full."""
     from ascendpipe.cli.common import table
 
-    from ascendpipe.compare.writers import op_labels
-
+    width = width or terminal_width(default=120)
     both = metric_name != "output cosine"  # standalone mode judges the output cosine itself
-    # long remedy sets cut in the middle, widened until no two different sets read alike
-    texts = op_labels([", ".join(str(c) for c in a.remedy) or "(none)" for a in outcome.attempts], width=60, widest=160)
-    rows = [[str(a.number), a.phase, text, _num(a.result.metric),
-             *([_num(a.result.output_cosine)] if both else []), "yes" if a.result.passed else "no", a.result.note]
-            for a, text in zip(outcome.attempts, texts)]
+    values = [[str(a.number), a.phase, _num(a.result.metric), *([_num(a.result.output_cosine)] if both else []),
+               "yes" if a.result.passed else "no"] for a in outcome.attempts]
+    header = ["#", "phase", "remedy set", metric_name, *(["output cosine"] if both else []), "target", "note"]
+    fixed = [max([len(header[i if i < 2 else i + 1])] + [len(v[i]) for v in values]) for i in range(len(values[0]))] \
+        if values else [1]
+    spare = width - sum(fixed) - 2 * (len(header) - 1)  # what the remedy and note columns share
+    notes = [_note(a) for a in outcome.attempts]
+    if restore_run is not None:
+        notes.append(f"run {restore_run}; {RESTORE_NOTE}")
+    sets = [[str(c) for c in a.remedy] for a in outcome.attempts]
+    # the remedy set first (what was tried), the note in what is left (at least 24: the failing op's start)
+    longest_note = max((len(n) for n in notes), default=4)
+    floor = 20 if spare >= 40 else max(12, spare // 2)  # a narrow terminal: both columns give way
+    remedy_width = max(floor, min(max((len(", ".join(x)) for x in sets), default=6), spare - min(longest_note, floor)))
+    note_width = max(floor, spare - remedy_width)
+    texts = [remedy_text(names, remedy_width) or "(none)" for names in sets]
+    seen: dict[str, tuple] = {}
+    for i, (text, names) in enumerate(zip(texts, sets)):  # two different sets never read alike
+        if seen.setdefault(text, tuple(names)) != tuple(names):
+            texts[i] = ", ".join(names)
+    used = max([len("remedy set")] + [len(t) for t in texts])  # what the grouped sets really take
+    note_width = max(note_width, spare - min(used, remedy_width))
+    rows = [[v[0], v[1], text, *v[2:], _cut(note, note_width)] for v, text, note in zip(values, texts, notes)]
     if restore_run is not None:
         rows.append(["", "restore", "(as the pipeline file says)", "", *([""] if both else []), "",
-                     f"run {restore_run}; {RESTORE_NOTE}"])
-    return table(rows, ["#", "phase", "remedy set", metric_name, *(["output cosine"] if both else []), "target", "note"])
+                     _cut(notes[-1], max(note_width, len(notes[-1])))])
+    return table(rows, header)
+
+
+def _note(attempt) -> str:
+    note = attempt.result.note
+    if attempt.result.resumed:
+        note = "resumed" + (f"; {note}" if note else "")
+    return note
+
+
+def _cut(text: str, width: int) -> str:
+    """A note in ``width``: "first failure" dropped first (the op and its mechanism say it), then cut in the
+    middle (the run at the start and the mechanism at the end both stay)."""
+    if len(text) > width:
+        text = text.replace("first failure ", "")
+    if len(text) <= width:
+        return text
+    head = max(1, (width - 1) * 2 // 5)
+    return text[:head] + "…" + text[len(text) - (width - 1 - head):]
 
 
 def yaml_lines(stage_prefix: str, keep: list[str], fusion: dict[str, str]) -> str:
@@ -117,6 +155,9 @@ def summary(outcome: Outcome, keep: list[str], fusion: dict[str, str], **extra) 
         "minimal": outcome.minimal,
         "output_cosine": final.output_cosine if final else None,
         "message": outcome.message,
+        "by_range": [str(c) for c in outcome.by_range],
+        "evaluated": outcome.evaluated,
+        "interrupted": outcome.interrupted,
         **extra,
         "table": attempt_rows(outcome),
     }
@@ -169,3 +210,18 @@ def cases_text(data: dict) -> str:
                                                       "less it)" if labels is None else "no case alone")
             out.append(f"  {remedy}: {shown}")
     return "\n".join(out) + "\n"
+
+
+def journal_text(data: dict, outcome: Outcome) -> str:
+    """Where the attempts are kept, and how to take the search up again (an interrupted or resumed run)."""
+    out = []
+    resumed = data.get("resumed") or 0
+    if resumed:
+        where = data.get("journal") or "the journal"
+        out.append(f"resumed {resumed} attempt{'s' if resumed != 1 else ''} from {where}; "
+                   f"{outcome.evaluated} evaluated now")
+    if outcome.interrupted:
+        where = data.get("journal")
+        out.append(f"interrupted: the {len(outcome.attempts)} attempts done are kept"
+                   + (f" in {where}" if where else "") + "; run the same command again to resume from them")
+    return "".join(f"\n{line}" for line in out) + ("\n" if out else "")

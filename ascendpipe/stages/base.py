@@ -80,6 +80,11 @@ class StageKind:
     # switching `--backend` must not rebuild them
     uses_backend: ClassVar[bool] = True
 
+    def required_inputs_for(self, params: dict) -> tuple:
+        """The input fields a stage with these params must have (default ``required_inputs``; a kind whose
+        tasks read different inputs, as eval's ``lm``, narrows it)."""
+        return tuple(self.required_inputs)
+
     def tool_versions(self, backend: str) -> dict[str, str]:
         from ascendpipe.backends import registry
 

@@ -34,6 +34,13 @@ one array per image. A function taking a second argument gets ``params.postproce
 Without it, the output named ``output_name`` (or the only output) is used; detection uses the
 built-in postprocess of ``params.decode`` (``ascendpipe.metrics.detect_post``).
 
+Language models (``task: lm``, ``ascendpipe.metrics.lm``): ``outputs`` is the infer stage of the model
+judged (its ``logits`` output, or ``params.output_name``), ``reference`` the infer stage of the golden
+model over the same inputs, ``labels`` (optional) the token each position is to predict (``.npy`` of
+token ids shaped as the logits' positions, -100 where none; or a folder holding ``labels.npy``):
+``next_token_agreement`` (positions whose greedy next token is the reference's), and with labels
+``perplexity`` and ``label_top1``.
+
 Metrics are fractions in [0, 1] (one "point" of mAP is 0.01): ``top1``, ``top5``; ``mAP``,
 ``rank1``, ``rank5``, ``rank10``; detection: ``voc_mAP50`` (VOC, ``params.voc_mode`` voc12 area or
 voc07 11-point), ``coco_AP50`` (COCO's AP at IoU 0.5, 101 points), ``mAP50_95`` (COCO) and ``mAP50``
@@ -48,10 +55,41 @@ from pathlib import Path
 from ascendpipe.errors import Location, UserError
 from ascendpipe.stages.base import StageContext, StageKind, StageResult, lazy_class_attr, package_version, write_metrics
 
-TASKS = ("classification", "reid", "detection")
+TASKS = ("classification", "reid", "detection", "lm")
 # the built-in detection heads (ascendpipe.metrics.detect_post.DECODERS; not imported: a no-op build stays light)
 DECODERS = ("yolov8", "yolov8_dfl", "yolov5", "yolov5_raw", "yolox", "boxes", "onnx_nms")
 OUTPUTS_DIR = "outputs"  # where an infer stage keeps its outputs inside its out dir
+# docs/kinds.md's language-model part (ascendpipe.config.kinds_doc appends it to the eval kind's section)
+LM_DOC = """
+### Language models (`task: lm`)
+
+`outputs` is the infer stage of the model judged, `reference` the infer stage of the golden model over
+the same inputs (a decoder's prefill or decode inputs), `labels` optionally the tokens to predict. The
+logits are the output named `logits` (or `params.output_name`), `[..., vocabulary]`: every leading index
+is one position (`ascendpipe.metrics.lm`).
+
+| metric | what it is |
+| --- | --- |
+| `next_token_agreement` | share of positions whose greedy next token (the logits' argmax) is the reference's; a position with NaN/inf logits agrees with nothing; one whose reference is not finite is left out |
+| `perplexity` | with `labels`: `exp` of the mean negative log-likelihood of the labels; not reported where the logits are not finite (the log says how many positions) |
+| `label_top1` | with `labels`: share of labelled positions whose top-1 token is the label |
+
+`labels`: an `.npy` of token ids shaped as the logits' positions (`[B, T]` for `[B, T, V]`), the token each
+position is to predict (already shifted: the next token), -100 where none is; or a folder holding
+`labels.npy`. With `golden: <the golden's lm eval>`, `delta_next_token_agreement` and `delta_perplexity`
+follow, and `ascendpipe fix PIPELINE --metric eval_lm.next_token_agreement` holds the agreement within
+`--tolerance` of the golden's (1.0): a language model's fix is a recorded run like any other.
+
+```yaml
+eval_lm:
+  kind: eval
+  outputs: infer          # the converted decoder over data/lm (its logits)
+  reference: infer_golden # the fp32 decoder over the same inputs
+  labels: data/lm/labels.npy
+  golden: eval_lm_golden
+  params: {task: lm}
+```
+"""
 
 
 def read_outputs(path: Path, where: Location) -> dict:
@@ -136,13 +174,19 @@ class EvalKind(StageKind):
         from ascendpipe.metrics.class_labels import DOC as CLASSIFICATION
         from ascendpipe.stages.eval_detection import DOC
 
-        return CLASSIFICATION + DOC
+        return CLASSIFICATION + DOC + LM_DOC
 
     uses_backend = False
     version = "3"  # 2: VOC IoU >= 0.5, voc_mAP50 / coco_AP50; 3: built-in detection postprocess, detections.json
     summary = "Top-1/Top-5, ReID mAP/CMC or detection mAP on infer outputs, with the delta to golden"
-    input_fields = ("outputs", "query", "gallery", "labels", "golden", "letterbox")
+    input_fields = ("outputs", "query", "gallery", "labels", "golden", "letterbox", "reference")
     required_inputs = ("labels",)
+    input_notes = {"labels": "except for task lm: there, optional token ids for perplexity",
+                   "reference": "task lm: the golden model's infer stage over the same inputs"}
+
+    def required_inputs_for(self, params: dict) -> tuple:
+        """labels for every task but lm, which needs outputs and a reference or labels (checked as it runs)."""
+        return ("outputs",) if (params or {}).get("task") == "lm" else self.required_inputs
     path_params = ("postprocess",)
     params_schema = {
         "type": "object",
@@ -204,6 +248,8 @@ class EvalKind(StageKind):
         info = {"task": task}
         if task == "detection":
             metrics, info["detection"] = _detection(ctx)
+        elif task == "lm":
+            metrics, info["lm"] = _lm(ctx)
         else:
             metrics = {"classification": _classification, "reid": _reid}[task](ctx)
         if ctx.inputs.get("golden"):
@@ -315,6 +361,55 @@ def _detection(ctx: StageContext) -> dict:
         raise UserError("task 'detection' needs `outputs` (an infer stage or its outputs)", Location(stage=ctx.name))
     outputs = read_outputs(ctx.inputs["outputs"], _where(ctx, "outputs"))
     return detection_metrics(ctx, outputs, _user_postprocess(ctx) if ctx.params.get("postprocess") else None)
+
+
+def _lm(ctx: StageContext) -> tuple[dict, dict]:
+    """next_token_agreement against ``reference``; perplexity and label_top1 where ``labels`` are given."""
+    from ascendpipe.metrics.lm import label_accuracy, next_token_agreement, perplexity
+
+    if not ctx.inputs.get("reference") and not ctx.inputs.get("labels"):
+        raise UserError("task 'lm' needs `reference` (the golden model's infer stage over the same inputs: next-token "
+                        "agreement) or `labels` (token ids: perplexity), or both", Location(stage=ctx.name))
+    logits = _logits(ctx, "outputs")
+    metrics, info = {}, {"vocabulary": int(logits.shape[-1])}
+    try:
+        if ctx.inputs.get("reference"):
+            found = next_token_agreement(logits, _logits(ctx, "reference"))
+            info.update(positions=found["positions"], skipped=found["skipped"])
+            if found["agreement"] is not None:
+                metrics["next_token_agreement"] = found["agreement"]
+            if found["skipped"]:
+                ctx.say(f"lm: {found['skipped']} positions where the reference logits are not finite are left out")
+        if ctx.inputs.get("labels"):
+            labels = _token_labels(ctx)
+            found = perplexity(logits, labels)
+            info.update(tokens=found["tokens"], nonfinite=found["nonfinite"])
+            if found["perplexity"] is not None:
+                metrics["perplexity"] = found["perplexity"]
+            elif found["nonfinite"]:
+                ctx.say(f"lm: no perplexity: the logits are not finite at {found['nonfinite']} labelled positions")
+            accuracy = label_accuracy(logits, labels)
+            if accuracy is not None:
+                metrics["label_top1"] = accuracy
+    except UserError as err:
+        raise err.with_location(stage=ctx.name) from None
+    return metrics, info
+
+
+def _logits(ctx: StageContext, field: str):
+    """One infer stage's logits: ``params.output_name``, else the output named ``logits``, else the only one."""
+    outputs = read_outputs(ctx.inputs[field], _where(ctx, field))
+    name = ctx.params.get("output_name") or ("logits" if "logits" in outputs else None)
+    return pick_output(outputs, name, _where(ctx, "output_name"))
+
+
+def _token_labels(ctx: StageContext):
+    base = Path(ctx.inputs["labels"])
+    path = base if base.is_file() else base / "labels.npy"
+    if not path.is_file():
+        raise UserError(f"labels: {path} does not exist (task 'lm' reads token ids from labels.npy)",
+                        _where(ctx, "labels"))
+    return load_array(path, _where(ctx, "labels"))
 
 
 def _golden_metrics(ctx: StageContext) -> dict:

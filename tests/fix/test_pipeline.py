@@ -50,12 +50,15 @@ def test_pipeline_fix_finds_a_minimal_set_and_reruns_from_cache(workspace):
     # every attempt is a recorded run
     runs = report.summary["runs"]
     assert len(runs) == len(out.attempts) and all(ascendpipe.show(r)["id"] == r for r in runs)
-    # rerunning fix reuses every conversion: nothing is converted or inferred again
+    # rerunning fix resumes from its journal: the baseline is built again (from the cache: nothing is converted
+    # or inferred) to check the stage keys, every other attempt is read back, with the run it recorded
     again = fix_pipeline(workspace / "pipeline.yaml", stage="convert@fp16", metric="eval.top1", tolerance=0.01)
     assert again.keep_dtype == report.keep_dtype and len(again.outcome.attempts) == len(out.attempts)
-    for run_id in again.summary["runs"]:
-        states = {n: s["state"] for n, s in ascendpipe.show(run_id)["stages"].items()}
-        assert states["convert@fp16"] != "ran" and states["infer@fp16"] != "ran" and states["eval@fp16"] != "ran"
+    assert again.outcome.evaluated == 1 and [a.result.resumed for a in again.outcome.attempts] == \
+        [False] + [True] * (len(out.attempts) - 1)
+    assert again.summary["runs"][1:] == runs[1:] and again.summary["resumed"] == len(out.attempts) - 1
+    states = {n: s["state"] for n, s in ascendpipe.show(again.summary["runs"][0])["stages"].items()}
+    assert states["convert@fp16"] != "ran" and states["infer@fp16"] != "ran" and states["eval@fp16"] != "ran"
     written = workspace / "build" / "fix" / "convert__fp16" / "keep_dtype.cfg"
     assert written.read_text().split() == report.keep_dtype
     # the printed YAML lines, merged into the pipeline, apply the remedy
@@ -88,3 +91,37 @@ def test_unknown_metric_names_what_the_stage_reports(workspace):
 
     with pytest.raises(UserError, match="no metric 'mAP'; it reports: .*top1"):
         fix_pipeline(workspace / "pipeline.yaml", stage="convert@fp16", metric="eval.mAP", max_attempts=2)
+
+
+def test_a_stopped_pipeline_fix_resumes_from_its_journal(workspace, monkeypatch):
+    """^C during the second attempt's build: the first is kept (build/fix/STAGE/attempts), the workspace
+    is put back, and the same command resumes: the baseline is built again (from the cache) to check the
+    stage keys, the rest is evaluated once."""
+    from ascendpipe.fix import evaluators
+    from ascendpipe.fix.run import fix_pipeline
+
+    original, calls = evaluators.PipelineEvaluator.evaluate, {"n": 0}
+
+    def evaluate(self, remedy):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise KeyboardInterrupt
+        return original(self, remedy)
+
+    monkeypatch.setattr(evaluators.PipelineEvaluator, "evaluate", evaluate)
+    stopped = fix_pipeline(workspace / "pipeline.yaml", stage="convert@fp16", metric="eval.top1", tolerance=0.01)
+    assert stopped.outcome.interrupted and len(stopped.outcome.attempts) == 1
+    journal = workspace / "build" / "fix" / "convert__fp16" / "attempts"
+    assert [p.name for p in sorted(journal.glob("attempt-*.json"))] == ["attempt-0001.json"]
+    assert stopped.restore_run is not None  # the workspace is as the pipeline file says
+    calls["n"] = 100  # no more interruptions; count the evaluations
+    done = fix_pipeline(workspace / "pipeline.yaml", stage="convert@fp16", metric="eval.top1", tolerance=0.01)
+    assert done.outcome.passed and calls["n"] - 100 == len(done.outcome.attempts) == done.outcome.evaluated
+    # the stage keys changed (another input): the journal is not this pipeline's any more, it is cleared
+    import numpy as np
+
+    x = np.load(workspace / "data" / "in" / "x.npy")
+    np.save(workspace / "data" / "in" / "x.npy", x[::-1].copy())
+    calls["n"] = 100
+    other = fix_pipeline(workspace / "pipeline.yaml", stage="convert@fp16", metric="eval.top1", tolerance=0.01)
+    assert other.outcome.evaluated == len(other.outcome.attempts) == calls["n"] - 100

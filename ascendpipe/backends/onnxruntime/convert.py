@@ -235,6 +235,9 @@ def convert_model(model_path: Path, out_dir: Path, settings: ConvertSettings, *,
     internal += [t for group in fusion_plan.ub_groups for t in group.internal]
     internal += _apply_aipp(graph, settings)
     fusion_info = fusion_plan.record(settings.fusion_switch, settings.soc_version)
+    from ascendpipe.precision.atc_passes import not_modelled
+
+    unmodelled = not_modelled(settings.fusion_switch)
     meta = {"format": 1, "internal_tensors": internal, "tensor_producer": producer, "source_sha256": source_sha}
     entry = model.metadata_props.add()
     entry.key, entry.value = "ascendpipe.emulation", json.dumps(meta)
@@ -271,6 +274,7 @@ def convert_model(model_path: Path, out_dir: Path, settings: ConvertSettings, *,
                         **_untyped_entries(untyped)},
         "overflow_mode": settings.effective_overflow_mode,
         "op_lists": soc_lists.record,  # where the mixed-precision lists came from (precision/lists.py)
+        "fusion_switch_not_modelled": unmodelled,  # switched ATC passes the emulation does not fuse
         "remedy_names": remedies.translated,  # ONNX-only type names in remedies -> the GE names written for atc
         # UB-fused kernels: where their intermediates are rounded (float16 also under keep_dtype)
         "ub_fusion": {g.name: {"pass": g.pass_name, "members": g.members,
@@ -294,6 +298,10 @@ def convert_model(model_path: Path, out_dir: Path, settings: ConvertSettings, *,
         argv, record = workspace_relative(argv, workspace), workspace_relative(record, workspace)
     _write_json(out_dir / "convert.json", record)
     warnings = settings.warnings() + remedies.warnings + ([custom_domain_warning(custom)] if custom else [])
+    if unmodelled:
+        warnings.append(f"warning: fusion_switch names ATC pass(es) the emulation does not model: "
+                        f"{', '.join(unmodelled)}; atc gets the switch, the emulated model is as without it "
+                        "(precision_plan.json fusion_switch_not_modelled)")
     if untyped:
         warnings.append(f"warning: {len(untyped)} output(s) of ops outside ai.onnx left unrounded, their type "
                         f"unknown here: {', '.join(sorted(untyped)[:5])}{' ...' if len(untyped) > 5 else ''} "

@@ -113,6 +113,7 @@ def resolve(soc_lists: SocLists, nodes: list[NodeTypes], keep: list[str], mixlis
     resolved = Resolved(lists, warnings=warnings, translated=translated, mixlist_written=mixlist_written,
                         keep_written=keep_written)
     _customize(resolved, soc_lists, nodes, custom, cube_fp32_input, bf16)
+    lists.custom = resolved.custom
     return resolved
 
 

@@ -189,9 +189,10 @@ def settings_argv(settings, model: str, output: str, remedy_dir: str = ".") -> l
 
 def convert_argv(atc: str | Path, s: AtcSettings, *, check: bool = True) -> list[str]:
     """The ``atc`` conversion argv (the one builder: the ascend backend runs it, the emulator records it)."""
-    argv = [str(atc), *common_options(s, check=check), f"--output={s.output}"]
+    argv = [str(atc), *common_options(s, check=check)]
     if s.customize_dtypes:  # GE api/atc/main_impl.cc L669 (help), L1756 (CUSTOMIZE_DTYPES option)
         argv.append(f"--customize_dtypes={s.customize_dtypes}")
+    argv.append(f"--output={s.output}")
     if s.buffer_optimize:
         argv.append(f"--buffer_optimize={s.buffer_optimize}")
     if s.log:

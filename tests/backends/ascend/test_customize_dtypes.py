@@ -25,6 +25,12 @@ def test_convert_passes_the_file_to_atc(cann_env, tiny_model, make_ctx):
     assert written == "relu1::InputDtype:float,OutputDtype:float\nOpType::SoftmaxV2:InputDtype:float\n"
     assert f"--customize_dtypes={ctx.out_dir}/customize_dtypes.cfg" in result.info["atc_cmdline"]
     assert "customize_dtypes.cfg" in result.remedy_files
+    import json
+
+    record = json.loads((ctx.out_dir / "convert.json").read_text())
+    assert record["op_lists"]["source"] == "atc" and record["op_lists"]["soc"] == "ascend310p"
+    assert record["settings"]["customize_dtypes"] == ["relu1::InputDtype:float,OutputDtype:float",
+                                                      "OpType::Softmax:InputDtype:float"]
 
 
 def test_tune_refuses_it(cann_env, tiny_model, make_ctx):

@@ -61,7 +61,12 @@ def _ge_name(name: str, lists: SocLists, kernel: bool) -> str:
 
 
 def resolve(soc_lists: SocLists, nodes: list[NodeTypes], keep: list[str], mixlist: dict | None,
-            custom: list, *, cube_fp32_input: bool = False, bf16: bool | None = None) -> Resolved:
+            custom: list, *, cube_fp32_input: bool = False, bf16: bool | None = None,
+            parsed: list[NodeTypes] | None = None) -> Resolved:
+    """``nodes``: every node a remedy may name (the emulated graph's and the originals a fold merged);
+    ``parsed``: the graph as ATC's parser gives it, before any fusion (keep_dtype's ``OpType::`` is matched
+    there; a node a graph fusion made, such as a fused LayerNorm, is no parse-time node). Default: nodes."""
+    parsed = nodes if parsed is None else parsed
     warnings: list[str] = []
     translated: dict[str, str] = {}
 
@@ -96,16 +101,16 @@ def resolve(soc_lists: SocLists, nodes: list[NodeTypes], keep: list[str], mixlis
         if ge != entry:
             translated[f"OpType::{entry}"] = f"OpType::{ge}"
         keep_written.append(f"OpType::{ge}")
-        matched = {n.op_type for n in nodes if n.parse_type == ge}
+        matched = {n.op_type for n in parsed if n.parse_type == ge}
         if matched:
             onnx_keep |= matched
             continue
         if not _PASCAL.match(ge):
             raise UserError(f"keep_dtype 'OpType::{entry}' matches no op and is not in PascalCase: atc stops here "
                             "(E10003, keep_dtype_option.cc L49-55)", Location(field="keep_dtype"))
-        as_kernel = sorted({n.parse_type for n in nodes if n.kernel_type == ge})
+        as_kernel = sorted({n.parse_type for n in parsed if n.kernel_type == ge})
         hint = (f" (keep_dtype is matched before ATC's graph fusions: write OpType::{as_kernel[0]})" if as_kernel
-                else f"; op types here: {', '.join(sorted({n.parse_type for n in nodes}))}")
+                else f"; op types here: {', '.join(sorted({n.parse_type for n in parsed}))}")
         warnings.append(f"warning: keep_dtype 'OpType::{entry}' matches no op of this model, as atc warns: it keeps "
                         f"nothing{hint}")
     lists = Lists(frozenset(white), frozenset(black), frozenset(keep_names), frozenset(onnx_keep),

@@ -60,10 +60,11 @@ def resolve(settings, model, original, originals: Mapping[str, list[str]], opset
     soc_lists = lists.for_soc(settings.soc_version, os.environ if env is None else env)
     merged_into = {o: node for node, names in originals.items() for o in names if o != node}
     nodes = {n.name: n for n in node_types(model.graph, opset)}
-    for n in node_types(original.graph, opset, merged_into):
+    parsed = list(node_types(original.graph, opset, merged_into))
+    for n in parsed:
         nodes.setdefault(n.name, n)
     resolved = list_remedies.resolve(soc_lists, list(nodes.values()), settings.keep_dtype, settings.modify_mixlist,
                                      settings.customize_dtypes, cube_fp32_input=settings.cube_rules().fp32_input,
-                                     bf16=chips.supports_bf16(settings.soc_version))
+                                     bf16=chips.supports_bf16(settings.soc_version), parsed=parsed)
     kernels = {name: n.kernel_type for name, n in nodes.items()}
     return soc_lists, resolved, kernels

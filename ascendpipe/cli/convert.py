@@ -71,7 +71,8 @@ def _check(args: argparse.Namespace) -> None:
         raise UserError(f"--framework={args.framework} ({what}): ascendpipe converts ONNX models only (--framework=5); "
                         "export the model to ONNX first", Location(field="--framework"))
     files = {"--model": args.model}
-    for flag in ("keep-dtype", "fusion-switch-file", "insert-op-conf", "modify-mixlist", "tune-bank", "customize-dtypes"):
+    for flag in ("keep-dtype", "fusion-switch-file", "insert-op-conf", "modify-mixlist", "tune-bank",
+                 "customize-dtypes"):
         value = getattr(args, flag.replace("-", "_"))
         if value and os.path.exists(value):  # --keep-dtype may be a list of op names instead
             files[f"--{flag}"] = value

@@ -57,9 +57,9 @@ def ops_info_paths() -> list[str]:
     """A CANN install's ops-info folders and files (or where one would be): the emulated convert reads its
     mixed-precision lists there and keys on them (precision/opsinfo.py), so a new or changed install must
     not replay an old answer."""
-    from ascendpipe.precision.opsinfo import watched_paths
+    from ascendpipe.versions import ops_info_watched
 
-    return watched_paths(os.environ)
+    return ops_info_watched(os.environ)
 
 
 def newest_ns(sigs) -> int:

@@ -191,21 +191,12 @@ def for_soc(soc_version: str | None, env: Mapping[str, str] | None = None) -> So
     return lists
 
 
-# the published data's version: bumped with every rerun of tools/extract_op_lists.py that changes it
-# (tests/precision/test_op_lists.py holds it to op_lists_data.META); part of every convert's key
-BUILTIN_VERSION = "canndev-2022@7290acc77320+opdefs-2026@e5c3fa93/c4193324"
-
-
 def key(env: Mapping[str, str] | None = None) -> str:
-    """What the lists a convert reads depend on, for its stage key: the install's ops-info files' stats, or
-    the published data's version (a new CANN install, or new extracted lists, rebuild every convert).
-    A few stats: a no-op build pays nothing more."""
-    import os
+    """What the lists a convert reads depend on, for its stage key (versions.op_lists_key: kept out of this
+    package so a no-op build imports nothing of it)."""
+    from ascendpipe.versions import op_lists_key
 
-    from ascendpipe.precision import opsinfo
-
-    found = opsinfo.fingerprint(os.environ if env is None else env)
-    return f"install {found}" if found != "none" else f"builtin {BUILTIN_VERSION}"
+    return op_lists_key(env)
 
 
 # --- modify_mixlist on top of the lists: GE's semantics ---------------------------------------------

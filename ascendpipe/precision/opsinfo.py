@@ -32,8 +32,7 @@ from typing import Mapping
 
 from ascendpipe.errors import Location, UserError
 
-CONFIG_REL = Path("built-in/op_impl/ai_core/tbe/config")
-DEFAULT_HOMES = ("/usr/local/Ascend/ascend-toolkit/latest", "/usr/local/Ascend/cann")
+CONFIG_REL = Path("built-in/op_impl/ai_core/tbe/config")  # versions.OPS_INFO_REL
 
 
 def soc_folder(soc_version: str | None) -> str | None:
@@ -44,25 +43,13 @@ def soc_folder(soc_version: str | None) -> str | None:
             "A2": "ascend910b", "A3": "ascend910_93", "950": "ascend950"}.get(family(soc_version) or "")
 
 
-def opp_candidates(env: Mapping[str, str]) -> list[Path]:
-    """The opp folders to look in, in order."""
-    found = []
-    if env.get("ASCEND_OPP_PATH"):
-        found.append(Path(env["ASCEND_OPP_PATH"]))
-    for var in ("ASCEND_HOME_PATH", "ASCEND_TOOLKIT_HOME"):
-        if env.get(var):
-            found.append(Path(env[var]) / "opp")
-    found += [Path(home) / "opp" for home in DEFAULT_HOMES]
-    return found
-
-
 def config_root(env: Mapping[str, str]) -> Path | None:
-    """``<opp>/built-in/op_impl/ai_core/tbe/config`` of the first opp folder that has one."""
-    for opp in opp_candidates(env):
-        root = opp / CONFIG_REL
-        if root.is_dir():
-            return root
-    return None
+    """``<opp>/built-in/op_impl/ai_core/tbe/config`` of the first opp folder that has one (the search is
+    versions.ops_info_root's: the key and the reader look in the same places)."""
+    from ascendpipe.versions import ops_info_root
+
+    found = ops_info_root(env)
+    return Path(found) if found else None
 
 
 def _fe_order(names: list[str]) -> list[str]:
@@ -181,37 +168,3 @@ def _stat(path: Path) -> tuple[int, int]:
         return st.st_size, st.st_mtime_ns
     except OSError:
         return -1, -1
-
-
-def fingerprint(env: Mapping[str, str]) -> str:
-    """A cheap key component for the lists a convert would read here: the install's ops-info files by name,
-    size and time (a few stats, no reading), or 'none' without an install. A new or changed install
-    changes it, so every convert rebuilds."""
-    root = config_root(env)
-    if root is None:
-        return "none"
-    rows = []
-    try:
-        folders = sorted(n for n in os.listdir(root) if (root / n).is_dir())
-    except OSError:
-        return f"{root}:unreadable"
-    for folder in folders:
-        for path in ops_info_files(root, folder):
-            rows.append(f"{folder}/{path.name} {_stat(path)}")
-    return f"{root}:" + hashlib.sha256("\n".join(rows).encode()).hexdigest()[:16]
-
-
-def watched_paths(env: Mapping[str, str]) -> list[str]:
-    """The folders and files whose stats tell that an install's lists changed (the no-op memo stats them)."""
-    root = config_root(env)
-    if root is None:
-        return [str(opp / CONFIG_REL) for opp in opp_candidates(env)]
-    found = [str(root)]
-    try:
-        for folder in sorted(os.listdir(root)):
-            if (root / folder).is_dir():
-                found.append(str(root / folder))
-                found += [str(p) for p in ops_info_files(root, folder)]
-    except OSError:
-        pass
-    return found

@@ -25,7 +25,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 GRAPH, UB = "GraphFusion", "UBFusion"
-FORBIDDEN_CLOSED_SOURCE = "hicann/ge compiler/engines/nn_engine/inc/common/fusion_pass_util.h L18-46 (ForbiddenClosedPass)"
+FORBIDDEN_CLOSED_SOURCE = ("hicann/ge compiler/engines/nn_engine/inc/common/fusion_pass_util.h L18-46 "
+                           "(ForbiddenClosedPass)")
 
 
 @dataclass(frozen=True)

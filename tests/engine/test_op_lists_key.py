@@ -35,10 +35,10 @@ def _states(capsys) -> dict[str, str]:
 
 
 def test_an_install_appearing_rebuilds_the_convert(ws, settled, capsys, monkeypatch):
-    from ascendpipe.precision import opsinfo
+    from ascendpipe import versions
     from tests.modelzoo import conv_bn_relu_model
 
-    monkeypatch.setattr(opsinfo, "DEFAULT_HOMES", ())
+    monkeypatch.setattr(versions, "OPS_INFO_HOMES", ())
     for var in ("ASCEND_HOME_PATH", "ASCEND_TOOLKIT_HOME"):
         monkeypatch.delenv(var, raising=False)
     opp = ws.root.parent / "cann" / "opp"
@@ -51,7 +51,8 @@ def test_an_install_appearing_rebuilds_the_convert(ws, settled, capsys, monkeypa
     assert _states(capsys) == {"convert": "fresh"}  # the deciding no-op writes the memo
     config = opp / "built-in/op_impl/ai_core/tbe/config/ascend310p"
     config.mkdir(parents=True)
-    (config / "aic-ascend310p-ops-info.json").write_text(json.dumps({"Conv2D": {"precision_reduce": {"flag": "false"}}}))
+    flags = {"Conv2D": {"precision_reduce": {"flag": "false"}}}
+    (config / "aic-ascend310p-ops-info.json").write_text(json.dumps(flags))
     assert replay(list(ARGV)) != 0  # the memo stats the install's folders: it does not vouch any more
     capsys.readouterr()
     assert _states(capsys) == {"convert": "ran"}

@@ -16,11 +16,11 @@ from tests.backends.onnxruntime.conftest import r16, run
 
 @pytest.fixture(autouse=True)
 def no_cann(monkeypatch):
-    from ascendpipe.precision import opsinfo
+    from ascendpipe import versions
 
     for var in ("ASCEND_OPP_PATH", "ASCEND_HOME_PATH", "ASCEND_TOOLKIT_HOME"):
         monkeypatch.delenv(var, raising=False)
-    monkeypatch.setattr(opsinfo, "DEFAULT_HOMES", ())
+    monkeypatch.setattr(versions, "OPS_INFO_HOMES", ())
 
 
 def conv_then(path, tail: str, seed: int, opset: int = 13, scale: float = 20.0):

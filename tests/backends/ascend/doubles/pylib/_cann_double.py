@@ -50,7 +50,8 @@ PATH_REFUSED = {
     "ais_bench": re.compile(r"[^_A-Za-z0-9/.-]"),
     "msit": re.compile(r"[^_A-Za-z0-9/.-]"),
     "atc": re.compile(r"[^\u4e00-\u9fa5A-Za-z0-9./_-]"),
-    # --customize_dtypes also takes ':' in its path (GE docs/zh/user_guides/atc_tools/CLI_options/--customize_dtypes.md L33)
+    # --customize_dtypes also takes ':' in its path
+    # (GE docs/zh/user_guides/atc_tools/CLI_options/--customize_dtypes.md L33)
     "atc --customize_dtypes": re.compile(r"[^\u4e00-\u9fa5A-Za-z0-9./_:-]"),
     "aoe": re.compile(r"[^\u4e00-\u9fa5A-Za-z0-9./_-]"),  # AOE takes ATC's options and parser
     "msprof": re.compile(r"[^_A-Za-z0-9/.-]"),  # msprof's own check is not read: held to the msit set

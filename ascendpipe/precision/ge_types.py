@@ -197,3 +197,7 @@ def onnx_types_for(ge: str, *, kernel: bool = True) -> tuple[str, ...]:
 
 
 _GE_NAMES = frozenset(name for parsed, kernel, _ in _TABLE.values() for name in (parsed, kernel))
+
+# the names issue 47 part A's branch gives the same two functions (kept so either spelling works after the merge)
+parser_type = parse_type
+source_of = source

@@ -278,12 +278,15 @@ def judge(name: str, clean: list, scaled: list, work: Path) -> dict:
     agree = total = false_alarms = 0
     clean_pass = True
     named = set()
+    verdicts = []  # every (case, mode): compare's verdict and the reference's (a rerun lists what changed)
     for variant, cases in (("clean", clean), ("scaled", scaled)):
         for k, (model, feeds) in enumerate(cases):
             for mode in MODES:
                 found = compare_case(model, feeds, work / f"{variant}{k}{mode}", mode)
                 truth = reference_passes(model, feeds, work / f"ref{variant}{k}{mode}", mode)
                 total += 1
+                verdicts.append({"case": f"{variant}{k}", "mode": mode, "compare_passes": found["passes"],
+                                 "reference_passes": truth, "first": found["first"]})
                 agree += found["passes"] == truth
                 false_alarms += (not found["passes"]) and truth
                 if variant == "clean" and mode == "force_fp16":
@@ -292,7 +295,7 @@ def judge(name: str, clean: list, scaled: list, work: Path) -> dict:
                     named.add(found["first"])
     fix = fix_model(scaled, work / "fix")
     return {"model": name, "cases": len(scaled), "clean": clean_pass, "verdict": f"{agree}/{total}",
-            "false_alarms": false_alarms, "scaled_first_failure": sorted(named), **fix}
+            "false_alarms": false_alarms, "scaled_first_failure": sorted(named), **fix, "verdicts": verdicts}
 
 
 def main() -> int:

@@ -17,6 +17,8 @@ _FLAGS = [
     ("fusion-switch-file", "fusion switch file (either ATC format; ATC pass names)", False),
     ("insert-op-conf", "AIPP config (aipp_op { ... })", False),
     ("modify-mixlist", "modify_mixlist JSON", False),
+    ("customize-dtypes", "customize_dtypes file: 'OpName::InputDtype:float16,OutputDtype:float' or "
+                         "'OpType::SoftmaxV2:InputDtype:float,OutputDtype:float' lines (ATC's format)", False),
     ("input-shape", "name:1,3,224,224;name2:... (a dim may be 0: an empty KV cache, past_key_0:2,2,0,16)", False),
     ("input-format", "NCHW, NHWC, ND...", False),
     ("soc-version", "e.g. Ascend310P3: the passes that apply and the default overflow mode", False),
@@ -69,12 +71,13 @@ def _check(args: argparse.Namespace) -> None:
         raise UserError(f"--framework={args.framework} ({what}): ascendpipe converts ONNX models only (--framework=5); "
                         "export the model to ONNX first", Location(field="--framework"))
     files = {"--model": args.model}
-    for flag in ("keep-dtype", "fusion-switch-file", "insert-op-conf", "modify-mixlist", "tune-bank"):
+    for flag in ("keep-dtype", "fusion-switch-file", "insert-op-conf", "modify-mixlist", "tune-bank",
+                 "customize-dtypes"):
         value = getattr(args, flag.replace("-", "_"))
         if value and os.path.exists(value):  # --keep-dtype may be a list of op names instead
             files[f"--{flag}"] = value
     guard.refuse_output_over_inputs(args.output, files)
-    for flag in ("--keep-dtype", "--fusion-switch-file", "--insert-op-conf"):
+    for flag in ("--keep-dtype", "--fusion-switch-file", "--insert-op-conf", "--customize-dtypes"):
         guard.text_file(files.get(flag), flag)
     if args.backend != "ascend":
         if args.soc_version is not None:  # atc refuses an unknown SoC itself; the emulation says so here

@@ -100,7 +100,12 @@ NOTES: dict[tuple[str, str], str] = {
     ("export", "checkpoint_key"): "the state_dict's key inside the checkpoint, when it is nested",
     ("export", "min_cosine"): "the export fails below this cosine between torch and onnxruntime outputs",
     ("convert", "precision_mode"): "ATC's `--precision_mode` (default `force_fp16`, ATC's)",
-    ("convert", "keep_dtype"): "ops kept in fp32: a list of node names / `OpType::T`, or a keep_dtype.cfg file",
+    ("convert", "keep_dtype"): "ops kept in fp32: a list of node names / `OpType::T` (T: the GE type ATC's parser "
+                               "gives, or an ONNX op type), or a keep_dtype.cfg file",
+    ("convert", "modify_mixlist"): "edits of the SoC's white/black/gray lists (GE kernel types; an ONNX op type is "
+                                   "written as its GE type): a JSON file or the mapping",
+    ("convert", "customize_dtypes"): "ATC's `--customize_dtypes`: a file, or its lines "
+                                     "(`Name::InputDtype:float16,OutputDtype:float`, `OpType::T:...`)",
     ("convert", "fusion_switch"): "ATC fusion passes on/off, e.g. `{TbeReduceElemwiseFusionPass: \"off\"}` (quote off)",
     ("convert", "fusion_switch_file"): "ATC's fusion switch file (`{\"Switch\": {...}}`)",
     ("convert", "aipp"): "AIPP settings (aipp_op fields) as a mapping, or a list of them",

@@ -53,6 +53,15 @@ def stat_sig(path: str) -> list | None:
     return [st.st_mode, st.st_ino, st.st_dev, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
 
 
+def ops_info_paths() -> list[str]:
+    """A CANN install's ops-info folders and files (or where one would be): the emulated convert reads its
+    mixed-precision lists there and keys on them (precision/opsinfo.py), so a new or changed install must
+    not replay an old answer."""
+    from ascendpipe.versions import ops_info_watched
+
+    return ops_info_watched(os.environ)
+
+
 def newest_ns(sigs) -> int:
     """The latest change time among ``sigs`` (the racy-window check)."""
     return max((max(s[4], s[5]) for s in sigs if s is not None), default=0)
@@ -208,7 +217,8 @@ class Recorder:
         self._overrides = os.path.abspath(overrides_file(pipeline_path))
         paths = [os.path.abspath(pipeline_path), self._overrides,
                  os.path.join(self.workspace, ".ascendpipe", "config.json"),
-                 *workspace_folders(pipeline_path, self.workspace), *(os.path.abspath(e or ".") for e in sys.path)]
+                 *workspace_folders(pipeline_path, self.workspace), *(os.path.abspath(e or ".") for e in sys.path),
+                 *ops_info_paths()]
         self.files = {p: stat_sig(p) for p in paths}
 
     @staticmethod

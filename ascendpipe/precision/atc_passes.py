@@ -172,29 +172,77 @@ BY_NAME = {p.name: p for p in CATALOGUE}
 
 
 def known_names() -> list[str]:
+    """The passes the emulation models or documents by name (the built-in registry adds every ATC pass
+    name: ``is_known``)."""
     return sorted([*BY_NAME, *NOT_MODELLED])
+
+
+def is_known(name: str) -> bool:
+    """A pass name ATC has: catalogued, documented, or registered in its source (precision/pass_names.py)."""
+    from ascendpipe.precision import pass_names
+
+    return name in BY_NAME or name in NOT_MODELLED or pass_names.lookup(name) is not None
+
+
+def modelled(name: str) -> bool:
+    """Whether switching this pass changes what the emulation computes (it is in the catalogue)."""
+    return name in BY_NAME
 
 
 _NAMED = {p.name: p for p in NOT_MODELLED_PASSES}
 
 
+def not_modelled(switches: dict[str, str]) -> dict[str, dict[str, str]]:
+    """The switched passes ATC has but the emulation does not fuse (switching them changes nothing here):
+    name -> {section, source, why}, for precision_plan.json and a warning line."""
+    from ascendpipe.precision import pass_names
+
+    found = {}
+    for name in sorted(switches):
+        if name == "ALL" or name in BY_NAME:
+            continue
+        entry = _NAMED.get(name)
+        known = pass_names.lookup(name)
+        found[name] = {"section": section_of(name),
+                       "source": entry.page if entry and entry.page else (known.source if known else ""),
+                       "why": entry.why if entry else "ATC's pass, not modelled by the emulation: the switch is "
+                                                      "passed to atc and changes nothing in the emulated model"}
+    return found
+
+
 def section_of(name: str) -> str:
     """The fusion switch file's section for a pass (unknown names: GraphFusion)."""
     entry = BY_NAME.get(name) or _NAMED.get(name)
-    return entry.kind if entry else GRAPH
+    if entry:
+        return entry.kind
+    from ascendpipe.precision import pass_names
+
+    found = pass_names.lookup(name)
+    return found.section if found else GRAPH
 
 
 def switchable(name: str) -> bool:
-    """Whether ATC lets this pass be switched off (unknown names: atc judges; we say yes)."""
+    """Whether ATC lets this pass be switched off: the catalogue's pages, and GE's ForbiddenClosedPass
+    (precision/pass_names.py; unknown names: atc judges, we say yes)."""
     entry = BY_NAME.get(name)
-    return entry.switchable if entry else True
+    if entry and not entry.switchable:
+        return False
+    from ascendpipe.precision import pass_names
+
+    found = pass_names.lookup(name)
+    return found.can_switch_off if found else True
 
 
 def unswitchable_message(name: str) -> str:
-    entry = BY_NAME[name]
-    return (f"ATC fusion pass '{name}' cannot be switched off (the CANN reference, {entry.page}: 'this fusion "
-            "pattern cannot be disabled'; atc keeps it on whatever the fusion switch says): remove it from "
-            "fusion_switch, and keep its ops in fp32 with keep_dtype instead")
+    entry = BY_NAME.get(name)
+    if entry is not None and not entry.switchable:
+        why = f"the CANN reference, {entry.page}: 'this fusion pattern cannot be disabled'"
+    else:
+        from ascendpipe.precision.pass_names import FORBIDDEN_CLOSED_SOURCE
+
+        why = f"GE's FE keeps it on: {FORBIDDEN_CLOSED_SOURCE}"
+    return (f"ATC fusion pass '{name}' cannot be switched off ({why}; atc keeps it on whatever the fusion switch "
+            "says): remove it from fusion_switch, and keep its ops in fp32 with keep_dtype instead")
 
 
 # --- SoCs ---------------------------------------------------------------------------------------

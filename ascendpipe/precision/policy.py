@@ -5,7 +5,8 @@ The modes of ATC's ``--precision_mode`` / ``--precision_mode_v2`` fold into five
 - ``fp16``: every float op in fp16 (force_fp16, v2 fp16).
 - ``cube_fp16``: cube ops in fp16, the rest fp32 (allow_fp32_to_fp16).
 - ``mixed``: white fp16, black fp32, gray follows its first float data input
-  (allow_mix_precision[_fp16], v2 mixed_float16).
+  (allow_mix_precision[_fp16], v2 mixed_float16). A node is looked up by the GE kernel type ATC runs it
+  as (``NodeInfo.ge_type``, ``precision/ge_types.py``) in the SoC's lists (``precision/lists.py``).
 - ``cube_fp16in_fp32out``: everything fp32, but cube ops read fp16 and write fp32 (force_fp32,
   cube_fp16in_fp32out: "preferred input float16, output float32" for cube ops on every SoC,
   hiascend CANN ``atlasatcparam_16_0067``).
@@ -84,6 +85,15 @@ class NodeInfo:
     inputs: tuple[str, ...] = ()  # data inputs (initializers left out)
     outputs: tuple[str, ...] = ()
     originals: tuple[tuple[str, str], ...] = ()  # (name, op_type) of original nodes it replaces
+    ge_type: str = ""  # the GE kernel type ATC runs it as (precision/ge_types.py); "" = ge_type(op_type)
+
+    @property
+    def kernel_type(self) -> str:
+        if self.ge_type:
+            return self.ge_type
+        from ascendpipe.precision.ge_types import ge_type
+
+        return ge_type(self.op_type)
 
 
 @dataclass(frozen=True)
@@ -101,11 +111,13 @@ class Decision:
 
 @dataclass
 class Lists:
-    white: frozenset[str]
+    white: frozenset[str]  # GE kernel types (precision/lists.py)
     black: frozenset[str]
     keep_names: frozenset[str] = frozenset()
-    keep_types: frozenset[str] = frozenset()  # ONNX op types
-    sources: dict[str, str] = field(default_factory=dict)  # op type -> 'default' | 'modify_mixlist'
+    keep_types: frozenset[str] = frozenset()  # ONNX op types (resolved from keep_dtype's OpType:: entries)
+    sources: dict[str, str] = field(default_factory=dict)  # GE type -> where its flag was read, or 'modify_mixlist'
+    # node name -> (input dtype, output dtype, why) from --customize_dtypes (precision/list_remedies.py)
+    custom: dict[str, tuple] = field(default_factory=dict)
 
 
 def _keep_reason(node: NodeInfo, lists: Lists) -> str | None:
@@ -121,23 +133,24 @@ def _keep_reason(node: NodeInfo, lists: Lists) -> str | None:
 def _mixed(node: NodeInfo, lists: Lists, producer_dtype: dict[str, str], low: str = "float16") -> Decision:
     """ATC's mixed modes: white ``low`` (fp16, or bf16 for mixed_bfloat16), black fp32, gray follows
     its first float data input (GE op_dtype_selection_strategy_allow_mix_precision_base.cc)."""
-    where = lists.sources.get(node.op_type, "default")
+    ge = node.kernel_type
+    where = lists.sources.get(ge, "default")
     name = "fp16" if low == "float16" else "bf16"
     as_low = {"reads_fp16": True} if low == "float16" else {"read_as": low}
-    if node.op_type in lists.black:
-        return Decision("float32", f"mixed: black list ({where})")
-    if node.op_type in lists.white:
-        return Decision(low, f"mixed: white list ({where})", **as_low)
+    if ge in lists.black:
+        return Decision("float32", f"mixed: black list: {ge} ({where})")
+    if ge in lists.white:
+        return Decision(low, f"mixed: white list: {ge} ({where})", **as_low)
     for tensor in node.inputs:
         upstream = producer_dtype.get(tensor)
         if upstream in ("float16", "bfloat16", "float32"):
             if upstream == low:
-                return Decision(low, f"mixed: gray, follows {name} input", **as_low)
+                return Decision(low, f"mixed: gray ({ge}), follows {name} input", **as_low)
             if upstream == "float32":
-                return Decision("float32", "mixed: gray, follows fp32 input")
+                return Decision("float32", f"mixed: gray ({ge}), follows fp32 input")
             other = {"reads_fp16": True} if upstream == "float16" else {"read_as": upstream}
-            return Decision(upstream, f"mixed: gray, follows {upstream} input", **other)
-    return Decision("float32", "mixed: gray, no float data input")
+            return Decision(upstream, f"mixed: gray ({ge}), follows {upstream} input", **other)
+    return Decision("float32", f"mixed: gray ({ge}), no float data input")
 
 
 def _fp32_cube(node: NodeInfo, cube: CubeRules, reason: str) -> Decision:
@@ -147,6 +160,19 @@ def _fp32_cube(node: NodeInfo, cube: CubeRules, reason: str) -> Decision:
         return Decision("float32", f"{reason}; {cube_kind(node.op_type)}-class cube op reads HF32 (allow_hf32)",
                         read_as=read)
     return Decision("float32", reason)
+
+
+def _customized(node: NodeInfo, custom: tuple, cube: CubeRules) -> Decision:
+    """The dtypes customize_dtypes gives: its inputs read in one, its outputs written in the other (an
+    unset side takes the set one's dtype, as the kernel's dtype rows pair them)."""
+    read, out, why = custom
+    read, out = read or out or "float32", out or read or "float32"
+    if read == "float16":
+        return Decision(out, why, reads_fp16=True)
+    if read == "bfloat16":
+        return Decision(out, why, read_as="bfloat16")
+    hf32 = cube.fp32_read(node.op_type) if node.op_type in CUBE_OPS else ""
+    return Decision(out, why + ("; reads HF32 (allow_hf32)" if hf32 else ""), read_as=hf32)
 
 
 def decide(node: NodeInfo, policy: str, lists: Lists, producer_dtype: dict[str, str],
@@ -160,6 +186,8 @@ def decide(node: NodeInfo, policy: str, lists: Lists, producer_dtype: dict[str, 
     if node.op_type in CONTROL_FLOW_OPS:  # its outputs are its body's, rounded there
         return Decision("float32", "control flow: the ops of its bodies decide")
     is_cube = node.op_type in CUBE_OPS
+    if node.name in lists.custom:  # customize_dtypes wins over the mode and keep_dtype (--customize_dtypes.md L18)
+        return _customized(node, lists.custom[node.name], cube)
     if policy in ("origin", "fp32_to_bf16"):
         why = ("origin: keeps the original dtype" if policy == "origin"
                else "allow_fp32_to_bf16: keeps fp32 (the op has an fp32 kernel)")

@@ -26,6 +26,7 @@ REMEDY_NAMES = {
     "fusion_switch": "fusion_switch.cfg",
     "aipp": "aipp.cfg",
     "modify_mixlist": "modify_mixlist.json",
+    "customize_dtypes": "customize_dtypes.cfg",
 }
 
 
@@ -46,6 +47,8 @@ class ConvertSettings:
     allow_hf32: dict[str, bool] | None = None  # {'conv', 'matmul'}; None: the SoC's default (conv on, matmul off)
     # the fusion_switch_file as given (path, text): passed on unchanged while no inline entry changes it
     fusion_switch_source: tuple[str, str] | None = None
+    # --customize_dtypes: the dtype of named ops' (or GE op types') inputs and outputs (remedy.CustomDtype)
+    customize_dtypes: list = field(default_factory=list)
 
     @property
     def effective_overflow_mode(self) -> str:
@@ -95,13 +98,21 @@ class ConvertSettings:
         data["overflow_mode"] = self.effective_overflow_mode
         data["overflow_mode_source"] = "param" if self.overflow_mode else f"default for soc_version {self.soc_version}"
         data["fusion_switch_source"] = self.fusion_switch_source[0] if self.fusion_switch_source else None
+        data["customize_dtypes"] = [entry.text() for entry in self.customize_dtypes]
         return data
 
-    def remedy_files(self) -> dict[str, str]:
-        """remedy name -> file text in ATC's format, for the remedies in use."""
+    def remedy_files(self, soc_lists=None) -> dict[str, str]:
+        """remedy name -> file text in ATC's format, for the remedies in use. Type names that are ONNX op
+        types only (Softmax, Div...) are written as the GE type ATC gives them (precision/list_remedies.py);
+        ``soc_lists``: the SoC's lists, to say what is a GE type (read when a type name needs them)."""
         files = {}
+        typed = {}
+        if self.keep_dtype or self.modify_mixlist or self.customize_dtypes:
+            from ascendpipe.precision.list_remedies import written
+
+            typed = written(self, soc_lists)
         if self.keep_dtype:
-            files["keep_dtype"] = remedy.format_keep_dtype(self.keep_dtype)
+            files["keep_dtype"] = remedy.format_keep_dtype(typed["keep_dtype"])
         if self.fusion_switch_source:  # the user's file, byte for byte
             files["fusion_switch"] = self.fusion_switch_source[1]
         elif self.fusion_switch:
@@ -109,7 +120,9 @@ class ConvertSettings:
         if self.aipp:
             files["aipp"] = remedy.format_aipp(self.aipp)
         if self.modify_mixlist:
-            files["modify_mixlist"] = remedy.format_mixlist(self.modify_mixlist)
+            files["modify_mixlist"] = remedy.format_mixlist(typed["modify_mixlist"])
+        if self.customize_dtypes:
+            files["customize_dtypes"] = remedy.format_customize_dtypes(typed["customize_dtypes"])
         return files
 
 
@@ -130,6 +143,17 @@ def keep_dtype_arg(value: str, read_path: Callable[[str], Path] = Path) -> str |
     if is_keep_file(value, read_path):
         return value
     return [k.strip() for k in value.split(",") if k.strip()]
+
+
+def customize_dtypes_arg(value: Any, read_path: Callable[[str], Path] = Path,
+                         where: Location | None = None) -> list:
+    """``customize_dtypes``: a file in ATC's format, or its lines as a list (``remedy.parse_customize_dtypes``)."""
+    if not value:
+        return []
+    if isinstance(value, str):
+        return remedy.read_customize_dtypes(read_path(value))
+    text = "\n".join(str(line) for line in value)
+    return remedy.parse_customize_dtypes(text, (where.file if where and where.file else None) or "<customize_dtypes>")
 
 
 def _on_off(value: Any, rule: str, where: Location) -> str:
@@ -243,6 +267,8 @@ def resolve(params: dict[str, Any], read_path: Callable[[str], Path] = Path, whe
         aipp = params["aipp"]
         s.aipp = [dict(b) for b in (aipp if isinstance(aipp, list) else [aipp])]
         s.aipp_file = where.file or "<aipp>"
+
+    s.customize_dtypes = customize_dtypes_arg(params.get("customize_dtypes"), read_path, where)
 
     mixlist = params.get("modify_mixlist")
     if mixlist:

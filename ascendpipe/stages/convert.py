@@ -12,11 +12,17 @@ _STR_LIST = {"type": "array", "items": {"type": "string"}}
 
 class ConvertKind(StageKind):
     name = "convert"
-    version = "4"  # 4: bf16/HF32 policies per SoC class, saturation in every float dtype (NaN -> 0); 3: the fusion catalogue checked against its pages (SoCs, shapes, unswitchable passes); 2: ATC's passes from the catalogue instead of onnxruntime's optimizers, overflow_mode
+    # 5: the device's per-SoC mixed-precision lists by GE kernel type (a CANN install's own where found, keyed),
+    #    keep_dtype OpType:: by GE parse-time type, customize_dtypes; 4: bf16/HF32 policies per SoC class,
+    #    saturation in every float dtype (NaN -> 0); 3: the fusion catalogue checked against its pages (SoCs,
+    #    shapes, unswitchable passes); 2: ATC's passes from the catalogue instead of onnxruntime's optimizers,
+    #    overflow_mode
+    version = "5"
     summary = "convert an ONNX model for the device (ATC flags; fp16 emulation on onnxruntime)"
     input_fields = ("model",)
     required_inputs = ("model",)
-    path_params = ("keep_dtype", "fusion_switch_file", "insert_op_conf", "modify_mixlist", "tune_bank")
+    path_params = ("keep_dtype", "fusion_switch_file", "insert_op_conf", "modify_mixlist", "tune_bank",
+                   "customize_dtypes")
     params_schema = {
         "type": "object",
         "properties": {
@@ -35,6 +41,8 @@ class ConvertKind(StageKind):
             "aipp": {"oneOf": [AIPP_BLOCK, {"type": "array", "items": AIPP_BLOCK}]},
             "insert_op_conf": {"type": "string"},
             "modify_mixlist": {"oneOf": [{"type": "string"}, {"type": "object"}]},
+            # --customize_dtypes: a file in ATC's format, or its lines ("Name::InputDtype:float16,OutputDtype:float")
+            "customize_dtypes": {"oneOf": [{"type": "string"}, _STR_LIST]},
             "input_shape": {"type": "string"},
             # ATC's dynamic gears (one of them; docs/ascend.md): "1,2,4,8", "224,224;448,448", "1,32;8,64"
             "dynamic_batch_size": {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "integer"}}]},

@@ -75,7 +75,8 @@ def test_counts_and_plan_cover_every_body_without_control_flow_or_constants(tmp_
     # square, total, then_op, then_add, inner_then_op, inner_else_op in fp16; else_op kept; Greater other
     assert result.counts == plan["counts"] == {"float16": 6, "float32": 1, "other": 1}
     assert plan["nodes"]["inner_then_op"]["subgraph"] == "branch/then_branch/then_if/then_branch"
-    assert plan["nodes"]["else_op"] == {"op_type": "Sub", "dtype": "float32", "reason": "keep_dtype: name 'else_op'",
+    assert plan["nodes"]["else_op"] == {"op_type": "Sub", "ge_type": "Sub", "dtype": "float32",
+                                        "reason": "keep_dtype: name 'else_op'",
                                         "reads_fp16": False, "keepable": True, "subgraph": "branch/else_branch"}
     assert "subgraph" not in plan["nodes"]["square"]
     assert plan["nodes"]["branch"]["keepable"] is False

@@ -51,6 +51,9 @@ class AtcSettings:
     fusion_switch_file: Path | None = None
     insert_op_conf: Path | None = None
     modify_mixlist: Path | None = None
+    # atc only (convert_argv): GE's option map names it for atc (api/atc/atc_option_map.cc L58); aoe is not
+    # given it (the tune plan refuses it)
+    customize_dtypes: Path | None = None
     op_select_implmode: str | None = None
     optypelist_for_implmode: list[str] | str | None = None
     buffer_optimize: str | None = None
@@ -141,7 +144,7 @@ def common_options(s: AtcSettings, *, check: bool = True) -> list[str]:
 
 # a ConvertSettings remedy name -> the AtcSettings field (atc option) that names its file
 REMEDY_OPTIONS = {"keep_dtype": "keep_dtype", "fusion_switch": "fusion_switch_file", "aipp": "insert_op_conf",
-                  "modify_mixlist": "modify_mixlist"}
+                  "modify_mixlist": "modify_mixlist", "customize_dtypes": "customize_dtypes"}
 
 
 def allow_hf32_value(switches: dict | None, strict: bool = True) -> str | None:
@@ -186,7 +189,10 @@ def settings_argv(settings, model: str, output: str, remedy_dir: str = ".") -> l
 
 def convert_argv(atc: str | Path, s: AtcSettings, *, check: bool = True) -> list[str]:
     """The ``atc`` conversion argv (the one builder: the ascend backend runs it, the emulator records it)."""
-    argv = [str(atc), *common_options(s, check=check), f"--output={s.output}"]
+    argv = [str(atc), *common_options(s, check=check)]
+    if s.customize_dtypes:  # GE api/atc/main_impl.cc L669 (help), L1756 (CUSTOMIZE_DTYPES option)
+        argv.append(f"--customize_dtypes={s.customize_dtypes}")
+    argv.append(f"--output={s.output}")
     if s.buffer_optimize:
         argv.append(f"--buffer_optimize={s.buffer_optimize}")
     if s.log:

@@ -192,6 +192,10 @@ def convert_plan(ctx, tk: Toolkit, strict: bool, out_dir: Path) -> Plan:
 
 def tune_plan(ctx, tk: Toolkit, strict: bool, out_dir: Path) -> Plan:
     settings = convert_settings(ctx)
+    if settings.customize_dtypes:  # an atc option (atc_option_map.cc L58); AOE's option pages we read do not name it
+        raise UserError("customize_dtypes is an atc option that ascendpipe does not pass to aoe: tune without it, "
+                        "and give it to the convert stage that builds the OM", Location(stage=ctx.name,
+                                                                                        field="customize_dtypes"))
     model = onnx_model(ctx, strict)
     s = atc_settings(ctx, settings, model, out_dir)
     jobs = ctx.params.get("job_type") or aoe.default_jobs(s.soc_version)

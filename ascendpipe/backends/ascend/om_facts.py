@@ -74,6 +74,23 @@ def om_shapes(shapes, onnx_inputs: list[dict], om_inputs: dict[str, list[int]]) 
     return {"inputs": om_input_specs(record, onnx_inputs), "onnx_inputs": onnx_inputs, "shapes": record}
 
 
+def record_soc(plan: Plan) -> str | None:
+    return getattr(plan.data["atc"], "soc_version", None)
+
+
+def _atc_lists(soc_version: str | None) -> dict[str, Any]:
+    """convert.json's ``op_lists`` on ascend: atc reads its own install's lists (GE FE, precision/opsinfo.py
+    says where); the folder it reads for this SoC, where this process's environment finds one."""
+    import os
+
+    from ascendpipe.precision import opsinfo
+
+    root, folder = opsinfo.config_root(os.environ), opsinfo.soc_folder(soc_version)
+    path = str(root / folder) if root is not None and folder and (root / folder).is_dir() else None
+    return {"source": "atc", "soc": folder, "path": path,
+            "why": "atc reads the mixed-precision lists of the CANN install it runs from"}
+
+
 def write_om_facts(ctx, out: Path, plan: Plan, extra: dict[str, Any]) -> tuple[atc.OmInfo, dict, dict]:
     """fused_map.json and convert.json from the OM JSON and the ONNX: what makes ``out`` a converted
     model dir (docs/contracts.md) that infer, dump and compare read, whether atc or aoe wrote the OM."""
@@ -90,6 +107,7 @@ def write_om_facts(ctx, out: Path, plan: Plan, extra: dict[str, Any]) -> tuple[a
     facts = with_aipp(facts, plan.data["settings"].aipp)  # an AIPP input takes uint8 NHWC (aipp_om)
     record = {"backend": "ascend", "settings": settings_record(plan.data["settings"]), **extra,
               "atc_cmdline": info.atc_cmdline, "om_name": info.name, "soc_version": info.attrs.get("soc_version"),
-              "opp_version": info.attrs.get("opp_version"), "model": str(plan.data["atc"].model), **facts}
+              "opp_version": info.attrs.get("opp_version"), "model": str(plan.data["atc"].model), **facts,
+              "op_lists": _atc_lists(record_soc(plan))}
     write_json_atomic(out / CONVERT_INFO, record)
     return info, fused_map, record

@@ -42,7 +42,12 @@ class OnnxruntimeBackend(Backend):
     device_models = (".onnx",)
 
     def tool_versions(self, kind: str) -> dict[str, str]:
-        return {dist: package_version(dist) for dist in _TOOLS.get(kind, ())}
+        versions = {dist: package_version(dist) for dist in _TOOLS.get(kind, ())}
+        if kind in ("convert", "tune"):  # the mixed-precision lists the emulation reads (a CANN install's, or ours)
+            from ascendpipe.versions import op_lists_key
+
+            versions["op_lists"] = op_lists_key()
+        return versions
 
     def commands(self, kind, ctx) -> list[list[str]]:
         if kind != "convert":

@@ -23,7 +23,6 @@ from ascendpipe.onnxgraph import name_nodes as _name_nodes
 from ascendpipe.onnxgraph import subgraphs as _subgraphs
 from ascendpipe.backends.ascend.atc import settings_argv
 from ascendpipe.backends.onnxruntime.tune_bank import bank_runtime, sha256_file
-from ascendpipe.precision import lists as oplists
 from ascendpipe.precision import remedy
 from ascendpipe.precision.chips import hf32_bits
 from ascendpipe.precision.policy import CubeRules, Decision, Lists, NodeInfo, decide, plan
@@ -42,47 +41,6 @@ class ConvertResult:
     fusion: dict[str, Any]
     plan: dict[str, Decision] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)  # lines for the stage log / terminal
-
-
-def _lists(settings: ConvertSettings, names: set[str], types: set[str]) -> Lists:
-    white, black = set(oplists.WHITE_LIST), set(oplists.BLACK_LIST)
-    sources: dict[str, str] = {}
-    for key, edits in (settings.modify_mixlist or {}).items():
-        for action, entries in edits.items():
-            for entry in entries:
-                for op_type in oplists.onnx_types(entry):
-                    target = {"white-list": white, "black-list": black}.get(key)  # gray = in neither
-                    if action == "to-add":  # an op sits in one list: adding moves it
-                        white.discard(op_type), black.discard(op_type)
-                        if target is not None:
-                            target.add(op_type)
-                    elif target is not None:
-                        target.discard(op_type)
-                    sources[op_type] = "modify_mixlist"
-    keep_names, keep_types = remedy.split_keep_entries(settings.keep_dtype)
-    where = Location(field="keep_dtype")
-    missing = [name for name in keep_names if name not in names]
-    if missing:
-        raise UserError(_not_in_model(missing, names), where)
-    onnx_keep_types = {t for entry in keep_types for t in oplists.onnx_types(entry)}
-    for entry in keep_types:
-        if not set(oplists.onnx_types(entry)) & types:
-            raise UserError(f"keep_dtype 'OpType::{entry}' matches no op; op types here: {', '.join(sorted(types))}", where)
-    return Lists(frozenset(white), frozenset(black), frozenset(keep_names), frozenset(onnx_keep_types), sources)
-
-
-def _not_in_model(missing: list[str], names: set[str]) -> str:
-    """keep_dtype names ops the model lacks: each with its close names (as fusion pass names get)."""
-    import difflib
-
-    ordered = sorted(names)
-    parts = []
-    for name in missing:
-        close = difflib.get_close_matches(name, ordered, n=3, cutoff=0.6)
-        parts.append(f"'{name}'" + (f" (did you mean {', '.join(repr(c) for c in close)}?)" if close else ""))
-    shown = ", ".join(ordered[:12]) + (", ..." if len(ordered) > 12 else "")
-    which = "op" if len(missing) == 1 else "ops"
-    return f"keep_dtype names {which} {', '.join(parts)} not in the model; its ops: {shown}"
 
 
 def _apply_aipp(graph, settings: ConvertSettings) -> list[str]:
@@ -157,12 +115,15 @@ def _write_json(path: Path, data: Any) -> None:
     write_json_atomic(path, data, sort_keys=True)
 
 
-def _node_infos(graph, floats: set[str], originals: dict[str, list[str]], orig_types: dict[str, str]) -> list[NodeInfo]:
+def _node_infos(graph, floats: set[str], originals: dict[str, list[str]], orig_types: dict[str, str],
+                kernels: dict[str, str] | None = None) -> list[NodeInfo]:
+    """``kernels``: node name -> the GE kernel type ATC runs it as (the lists' key; op_lists.py)."""
     init_names = {i.name for i in graph.initializer}
     return [
         NodeInfo(n.name, n.op_type, any(t in floats for t in n.output),
                  tuple(t for t in n.input if t and t not in init_names), tuple(n.output),
-                 tuple((o, orig_types.get(o, "")) for o in originals.get(n.name, []) if o != n.name))
+                 tuple((o, orig_types.get(o, "")) for o in originals.get(n.name, []) if o != n.name),
+                 (kernels or {}).get(n.name, ""))
         for n in graph.node
     ]
 
@@ -178,7 +139,8 @@ def _body_nodes(graph, prefix: str = ""):
 
 
 def _plan_bodies(graph, decisions: dict[str, Decision], floats: set[str], policy: str, op_lists: Lists,
-                 cube: CubeRules, outer: dict[str, str] | None = None) -> list[NodeInfo]:
+                 cube: CubeRules, outer: dict[str, str] | None = None,
+                 kernels: dict[str, str] | None = None) -> list[NodeInfo]:
     """Decide every body's nodes (added to ``decisions``): a body reads the enclosing graphs'
     tensors with the dtype their producers have. Returns the bodies' node infos."""
     known = dict(outer or {})
@@ -186,11 +148,11 @@ def _plan_bodies(graph, decisions: dict[str, Decision], floats: set[str], policy
     infos: list[NodeInfo] = []
     for node in graph.node:
         for _, sub in _subgraphs(node):
-            sub_infos = _node_infos(sub, floats, {}, {})
+            sub_infos = _node_infos(sub, floats, {}, {}, kernels)
             body_inputs = tuple(i.name for i in sub.input if i.name in floats)
             decisions.update(plan(sub_infos, policy, op_lists, body_inputs, outer=known, cube=cube))
             infos += sub_infos
-            infos += _plan_bodies(sub, decisions, floats, policy, op_lists, cube, known)
+            infos += _plan_bodies(sub, decisions, floats, policy, op_lists, cube, known, kernels)
     return infos
 
 
@@ -199,7 +161,8 @@ def _kernel_fp16(groups, infos: list[NodeInfo], policy: str, op_lists: Lists, gr
     (keep_dtype does not reach them)."""
     if not groups:
         return {}
-    by_mode = plan(infos, policy, Lists(op_lists.white, op_lists.black, sources=op_lists.sources), graph_inputs)
+    by_mode = plan(infos, policy, Lists(op_lists.white, op_lists.black, sources=op_lists.sources,
+                                        custom=op_lists.custom), graph_inputs)
     force = {}
     for group in groups:
         low = [by_mode[m].dtype for m in group.members if by_mode[m].dtype in ("float16", "bfloat16")]
@@ -251,15 +214,17 @@ def convert_model(model_path: Path, out_dir: Path, settings: ConvertSettings, *,
     # where it reads fp16), though its sequence output takes no Cast pair (floats holds tensors only)
     float_like = floats | {name for name, kind in non_tensor.items() if "tensor(float)" in kind}
     init_names = {i.name for i in graph.initializer}
-    infos = _node_infos(graph, float_like, fusion_plan.originals, orig_types)
+    from ascendpipe.backends.onnxruntime import op_lists as soc_op_lists
+
+    soc_lists, remedies, kernels = soc_op_lists.resolve(settings, model, original, fusion_plan.originals,
+                                                        default_opset(original))
+    op_lists = remedies.lists
+    infos = _node_infos(graph, float_like, fusion_plan.originals, orig_types, kernels)
     body_nodes = list(_body_nodes(graph))
-    names = {i.name for i in infos} | set(orig_types) | {n.name for n, _ in body_nodes}
-    types = {i.op_type for i in infos} | set(orig_types.values()) | {n.op_type for n, _ in body_nodes}
-    op_lists = _lists(settings, names, types)
     graph_inputs = tuple(i.name for i in graph.input if i.name in floats and i.name not in init_names)
     cube = settings.cube_rules()  # what an fp32 cube op reads on this SoC (HF32 on Atlas A2/A3)
     decisions = plan(infos, settings.policy, op_lists, graph_inputs, cube=cube)
-    body_infos = _plan_bodies(graph, decisions, float_like, settings.policy, op_lists, cube)
+    body_infos = _plan_bodies(graph, decisions, float_like, settings.policy, op_lists, cube, kernels=kernels)
     force = {t: f for t, f in _kernel_fp16(fusion_plan.ub_groups, infos, settings.policy, op_lists,
                                             graph_inputs).items() if t in floats}
     producer = {t: {"op_name": n.name, "op_type": n.op_type} for n in graph.node for t in n.output if t}
@@ -275,6 +240,9 @@ def convert_model(model_path: Path, out_dir: Path, settings: ConvertSettings, *,
     internal += [t for group in fusion_plan.ub_groups for t in group.internal]
     internal += _apply_aipp(graph, settings)
     fusion_info = fusion_plan.record(settings.fusion_switch, settings.soc_version)
+    from ascendpipe.precision.atc_passes import not_modelled
+
+    unmodelled = not_modelled(settings.fusion_switch)
     meta = {"format": 1, "internal_tensors": internal, "tensor_producer": producer, "source_sha256": source_sha}
     entry = model.metadata_props.add()
     entry.key, entry.value = "ascendpipe.emulation", json.dumps(meta)
@@ -295,7 +263,8 @@ def convert_model(model_path: Path, out_dir: Path, settings: ConvertSettings, *,
     body_of = {n.name: path for n, path in body_nodes}
     plan_nodes = {}
     for info in (*infos, *body_infos):
-        entry = {"op_type": info.op_type, "dtype": decisions[info.name].dtype, "reason": decisions[info.name].reason,
+        entry = {"op_type": info.op_type, "ge_type": info.kernel_type,
+                 "dtype": decisions[info.name].dtype, "reason": decisions[info.name].reason,
                  "reads_fp16": decisions[info.name].reads_fp16,
                  "keepable": _keep_changes(info, decisions[info.name], settings.policy, op_lists, cube)}
         if decisions[info.name].read_as:  # 'bfloat16' / 'hf32': the format its float inputs are rounded to
@@ -315,6 +284,9 @@ def convert_model(model_path: Path, out_dir: Path, settings: ConvertSettings, *,
                                       {**{t: {"op_name": n.name} for n, _ in body_nodes for t in n.output}, **producer}),
                         **_untyped_entries(untyped)},
         "overflow_mode": settings.effective_overflow_mode,
+        "op_lists": soc_lists.record,  # where the mixed-precision lists came from (precision/lists.py)
+        "fusion_switch_not_modelled": unmodelled,  # switched ATC passes the emulation does not fuse
+        "remedy_names": remedies.translated,  # ONNX-only type names in remedies -> the GE names written for atc
         # UB-fused kernels: where their intermediates are rounded (float16 also under keep_dtype)
         "ub_fusion": {g.name: {"pass": g.pass_name, "members": g.members,
                                "intermediates": next((force[t] for t in g.internal if t in force), "float32")}
@@ -322,11 +294,13 @@ def convert_model(model_path: Path, out_dir: Path, settings: ConvertSettings, *,
     })
     _write_json(out_dir / "fused_map.json", {"format": "ascendpipe-fused-map/1", **mapping})  # "rules": ATC passes
     remedy_paths = {}
-    for name, text in settings.remedy_files().items():
+    for name, text in settings.remedy_files(soc_lists).items():
         remedy_paths[name] = write_text_atomic(out_dir / REMEDY_NAMES[name], text)
     argv = settings_argv(settings, str(model_path), "model")
     record = {**settings.record(), "atc_argv": argv, "fusion": fusion_info, "runtime": runtime,
-              "custom_domain_ops": custom}
+              "custom_domain_ops": custom, "op_lists": soc_lists.record}
+    if remedies.translated:
+        record["remedy_names"] = remedies.translated
     if weights is not None:
         record["external_data"] = weights  # where the weights were written or placed
     if custom:
@@ -334,7 +308,11 @@ def convert_model(model_path: Path, out_dir: Path, settings: ConvertSettings, *,
     if workspace is not None:
         argv, record = workspace_relative(argv, workspace), workspace_relative(record, workspace)
     _write_json(out_dir / "convert.json", record)
-    warnings = settings.warnings() + ([custom_domain_warning(custom)] if custom else [])
+    warnings = settings.warnings() + remedies.warnings + ([custom_domain_warning(custom)] if custom else [])
+    if unmodelled:
+        warnings.append(f"warning: fusion_switch names ATC pass(es) the emulation does not model: "
+                        f"{', '.join(unmodelled)}; atc gets the switch, the emulated model is as without it "
+                        "(precision_plan.json fusion_switch_not_modelled)")
     if untyped:
         warnings.append(f"warning: {len(untyped)} output(s) of ops outside ai.onnx left unrounded, their type "
                         f"unknown here: {', '.join(sorted(untyped)[:5])}{' ...' if len(untyped) > 5 else ''} "
@@ -409,7 +387,9 @@ def _keep_changes(info: NodeInfo, decision: Decision, policy: str, op_lists: Lis
     """Whether keep_dtype on this node would change what it computes (fix proposes only those)."""
     if info.op_type in UNCOUNTED_OPS:
         return False
-    kept = Lists(op_lists.white, op_lists.black, op_lists.keep_names | {info.name}, op_lists.keep_types, op_lists.sources)
+    from dataclasses import replace
+
+    kept = replace(op_lists, keep_names=op_lists.keep_names | {info.name})
     would = decide(info, policy, kept, {}, cube=cube)
     return decision.reason.startswith("keep_dtype") or (would.dtype, would.reads) != (decision.dtype, decision.reads)
 

@@ -24,17 +24,17 @@ EMU = "ascendpipe_emu"
 
 
 def check_rules(switches: dict[str, str], where: Location | None = None) -> None:
-    import difflib
+    from ascendpipe.precision import pass_names
 
-    known = set(atc_passes.known_names())
-    unknown = sorted(rule for rule in switches if rule != "ALL" and rule not in known)
+    unknown = sorted(rule for rule in switches if rule != "ALL" and not atc_passes.is_known(rule))
     if unknown:
         # typos only: a loose match would offer a pass of another meaning (MatMulScaleFusion ~ MatMulBiasAdd...)
-        close = [m for rule in unknown for m in difflib.get_close_matches(rule, sorted(known), n=1, cutoff=0.85)]
+        close = [m for rule in unknown for m in pass_names.close_matches(rule, tuple(atc_passes.known_names()), 1)]
         hint = f" (did you mean {', '.join(repr(m) for m in close)}?)" if close else ""
         raise UserError(
-            f"unknown ATC fusion pass {', '.join(repr(r) for r in unknown)} on the onnxruntime backend{hint}; "
-            f"known passes: ALL, {', '.join(atc_passes.known_names())}",
+            f"unknown ATC fusion pass {', '.join(repr(r) for r in unknown)} on the onnxruntime backend{hint}: not "
+            f"one of ATC's {len(pass_names.registry())} built-in pass names (canndev, GE; precision/pass_names.py); "
+            f"catalogued with their reference pages: ALL, {', '.join(atc_passes.known_names())}",
             where or Location(field="fusion_switch"),
         )
     fixed = sorted(rule for rule, value in switches.items() if value == "off" and not atc_passes.switchable(rule))

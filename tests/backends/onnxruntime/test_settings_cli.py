@@ -55,7 +55,9 @@ def test_mixlist_moves_an_op_to_the_black_list(tmp_path, convert):
                      modify_mixlist={"black-list": {"to-add": ["Gemm"]}, "white-list": {"to-remove": ["Gemm"]}})
     assert result.plan["fc"].dtype == "float32" and "modify_mixlist" in result.plan["fc"].reason
     assert result.plan["pool"].dtype == "float16"  # gray, follows the fp16 conv
-    assert json.loads((result.out_dir / "modify_mixlist.json").read_text())["black-list"]["to-add"] == ["Gemm"]
+    # atc reads GE op types: the ONNX name Gemm is written as the GE type ATC gives a Gemm node (gemm_plugin.cc L64)
+    assert json.loads((result.out_dir / "modify_mixlist.json").read_text())["black-list"]["to-add"] == ["MatMulV2"]
+    assert json.loads((result.out_dir / "convert.json").read_text())["remedy_names"] == {"Gemm": "MatMulV2"}
 
 
 def test_keep_dtype_typo_is_a_user_error(tmp_path, convert):

@@ -32,7 +32,7 @@ ATC_OPTIONS = {"mode", "framework", "model", "output", "soc_version", "input_sha
                "precision_mode", "precision_mode_v2", "keep_dtype", "fusion_switch_file", "insert_op_conf",
                "modify_mixlist", "op_select_implmode", "optypelist_for_implmode", "buffer_optimize", "out_nodes",
                "log", "om", "json", "dynamic_batch_size", "dynamic_image_size", "dynamic_dims", "input_shape_range",
-               "allow_hf32"}
+               "allow_hf32", "customize_dtypes"}
 ATC_PATH_OPTIONS = ("model", "output", "om", "json", "keep_dtype", "fusion_switch_file", "insert_op_conf",
                     "modify_mixlist")
 META_CMDLINE = "cann_double.atc_cmdline"
@@ -50,6 +50,9 @@ PATH_REFUSED = {
     "ais_bench": re.compile(r"[^_A-Za-z0-9/.-]"),
     "msit": re.compile(r"[^_A-Za-z0-9/.-]"),
     "atc": re.compile(r"[^\u4e00-\u9fa5A-Za-z0-9./_-]"),
+    # --customize_dtypes also takes ':' in its path
+    # (GE docs/zh/user_guides/atc_tools/CLI_options/--customize_dtypes.md L33)
+    "atc --customize_dtypes": re.compile(r"[^\u4e00-\u9fa5A-Za-z0-9./_:-]"),
     "aoe": re.compile(r"[^\u4e00-\u9fa5A-Za-z0-9./_-]"),  # AOE takes ATC's options and parser
     "msprof": re.compile(r"[^_A-Za-z0-9/.-]"),  # msprof's own check is not read: held to the msit set
     "msaccucmp.py": re.compile(r"[^_A-Za-z0-9/.,-]"),
@@ -105,6 +108,13 @@ def check_conversion_options(tool: str, o: dict[str, str]) -> None:
     for name in ATC_PATH_OPTIONS:
         if name in o:
             check_path(tool, f"--{name}", o[name])
+    if "customize_dtypes" in o:
+        found = PATH_REFUSED["atc --customize_dtypes"].search(o["customize_dtypes"])
+        if found:
+            fail(tool, f"--customize_dtypes {o['customize_dtypes']}: invalid character {found.group(0)!r} in path")
+        if tool != "atc":  # GE's option map names it for atc (api/atc/atc_option_map.cc L58)
+            fail(tool, "unknown option --customize_dtypes")
+        check_customize_dtypes(tool, o["customize_dtypes"])
     if o.get("framework") != "5":
         fail(tool, "--framework=5 (ONNX) is required")
     for name in ("model", "soc_version"):
@@ -155,6 +165,7 @@ def check_conversion_options(tool: str, o: dict[str, str]) -> None:
         data = json.loads(Path(o["modify_mixlist"]).read_text())
         if set(data) - {"black-list", "white-list", "gray-list"}:
             fail(tool, "modify_mixlist keys must be black-list / white-list / gray-list")
+        check_mixlist_edits(tool, data)
         if (o.get("precision_mode") or o.get("precision_mode_v2")) not in MIXED:
             fail(tool, "--modify_mixlist needs a mixed precision mode")
     if o.get("op_select_implmode", "high_performance") not in IMPLMODES:
@@ -165,6 +176,65 @@ def check_conversion_options(tool: str, o: dict[str, str]) -> None:
         fail(tool, f"bad --buffer_optimize {o['buffer_optimize']}")
     if o.get("log", "null") not in LOGS:
         fail(tool, f"bad --log {o['log']}")
+
+
+# GE modify_mixlist_config_parser.cc (ffdcbc9f) L29-60 (the accepted bitmaps of one op type's edits), L208-248
+# (AddMixList ORs each edit's bit; VerifyMixlist refuses any other mix): typed in again as bits
+_MIX_BITS = {("black-list", "to-remove"): 0b100000, ("black-list", "to-add"): 0b010000,
+             ("white-list", "to-remove"): 0b001000, ("white-list", "to-add"): 0b000100,
+             ("gray-list", "to-remove"): 0b000010, ("gray-list", "to-add"): 0b000001}
+_MIX_OK = {0b100000, 0b001000, 0b000001, 0b100001, 0b001001, 0b000100, 0b000110, 0b100100, 0b010000, 0b010010,
+           0b011000}
+
+
+def check_mixlist_edits(tool: str, data: dict) -> None:
+    bits: dict[str, int] = {}
+    for key, edits in data.items():
+        if not isinstance(edits, dict):
+            fail(tool, "The second level of the JSON is not a JSON object")
+        for action, names in edits.items():
+            if (key, action) not in _MIX_BITS or not isinstance(names, list):
+                fail(tool, f"modify_mixlist {key}.{action} is not to-add / to-remove with an array")
+            for name in names:
+                bits[name] = bits.get(name, 0) | _MIX_BITS[(key, action)]
+    for name, value in bits.items():
+        if value not in _MIX_OK:
+            fail(tool, f"E10003: modify_mixlist: Operation {value:#08b} for op {name} is invalid")
+
+
+# GE op_cust_dtypes_config_parser.cc (ffdcbc9f) L83-236, typed in again: each line (std::getline into 1024 bytes)
+# is 'OpType::T:...' or 'Name:...'; the name is what precedes the first ':' and may not be empty; InputDtype
+# before OutputDtype, one of them present; each dtype upper-cased and prefixed DT_ must be a GE serial name
+# (graph_metadef/base/utils/type_utils_inner.cc L80-126); an empty entry is allowed (left undefined).
+_GE_DTYPES = {"FLOAT", "FLOAT16", "INT8", "INT16", "UINT16", "UINT8", "INT32", "INT64", "UINT32", "UINT64", "BOOL",
+              "DOUBLE", "DUAL", "DUAL_SUB_INT8", "DUAL_SUB_UINT8", "COMPLEX32", "COMPLEX64", "COMPLEX128", "QINT8",
+              "QINT16", "QINT32", "QUINT8", "QUINT16", "RESOURCE", "STRING_REF", "STRING", "FLOAT32", "VARIANT",
+              "BFLOAT16", "INT4", "UINT1", "INT2", "UINT2", "HIFLOAT8", "FLOAT8_E5M2", "FLOAT8_E4M3FN",
+              "FLOAT8_E8M0", "FLOAT6_E3M2", "FLOAT6_E2M3", "FLOAT4_E2M1", "FLOAT4_E1M2", "HIFLOAT4"}
+
+
+def check_customize_dtypes(tool: str, path: str) -> None:
+    if not Path(path).is_file():
+        fail(tool, f"--customize_dtypes file {path} does not exist")
+    bad = "The content format of the customization file is incorrect"
+    lines = Path(path).read_bytes().decode().split("\n")
+    if lines and lines[-1] == "":
+        lines = lines[:-1]  # the file's last newline ends a line; it starts none
+    for line in lines:
+        if len(line.encode()) >= 1024:  # atc would stop reading here, dropping the rest: the double refuses it
+            fail(tool, f"--customize_dtypes line of {len(line.encode())} bytes: atc reads 1023 per line")
+        text = line[len("OpType::"):] if line.startswith("OpType::") else line
+        text = text.strip()
+        if text.find(":") <= 0:
+            fail(tool, f"E10001: {bad} (line {line!r})")
+        at_in, at_out = text.find("InputDtype"), text.find("OutputDtype")
+        if (at_in < 0 and at_out < 0) or (at_in >= 0 and at_out >= 0 and at_in > at_out):
+            fail(tool, f"E10001: {bad} (line {line!r})")
+        ins = text[at_in + 11:at_out if at_out >= 0 else len(text)] if at_in >= 0 else ""
+        outs = text[at_out + 12:] if at_out >= 0 else ""
+        for value in (ins.split(",") if ins else []) + (outs.split(",") if outs else []):
+            if value.strip() and value.strip().upper() not in _GE_DTYPES:
+                fail(tool, f"E10003: {value.strip()} is an invalid dtype (--customize_dtypes)")
 
 
 META_SHAPES = "cann_double.shapes"

@@ -38,7 +38,7 @@ from typing import Sequence, Union
 import numpy as np
 
 from ascendpipe.errors import Location, UserError
-from ascendpipe.npyheader import read_array_header
+from ascendpipe.npyheader import check_npy_sizes, npy_error  # noqa: F401 (npy_error: the readers' one wording)
 
 Dim = Union[int, str, None]  # int: static; str: a named dynamic dim; None: an unnamed dynamic dim
 
@@ -209,63 +209,6 @@ def check_array(spec: InputSpec, array: np.ndarray, where: Location | None = Non
             hint=hint,
         )
     return array
-
-
-def npy_error(exc: BaseException) -> str:
-    """numpy's reason a file did not load, said for the user: a file without numpy's header is
-    refused as "pickled (object) data" (numpy tries pickle last), which misleads for a damaged file."""
-    if isinstance(exc, ValueError) and ("pickled" in str(exc) or "magic string is not correct" in str(exc)):
-        return "not a numpy .npy/.npz file (it does not start with numpy's header: damaged, or another format)"
-    return str(exc)
-
-
-def _header_bytes(fh, size: int, what: str, where: Location) -> None:
-    """Refuse an .npy whose header claims more data than ``size`` bytes hold (read before numpy
-    allocates the array: a 16-byte file claiming 2^40 samples would ask for terabytes)."""
-    fmt = np.lib.format
-    try:
-        version = fmt.read_magic(fh)
-        shape, _, dtype = read_array_header(fh, version)
-    except (ValueError, OSError, EOFError, SyntaxError, TypeError) as exc:
-        raise UserError(f"cannot read input file{what}: {npy_error(exc)}", where) from None
-    if dtype.hasobject:
-        return  # numpy refuses it next (no pickles)
-    count = 1
-    for dim in shape:
-        count *= int(dim)
-    claimed, held = count * dtype.itemsize, size - fh.tell()
-    if claimed > held:
-        raise UserError(f"input file{what} is damaged or truncated: its header says {dtype} "
-                        f"[{','.join(str(d) for d in shape)}] ({_size(claimed)}), but it holds {_size(max(held, 0))} "
-                        "of data", where, hint="write the array again (np.save)")
-
-
-def _size(count: int) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"):
-        if count < 1024 or unit == "EiB":
-            return f"{count} {unit}" if unit == "B" else f"{count:.1f} {unit}"
-        count /= 1024
-    return str(count)
-
-
-def check_npy_sizes(path: Path) -> None:
-    """Every array of an .npy/.npz holds the bytes its header claims (UserError naming the file and
-    member otherwise), checked before anything is allocated."""
-    import zipfile
-
-    where = Location(file=str(path))
-    try:
-        if path.suffix == ".npy":
-            with open(path, "rb") as fh:
-                _header_bytes(fh, path.stat().st_size, "", where)
-        elif path.suffix == ".npz" and zipfile.is_zipfile(path):
-            with zipfile.ZipFile(path) as archive:
-                for info in archive.infolist():
-                    if info.filename.endswith(".npy"):
-                        with archive.open(info) as fh:
-                            _header_bytes(fh, info.file_size, f" member '{info.filename[:-4]}'", where)
-    except (OSError, zipfile.BadZipFile, EOFError) as exc:
-        raise UserError(f"cannot read input file: {npy_error(exc)}", where) from None
 
 
 def _read_file(path: Path, specs: Sequence[InputSpec]) -> dict[str, np.ndarray]:
@@ -463,7 +406,7 @@ def random_inputs(input_specs: Sequence[InputSpec], seed: int = 0, batch_size: i
     check_specs(input_specs, Location(field="inputs"))
     specs = with_batch_axes(input_specs, batch_axes)
     shapes = dict(shapes or {})
-    arrays, symbolic = {}, []
+    arrays, symbolic, planned = {}, [], []
     for spec in specs:
         wanted = list(shapes.get(spec.name) or spec.shape)
         if len(wanted) != len(spec.shape):
@@ -478,7 +421,19 @@ def random_inputs(input_specs: Sequence[InputSpec], seed: int = 0, batch_size: i
             else:
                 symbolic.append(f"'{spec.name}' axis {axis} ({dim if isinstance(dim, str) and dim else '?'})")
                 shape.append(1)
-        dtype = spec_dtype(spec) or np.dtype(object)
+        planned.append((spec, shape, spec_dtype(spec) or np.dtype(object)))
+    if symbolic:
+        example = next(s for s in specs if any(not isinstance(d, int) for i, d in enumerate(s.shape) if i != s.axis))
+        dims = ",".join(str(d) if isinstance(d, int) else ("1" if i == example.axis else "640")
+                        for i, d in enumerate(example.shape))
+        raise UserError(
+            f"random inputs need fixed shapes, and these dims are symbolic: {'; '.join(symbolic)}",
+            Location(field="inputs"),
+            hint=f"give real inputs (--input FILE.npz, or a stage's inputs:), or convert with the shape the device "
+                 f"will take, as ATC needs for a dynamic model (convert --input-shape \"{example.name}:{dims}\", "
+                 f"param input_shape) and feed the converted model")
+    _check_random_size(planned)
+    for spec, shape, dtype in planned:
         if dtype.kind == "f":
             array = rng.standard_normal(shape).astype(dtype)
         elif dtype == np.uint8:
@@ -490,17 +445,34 @@ def random_inputs(input_specs: Sequence[InputSpec], seed: int = 0, batch_size: i
         else:
             raise UserError(f"input '{spec.name}': cannot make random data of type {spec.dtype}; give inputs")
         arrays[spec.name] = array
-    if symbolic:
-        example = next(s for s in specs if any(not isinstance(d, int) for i, d in enumerate(s.shape) if i != s.axis))
-        dims = ",".join(str(d) if isinstance(d, int) else ("1" if i == example.axis else "640")
-                        for i, d in enumerate(example.shape))
-        raise UserError(
-            f"random inputs need fixed shapes, and these dims are symbolic: {'; '.join(symbolic)}",
-            Location(field="inputs"),
-            hint=f"give real inputs (--input FILE.npz, or a stage's inputs:), or convert with the shape the device "
-                 f"will take, as ATC needs for a dynamic model (convert --input-shape \"{example.name}:{dims}\", "
-                 f"param input_shape) and feed the converted model")
     return Batch(arrays, axes={s.name: s.axis for s in specs})
+
+
+def _check_random_size(planned: list) -> None:
+    """Refuse random inputs this machine cannot hold before drawing them: numpy draws a float input in
+    float64 (and an integer one in int64) and then casts, so the peak is every array kept plus the
+    largest draw (the dims are the model's word: a 10^11 dim would ask for terabytes)."""
+    from ascendpipe.hostmemory import check_fits
+
+    kept, draw, biggest = 0, 0, None
+    for spec, shape, dtype in planned:
+        count = 1
+        for dim in shape:
+            count *= dim
+        if dtype.kind not in "fiub":
+            continue  # refused as it is reached
+        nbytes = count * dtype.itemsize
+        kept += nbytes
+        if dtype.kind in "fib" and dtype != np.uint8:
+            draw = max(draw, count * 8)
+        if biggest is None or nbytes > biggest[0]:
+            biggest = (nbytes, spec, shape)
+    if biggest is not None:
+        _, spec, shape = biggest
+        check_fits(kept + draw, f"making random inputs for this model (input '{spec.name}' is [{', '.join(map(str, shape))}] "
+                   f"{spec.dtype})", Location(field="inputs"),
+                   hint="give the model's real inputs (--input FILE.npy|FILE.npz|FOLDER, or a stage's inputs:), "
+                        "or fix its input dims")
 
 
 def save_npy_atomic(path: str | Path, array: np.ndarray) -> None:

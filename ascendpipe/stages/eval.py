@@ -92,9 +92,10 @@ def load_array(path: Path, where: Location):
 
     import numpy as np
 
-    from ascendpipe.inputs import npy_error
+    from ascendpipe.npyheader import check_npy_sizes, npy_error
 
     try:
+        check_npy_sizes(path, where, str(path))  # the headers' claims, before numpy allocates them
         if path.suffix == ".npz":
             with np.load(path) as data:
                 return {k: data[k] for k in data.files}

@@ -65,10 +65,9 @@ def read_runtime(model_path: Path) -> dict[str, Any] | None:
     if not path.exists():
         return None
     where = Location(file=str(path))
-    try:
-        data = json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
-        raise UserError(f"invalid JSON: {exc}", where) from None
+    from ascendpipe.userfile import load_json
+
+    data = load_json(path, "runtime settings file")  # malformed or nested past reading: one located line
     session = data.get("session", {}) if isinstance(data, dict) else None
     if not isinstance(session, dict):
         raise UserError("expected {\"session\": {...}}", where)

@@ -52,7 +52,7 @@ def params_from_args(args: argparse.Namespace) -> dict:
         from ascendpipe.precision.settings import keep_dtype_arg
 
         params["keep_dtype"] = keep_dtype_arg(params["keep_dtype"])
-    return {k: v for k, v in params.items() if v}
+    return {k: v for k, v in params.items() if v is not None}  # a flag given "" is refused (check_params)
 
 
 def _check(args: argparse.Namespace) -> None:
@@ -63,6 +63,11 @@ def _check(args: argparse.Namespace) -> None:
     from ascendpipe.cli import guard
     from ascendpipe.errors import Location, UserError
 
+    from ascendpipe.precision.settings import check_params
+
+    # atc's checks of its options, on either backend, before anything is read or written: a flag given
+    # empty, a SoC name holding a newline, both precision modes, allow_hf32 with a switch twice
+    check_params(params_from_args(args), spelled=lambda key: "--" + key.replace("_", "-"))
     if str(args.framework).strip() != "5":
         names = {"0": "Caffe", "1": "MindSpore", "3": "TensorFlow"}
         what = names.get(str(args.framework).strip(), "not ONNX")

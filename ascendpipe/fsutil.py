@@ -8,6 +8,7 @@ A leaf module (standard library only).
 
 from __future__ import annotations
 
+import errno
 import itertools
 import json
 import os
@@ -17,6 +18,9 @@ _COUNTER = itertools.count()
 
 
 _UMASK: list[int] = []
+# what a write itself meets (a full disk or quota, a file too large, the device failing): os.write says no
+# file name, so atomic_path adds the one it writes
+_WRITE_ERRNOS = frozenset(getattr(errno, name) for name in ("ENOSPC", "EDQUOT", "EFBIG", "EIO") if hasattr(errno, name))
 
 
 def _umask() -> int:
@@ -67,7 +71,7 @@ class atomic_path:
         else:
             if os.path.exists(self.tmp):
                 os.unlink(self.tmp)
-            if isinstance(exc, OSError) and exc.filename is None:
+            if isinstance(exc, OSError) and exc.filename is None and exc.errno in _WRITE_ERRNOS:
                 # os.write and the writers over it (np.save, onnx.save) raise ENOSPC/EIO without a file
                 # name: the failure names the file being written (store/failures.py says it)
                 raise OSError(exc.errno, exc.strerror, self.path) from exc

@@ -96,8 +96,14 @@ def _check(args: argparse.Namespace) -> None:
             read_bank(args.tune_bank)  # a bank the next infer would refuse, refused before anything is written
 
 
+def _shown(value) -> str:
+    text = value if isinstance(value, str) else ",".join(map(str, value)) if isinstance(value, list) else str(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def main(args: argparse.Namespace) -> int:
     from ascendpipe.backends.onnxruntime.convert import convert_model
+    from ascendpipe.errors import Location, UserError
     from ascendpipe.precision.settings import resolve
 
     _check(args)
@@ -108,8 +114,16 @@ def main(args: argparse.Namespace) -> int:
         print(f"{Path(args.output) / 'model.om'}: {result.metrics['om_ops']} OM ops, {result.metrics['fused_ops']} fused")
         print(f"  atc: {result.info['atc_cmdline']}")
         return 0
-    settings = resolve(params_from_args(args))
-    result = convert_model(Path(args.model), Path(args.output), settings, allow_custom_ops=args.allow_custom_ops)
+    params = params_from_args(args)
+    try:
+        settings = resolve(params)
+        result = convert_model(Path(args.model), Path(args.output), settings, allow_custom_ops=args.allow_custom_ops)
+    except UserError as err:  # about one flag's value (keep_dtype names ops the model lacks): named by the flag
+        field = (err.location.field or "").split(".")[0]
+        if err.location.file or field not in params:
+            raise
+        raise UserError(err.message, Location(file=f"--{field.replace('_', '-')} {_shown(params[field])}"),
+                        hint=err.hint) from None
     for line in result.warnings:
         print(line, file=sys.stderr)
     c = result.counts

@@ -45,7 +45,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ascendpipe.errors import Location, UserError
+from ascendpipe.errors import Location, UserError, few
 from ascendpipe.stages.base import StageContext, StageKind, StageResult, lazy_class_attr, package_version, write_metrics
 
 TASKS = ("classification", "reid", "detection")
@@ -109,11 +109,11 @@ def load_array(path: Path, where: Location):
 def pick_output(outputs: dict, output_name: str | None, where: Location):
     if output_name:
         if output_name not in outputs:
-            raise UserError(f"no output '{output_name}'; the infer stage wrote: {', '.join(sorted(outputs))}", where)
+            raise UserError(f"no output '{output_name}'; the infer stage wrote: {few(sorted(outputs), 12)}", where)
         return outputs[output_name]
     if len(outputs) == 1:
         return next(iter(outputs.values()))
-    raise UserError(f"the infer stage wrote several outputs ({', '.join(sorted(outputs))}); "
+    raise UserError(f"the infer stage wrote several outputs ({few(sorted(outputs), 12)}); "
                     "choose one with params.output_name or give params.postprocess", where)
 
 

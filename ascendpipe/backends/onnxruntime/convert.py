@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ascendpipe.errors import Location, UserError
+from ascendpipe.errors import Location, UserError, few
 from ascendpipe.fsutil import atomic_path, workspace_relative, write_json_atomic, write_text_atomic
 from ascendpipe.onnxgraph import name_nodes as _name_nodes
 from ascendpipe.onnxgraph import subgraphs as _subgraphs
@@ -67,7 +67,7 @@ def _lists(settings: ConvertSettings, names: set[str], types: set[str]) -> Lists
     onnx_keep_types = {t for entry in keep_types for t in oplists.onnx_types(entry)}
     for entry in keep_types:
         if not set(oplists.onnx_types(entry)) & types:
-            raise UserError(f"keep_dtype 'OpType::{entry}' matches no op; op types here: {', '.join(sorted(types))}", where)
+            raise UserError(f"keep_dtype 'OpType::{entry}' matches no op; op types here: {few(sorted(types), 12)}", where)
     return Lists(frozenset(white), frozenset(black), frozenset(keep_names), frozenset(onnx_keep_types), sources)
 
 
@@ -77,12 +77,13 @@ def _not_in_model(missing: list[str], names: set[str]) -> str:
 
     ordered = sorted(names)
     parts = []
-    for name in missing:
+    for name in missing[:5]:  # the first few named, each with its close names; the rest counted
         close = difflib.get_close_matches(name, ordered, n=3, cutoff=0.6)
         parts.append(f"'{name}'" + (f" (did you mean {', '.join(repr(c) for c in close)}?)" if close else ""))
+    parts += missing[5:]
     shown = ", ".join(ordered[:12]) + (", ..." if len(ordered) > 12 else "")
     which = "op" if len(missing) == 1 else "ops"
-    return f"keep_dtype names {which} {', '.join(parts)} not in the model; its ops: {shown}"
+    return f"keep_dtype names {which} {few(parts)} not in the model; its ops: {shown}"
 
 
 def _apply_aipp(graph, settings: ConvertSettings) -> list[str]:
@@ -128,7 +129,7 @@ def _check_input_shape(settings: ConvertSettings, model) -> None:
     names = [i.name for i in model.graph.input]
     for name in settings.input_shape:
         if name not in names:
-            raise UserError(f"input_shape names '{name}', which is not a model input; inputs: {', '.join(names)}",
+            raise UserError(f"input_shape names '{name}', which is not a model input; inputs: {few(names)}",
                             Location(field="input_shape"))
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ascendpipe.errors import Location, UserError
+from ascendpipe.errors import Location, UserError, few
 from ascendpipe.precision import atc_passes
 
 EMU = "ascendpipe_emu"
@@ -30,10 +30,10 @@ def check_rules(switches: dict[str, str], where: Location | None = None) -> None
     unknown = sorted(rule for rule in switches if rule != "ALL" and rule not in known)
     if unknown:
         # typos only: a loose match would offer a pass of another meaning (MatMulScaleFusion ~ MatMulBiasAdd...)
-        close = [m for rule in unknown for m in difflib.get_close_matches(rule, sorted(known), n=1, cutoff=0.85)]
+        close = [m for rule in unknown[:5] for m in difflib.get_close_matches(rule, sorted(known), n=1, cutoff=0.85)]
         hint = f" (did you mean {', '.join(repr(m) for m in close)}?)" if close else ""
         raise UserError(
-            f"unknown ATC fusion pass {', '.join(repr(r) for r in unknown)} on the onnxruntime backend{hint}; "
+            f"unknown ATC fusion pass {few(unknown, show=repr)} on the onnxruntime backend{hint}; "
             f"known passes: ALL, {', '.join(atc_passes.known_names())}",
             where or Location(field="fusion_switch"),
         )

@@ -130,15 +130,23 @@ def _cases(args: argparse.Namespace) -> list:
     case becomes --golden/--input."""
     from ascendpipe.cli import guard
     from ascendpipe.errors import Location, UserError
+    from ascendpipe.cli.common import batch_axes
     from ascendpipe.fix.cases import parse_case
 
     pairs = [parse_case(text) for text in args.cases]
-    for model, given in pairs:
-        guard.model_file(model, "--case")
+    for text, (model, given) in zip(args.cases, pairs):
+        found = guard.model_file(model, "--case")
         if given is not None and not given.is_file():
             raise UserError(f"--case input {given} does not exist", Location(file=str(given), field="--case"))
         if given is None:
             guard.random_input_size(model, None, flag="--case")
+            continue
+        from ascendpipe.inputs import load_inputs
+
+        try:  # each case's input against its own model, named by its --case (two cases may share a file)
+            load_inputs(given, guard.model_specs(found, "--case"), batch_axes=batch_axes(args))
+        except UserError as err:
+            raise UserError(str(err), Location(file=f"--case {text}")) from None
     if pairs and args.golden is None:
         (args.golden, args.input), pairs = pairs[0], pairs[1:]
     return pairs

@@ -95,7 +95,7 @@ class StageExecutor:
         (``aipp.input_format``: an inline AIPP block checked against the model), blamed on that value's
         file:line: the pipeline is read again with its marks (only now, on the error path)."""
         field = exc.location.field
-        if exc.location.file or not field or not field.startswith("aipp."):
+        if exc.location.file or not field or not (field.startswith("aipp.") or field.split(".")[0] in stage.params):
             return exc
         try:
             from ascendpipe.engine.plan import resolve

@@ -37,7 +37,7 @@ from typing import Sequence, Union
 
 import numpy as np
 
-from ascendpipe.errors import Location, UserError
+from ascendpipe.errors import Location, UserError, few
 from ascendpipe.npyheader import check_npy_sizes, npy_error  # noqa: F401 (npy_error: the readers' one wording)
 
 Dim = Union[int, str, None]  # int: static; str: a named dynamic dim; None: an unnamed dynamic dim
@@ -84,7 +84,7 @@ def with_batch_axes(specs: Sequence[InputSpec], declared: dict | None = None) ->
     names = [s.name for s in specs]
     for name, axis in declared.items():
         if name not in names:
-            raise UserError(f"batch_axes names '{name}', which is not a model input; inputs: {', '.join(names)}", where)
+            raise UserError(f"batch_axes names '{name}', which is not a model input; inputs: {few(names)}", where)
         rank = len(next(s for s in specs if s.name == name).shape)
         if axis is not None and (isinstance(axis, bool) or not isinstance(axis, int) or not 0 <= axis < rank):
             raise UserError(f"batch_axes '{name}': {axis!r} is not an axis of a rank-{rank} input "
@@ -140,6 +140,24 @@ def describe_array(array: np.ndarray) -> str:
 
 
 STRING = "str"  # InputSpec.dtype of a string tensor
+BFLOAT16 = "bfloat16"
+
+
+def bfloat16() -> np.dtype:
+    """numpy's bfloat16: ml_dtypes' (onnx's own dependency; numpy has none)."""
+    import ml_dtypes
+
+    return np.dtype(ml_dtypes.bfloat16)
+
+
+def as_declared(spec: InputSpec, array):
+    """``array`` in the dtype ``spec`` declares where it holds that type under another name: a bfloat16
+    array saved by ``np.save`` (ml_dtypes 0.5 writes its descr as ``<V2``, numpy's 2-byte void, and
+    np.load gives that void back) is read as bfloat16, byte for byte."""
+    if (spec.dtype == BFLOAT16 and isinstance(array, np.ndarray) and array.dtype.kind == "V"
+            and array.dtype.itemsize == 2 and array.dtype.names is None):
+        return array.view(bfloat16())
+    return array
 
 
 def spec_dtype(spec: InputSpec, where: Location | None = None) -> np.dtype | None:
@@ -148,6 +166,8 @@ def spec_dtype(spec: InputSpec, where: Location | None = None) -> np.dtype | Non
     in one line naming the input and why."""
     if spec.dtype == STRING:
         return None
+    if spec.dtype == BFLOAT16:
+        return bfloat16()
     try:
         return np.dtype(spec.dtype)
     except TypeError:
@@ -185,7 +205,7 @@ def check_array(spec: InputSpec, array: np.ndarray, where: Location | None = Non
     """The array as a batch of samples (the batch axis added when missing); a mismatch is a UserError."""
     if not isinstance(array, np.ndarray):
         raise UserError(f"input '{spec.name}': expected {spec.describe()}, given {describe_array(array)}", where)
-    given = array
+    array = given = as_declared(spec, array)
     if spec.axis is not None and array.ndim == len(spec.shape) - 1:
         array = np.expand_dims(array, spec.axis)  # one sample without its batch axis
     ok = _dtype_ok(spec, array) and array.ndim == len(spec.shape)
@@ -249,12 +269,12 @@ def _check_names(arrays: dict, specs: Sequence[InputSpec], where: Location) -> N
     if missing or extra:
         parts = []
         if missing:
-            parts.append(f"missing {', '.join(missing)}")
+            parts.append(f"missing {few(missing)}")
         if extra:
-            parts.append(f"unknown {', '.join(extra)}")
+            parts.append(f"unknown {few(extra)}")
         raise UserError(
             f"input names do not match the model ({'; '.join(parts)}); "
-            f"model inputs: {', '.join(wanted)}; given: {', '.join(sorted(arrays)) or 'none'}",
+            f"model inputs: {few(wanted)}; given: {few(sorted(arrays)) or 'none'}",
             where,
         )
 
@@ -436,6 +456,8 @@ def random_inputs(input_specs: Sequence[InputSpec], seed: int = 0, batch_size: i
     for spec, shape, dtype in planned:
         if dtype.kind == "f":
             array = rng.standard_normal(shape).astype(dtype)
+        elif dtype.name == BFLOAT16:  # drawn as float32's would be, then rounded
+            array = rng.standard_normal(shape).astype(np.float32).astype(dtype)
         elif dtype == np.uint8:
             array = rng.integers(0, 256, shape, dtype=np.uint8)
         elif dtype.kind in "iu":
@@ -459,11 +481,11 @@ def _check_random_size(planned: list) -> None:
         count = 1
         for dim in shape:
             count *= dim
-        if dtype.kind not in "fiub":
+        if dtype.kind not in "fiub" and dtype.name != BFLOAT16:
             continue  # refused as it is reached
         nbytes = count * dtype.itemsize
         kept += nbytes
-        if dtype.kind in "fib" and dtype != np.uint8:
+        if dtype.kind in "fib" and dtype != np.uint8 or dtype.name == BFLOAT16:
             draw = max(draw, count * 8)
         if biggest is None or nbytes > biggest[0]:
             biggest = (nbytes, spec, shape)

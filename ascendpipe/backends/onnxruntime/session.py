@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import re
 
-import json
 import threading
 from pathlib import Path
 from typing import Any
 
-from ascendpipe.errors import Location, UserError
+from ascendpipe.errors import Location, UserError, few
 from ascendpipe.inputs import InputSpec
 
 RUNTIME_FILE = "runtime.json"
@@ -94,7 +93,7 @@ def session_options(runtime: dict[str, Any] | None, *, fusions: bool, profile_pr
              "execution_mode", "disabled_optimizers"}
     unknown = sorted(set(runtime) - known)
     if unknown:
-        raise UserError(f"unknown session settings {', '.join(unknown)}; known: {', '.join(sorted(known))}", where)
+        raise UserError(f"unknown session settings {few(unknown)}; known: {', '.join(sorted(known))}", where)
     if "graph_optimization_level" in runtime:
         level = _lookup(_LEVELS, runtime["graph_optimization_level"], "graph_optimization_level", where)
         opts.graph_optimization_level = getattr(ort.GraphOptimizationLevel, level)
@@ -186,9 +185,24 @@ def _small_weights_inline(source, exc: Exception):
     return None if raw is None else (raw, path.parent)
 
 
+def ort_value(array):
+    """``array`` as onnxruntime's Python ``run`` takes it. A bfloat16 array (ml_dtypes' dtype, what
+    ``np.save`` of one reads back as) is refused there ("Numpy_type 256 can't be converted to
+    MLDataType"): it goes as an OrtValue of ONNX type BFLOAT16 (16) over the same bytes."""
+    import numpy as np
+
+    if isinstance(array, np.ndarray) and array.dtype.name == "bfloat16":
+        import onnxruntime as ort
+
+        return ort.OrtValue.ortvalue_from_numpy_with_onnx_type(np.require(array.view(np.uint16), requirements="C"), 16)
+    return array
+
+
 def checked_run(run, *args, label: str | None = None):
     """``run(*args)`` (a session's run, run_with_iobinding): onnxruntime refusing the values it was given
-    (a scale of inf, a negative depth, an IoU threshold beyond 1) is one line, not an internal error."""
+    (a scale of inf, a negative depth, an IoU threshold beyond 1) is one line, not an internal error.
+    A feed's bfloat16 arrays go as OrtValues (``ort_value``)."""
+    args = tuple({k: ort_value(v) for k, v in a.items()} if isinstance(a, dict) else a for a in args)
     try:
         return run(*args)
     except Exception as exc:

@@ -4,7 +4,6 @@ the model being converted, its session settings written to ``runtime.json``."""
 from __future__ import annotations
 
 import hashlib
-import json
 from pathlib import Path
 
 from ascendpipe.errors import Location, UserError

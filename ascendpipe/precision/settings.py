@@ -198,7 +198,7 @@ def allow_hf32_arg(value: Any, where: Location | None = None, name: str = "allow
     return {"conv": both, "matmul": both}
 
 
-def _soc_problem(soc: Any) -> str | None:
+def soc_problem(soc: Any) -> str | None:
     """Why a soc_version cannot be passed on: not text, or holding whitespace or a control character
     (a trailing newline from a shell's $(cat soc.txt) or a YAML block scalar). atc takes the name as the
     SoC's platform file's, so such a name is no SoC (``--soc_version`` is required and checked against
@@ -228,8 +228,8 @@ def check_params(params: dict[str, Any], where: Location | None = None, *,
         if isinstance(value, str) and not value.strip():
             raise UserError(f"{name(key)} is empty ({value!r}); give a value or leave it out", loc(key))
     soc = params.get("soc_version")
-    if soc is not None and _soc_problem(soc):
-        raise UserError(_soc_problem(soc).replace("soc_version", name("soc_version"), 1), loc("soc_version"))
+    if soc is not None and soc_problem(soc):
+        raise UserError(soc_problem(soc).replace("soc_version", name("soc_version"), 1), loc("soc_version"))
     mode, mode_v2 = params.get("precision_mode"), params.get("precision_mode_v2")
     if mode and mode_v2:  # GE option_utils.cc L1359-1371 (CheckPrecisionModeV2Conflict): E10056
         raise UserError(f"{name('precision_mode')} and {name('precision_mode_v2')} cannot be combined (as on ATC: "

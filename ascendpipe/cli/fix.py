@@ -84,6 +84,12 @@ def main(args: argparse.Namespace) -> int:
                         Location(field="--case"))
     if args.pipeline and args.golden:
         raise UserError("give a PIPELINE (pipeline mode) or --golden (standalone mode), not both", Location(field="--golden"))
+    from ascendpipe.precision.settings import check_params
+
+    # the flags atc's checks cover (an empty mode, a SoC name holding a newline, bf16 on a SoC without it),
+    # named as the user wrote them
+    check_params({k: v for k, v in (("precision_mode", args.precision_mode), ("soc_version", args.soc_version))
+                  if v is not None}, spelled=lambda key: "--" + key.replace("_", "-"))
     if args.soc_version is not None:
         from ascendpipe.precision.atc_passes import soc_version_problem
 

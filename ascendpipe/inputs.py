@@ -491,8 +491,9 @@ def _check_random_size(planned: list) -> None:
             biggest = (nbytes, spec, shape)
     if biggest is not None:
         _, spec, shape = biggest
-        check_fits(kept + draw, f"making random inputs for this model (input '{spec.name}' is [{', '.join(map(str, shape))}] "
-                   f"{spec.dtype})", Location(field="inputs"),
+        dims = ", ".join(map(str, shape))
+        check_fits(kept + draw, f"making random inputs for this model (input '{spec.name}' is [{dims}] {spec.dtype})",
+                   Location(field="inputs"),
                    hint="give the model's real inputs (--input FILE.npy|FILE.npz|FOLDER, or a stage's inputs:), "
                         "or fix its input dims")
 

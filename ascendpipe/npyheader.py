@@ -123,7 +123,8 @@ def check_npy_sizes(path, where=None, label: str = "input file") -> None:
         total += claimed
     if claims:
         biggest = max(claims, key=lambda c: c[1])
-        what = f"{label}{biggest[0]}" if len(claims) == 1 else f"{label} ({len(claims)} arrays; the largest{biggest[0]})"
+        what = (f"{label}{biggest[0]}" if len(claims) == 1 else
+                f"{label} ({len(claims)} arrays; the largest{biggest[0]})")
         check_fits(total, f"reading {what}", where, hint="give a smaller file, or run where more memory is free")
 
 

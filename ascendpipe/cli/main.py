@@ -319,7 +319,8 @@ def _failed(err: BaseException, args) -> int:
     import traceback
 
     traceback.print_exc()
-    sys.stderr.write("ascendpipe: internal error (a bug in ascendpipe, not in your input); please report it with the traceback above\n")
+    sys.stderr.write("ascendpipe: internal error (a bug in ascendpipe, not in your input); please report it with "
+                     "the traceback above\n")
     return 3
 
 

@@ -64,7 +64,8 @@ def candidates(outputs: dict, p: dict, input_hw) -> tuple[np.ndarray, np.ndarray
         names = roles.get("levels") or sorted(outputs)
         missing = [n for n in names if n not in outputs]
         if missing:
-            raise UserError(f"head_outputs.levels: no output '{missing[0]}'; the model wrote: {few(sorted(outputs), 12)}")
+            raise UserError(f"head_outputs.levels: no output '{missing[0]}'; the model wrote: "
+                            f"{few(sorted(outputs), 12)}")
         return yolo_decode.yolov5_raw([outputs[n] for n in names], p.get("strides", DEFAULTS["strides"]), p.get("anchors"))
     out = _output(outputs, roles.get("output", p.get("output_name")), "output")
     if decode == "yolov8":

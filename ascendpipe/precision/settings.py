@@ -246,7 +246,8 @@ def check_params(params: dict[str, Any], where: Location | None = None, *,
         from ascendpipe.precision.atc_passes import OVERFLOW_MODES
 
         if overflow not in OVERFLOW_MODES:
-            raise UserError(f"overflow_mode '{overflow}' is not one of {', '.join(OVERFLOW_MODES)}", loc("overflow_mode"))
+            raise UserError(f"overflow_mode '{overflow}' is not one of {', '.join(OVERFLOW_MODES)}",
+                            loc("overflow_mode"))
         if overflow == "inf_nan" and chips.family(soc) in SATURATION_ONLY:
             raise UserError(f"overflow_mode inf_nan: {soc} supports only saturation mode (aclrtFloatOverflowMode, "
                             "set_device_sat_mode); leave overflow_mode out", loc("overflow_mode"))

@@ -54,7 +54,8 @@ VALIDATE = [
     ("soc-inner-space", STAGE + '    params:\n      soc_version: "Ascend 910B1"\n', (),
      "p.yaml:6:20: stage 'convert': soc_version 'Ascend 910B1' holds a space inside it: atc would take it as part of "
      "the SoC's name; write Ascend910B1"),
-    ("bf16-on-310p3", STAGE + "    params:\n      soc_version: Ascend310P3\n      precision_mode: allow_mix_precision_bf16\n",
+    ("bf16-on-310p3",
+     STAGE + "    params:\n      soc_version: Ascend310P3\n      precision_mode: allow_mix_precision_bf16\n",
      (), "p.yaml:7:23: stage 'convert': precision_mode " + BF16),
     ("bf16-variant", STAGE + "    params:\n      soc_version: Ascend310P3\n    matrix:\n"
                              "      precision_mode: [force_fp16, allow_mix_precision_bf16]\n", (),
@@ -62,7 +63,8 @@ VALIDATE = [
     ("both-modes", STAGE + "    params:\n      precision_mode_v2: fp16\n      precision_mode: force_fp16\n", (),
      "p.yaml:6:26: stage 'convert': " + BOTH),
     ("both-modes-across-levels", "params: {precision_mode: force_fp16}\n" + STAGE + "    matrix:\n"
-                                 "      a: {overflow_mode: saturation}\n      b: {precision_mode_v2: mixed_float16}\n", (),
+                                 "      a: {overflow_mode: saturation}\n"
+                                 "      b: {precision_mode_v2: mixed_float16}\n", (),
      "p.yaml:8:30: stage 'convert@b': " + BOTH),
     ("both-modes-by-set", STAGE + "    params:\n      precision_mode: force_fp16\n",
      ("--set", "stages.convert.params.precision_mode_v2=origin"),
@@ -89,7 +91,8 @@ def test_validate_refuses_what_atc_would_at_the_values_line(ws, capsys, case_id,
 
 def test_the_settings_atc_takes_still_validate(ws, capsys):
     (ws / "p.yaml").write_text(STAGE + "    params:\n      soc_version: Ascend910B1\n    matrix:\n"
-                               "      a: {precision_mode_v2: mixed_bfloat16, allow_hf32: {conv: false, matmul: false}}\n"
+                               "      a: {precision_mode_v2: mixed_bfloat16,\n"
+                               "          allow_hf32: {conv: false, matmul: false}}\n"
                                "      b: {precision_mode: allow_fp32_to_fp16, overflow_mode: saturation}\n")
     assert main(["validate", "p.yaml"]) == 0
     assert capsys.readouterr().out.startswith("p.yaml: ok, 2 stages")
@@ -97,7 +100,8 @@ def test_the_settings_atc_takes_still_validate(ws, capsys):
 
 CLI = [
     ("empty-precision-mode", ["--precision-mode", ""], "--precision-mode is empty (''); give a value or leave it out"),
-    ("blank-precision-mode-v2", ["--precision-mode-v2", " "], "--precision-mode-v2 is empty (' '); give a value or leave it out"),
+    ("blank-precision-mode-v2", ["--precision-mode-v2", " "],
+     "--precision-mode-v2 is empty (' '); give a value or leave it out"),
     ("empty-allow-hf32", ["--allow-hf32", ""], "--allow-hf32 is empty (''); give a value or leave it out"),
     ("allow-hf32-twice", ["--allow-hf32", "conv=true,conv=false"],
      "--allow-hf32 'conv=true,conv=false' sets conv twice; give each switch once (conv=true,matmul=false)"),
@@ -181,7 +185,8 @@ def _bf16_model(path: Path) -> Path:
 
     x = helper.make_tensor_value_info("x", TensorProto.BFLOAT16, [2, 4])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])
-    graph = helper.make_graph([helper.make_node("Cast", ["x"], ["y"], to=TensorProto.FLOAT, name="cast")], "g", [x], [y])
+    cast = helper.make_node("Cast", ["x"], ["y"], to=TensorProto.FLOAT, name="cast")
+    graph = helper.make_graph([cast], "g", [x], [y])
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
     return path
 

@@ -90,7 +90,8 @@ def test_check_fits_says_what_needs_how_much_and_what_the_machine_has():
     hostmemory.check_fits(1 << 20, "x", available=2 << 20)
     with pytest.raises(UserError) as err:
         hostmemory.check_fits(3 << 40, "reading labels.npy", available=21 << 30)
-    assert str(err.value) == "reading labels.npy needs 3.0 TiB, more than the 21.0 GiB of memory this machine has available"
+    assert str(err.value) == ("reading labels.npy needs 3.0 TiB, more than the 21.0 GiB of memory this machine has "
+                              "available")
 
 
 # ---- sizes read from files -----------------------------------------------------------------------
@@ -125,9 +126,9 @@ def test_an_npy_that_holds_what_it_claims_but_not_what_the_machine_has_is_refuse
     before = snapshot(ws)
     code = main(["infer", "--model", "m.onnx", "--input", "x.npy", "--output", "o"])
     err = capsys.readouterr().err
-    assert code == 2 and err == ("ascendpipe: error: x.npy: reading input file needs 192.0 KiB, more than the 100.0 KiB "
-                                 "of memory this machine has available (give a smaller file, or run where more memory "
-                                 "is free)\n")
+    assert code == 2 and err == ("ascendpipe: error: x.npy: reading input file needs 192.0 KiB, more than the "
+                                 "100.0 KiB of memory this machine has available (give a smaller file, or run where "
+                                 "more memory is free)\n")
     assert snapshot(ws) == before
 
 
@@ -189,8 +190,8 @@ def test_deep_json_in_the_remote_configuration_and_a_tune_bank_is_one_line(ws, c
     conv_bn_relu_model(ws / "m.onnx")
     (ws / "bank.json").write_text("[" * 3000 + "]" * 3000)
     assert main(["convert", "--model", "m.onnx", "--output", "o", "--tune-bank", "bank.json"]) == 2
-    assert capsys.readouterr().err == ("ascendpipe: error: bank.json: JSON nested deeper than it can be read (arrays or "
-                                       "objects inside each other more than 64 levels deep): not a tune bank\n")
+    assert capsys.readouterr().err == ("ascendpipe: error: bank.json: JSON nested deeper than it can be read (arrays "
+                                       "or objects inside each other more than 64 levels deep): not a tune bank\n")
     assert not (ws / "o").exists()
 
 
@@ -229,7 +230,8 @@ def test_a_disk_that_fills_while_the_source_stage_copies_weights_is_one_line_nam
                      "from pathlib import Path\nfrom tests.hostile.test_sizes_and_json import _external_model\n"
                      "_external_model(Path('m.onnx'))\n")
     script = (f"set -e; mount -t tmpfs -o size=1200k tmpfs {mount}; cd {mount}; mkdir .ascendpipe; "
-              f"{sys.executable} {maker}; printf 'stages:\\n  src:\\n    kind: source\\n    model: m.onnx\\n' > p.yaml; "
+              f"{sys.executable} {maker}; "
+              "printf 'stages:\\n  src:\\n    kind: source\\n    model: m.onnx\\n' > p.yaml; "
               f"{sys.executable} -m ascendpipe build p.yaml > out.txt 2>&1 || true; cat out.txt; "
               "echo ---; cat build/src.log")
     proc = subprocess.run(["unshare", "-rm", "sh", "-c", script], capture_output=True, text=True, env=_env(),

@@ -155,8 +155,8 @@ def _check_refused(make_ws, tmp_path, url, case):
     assert len(lines) == 1, out
     assert quoted in lines[0] and "nothing was written" in lines[0], lines[0]
     assert "not in the local or remote cache" in lines[0] and "taken as a miss" in lines[0], lines[0]
-    where = (f"entry runs/{key[:2]}/{key[2:]}.json" if case in ("digest-dotdot", "digest-nonhex", "dump-key", "remedy-name")
-             else "folder manifest objects/")
+    in_entry = case in ("digest-dotdot", "digest-nonhex", "dump-key", "remedy-name")
+    where = f"entry runs/{key[:2]}/{key[2:]}.json" if in_entry else "folder manifest objects/"
     assert where in lines[0], lines[0]
     assert b.ran() == []
     # nothing written or deleted anywhere: not outside, not in the clone (its cache stays empty), not in the remote

@@ -67,7 +67,8 @@ def _lists(settings: ConvertSettings, names: set[str], types: set[str]) -> Lists
     onnx_keep_types = {t for entry in keep_types for t in oplists.onnx_types(entry)}
     for entry in keep_types:
         if not set(oplists.onnx_types(entry)) & types:
-            raise UserError(f"keep_dtype 'OpType::{entry}' matches no op; op types here: {few(sorted(types), 12)}", where)
+            raise UserError(f"keep_dtype 'OpType::{entry}' matches no op; op types here: {few(sorted(types), 12)}",
+                            where)
     return Lists(frozenset(white), frozenset(black), frozenset(keep_names), frozenset(onnx_keep_types), sources)
 
 

@@ -110,6 +110,21 @@ def test_a_compare_stage_drawing_random_inputs_from_a_huge_dim_is_its_located_li
     assert "Traceback" not in (ws / "build" / "c.log").read_text()
 
 
+def test_random_inputs_under_the_cap_but_past_the_machine_are_refused_at_the_flag(ws, capsys, monkeypatch):
+    _relu_model(ws / "m.onnx", [1, 3, 512, 512])  # 3 MiB of float32, drawn as 6 MiB of float64 first
+    monkeypatch.setattr(hostmemory, "available_bytes", lambda: 4 << 20)
+    before = snapshot(ws)
+    for argv in (["infer", "--model", "m.onnx", "--output", "o"], ["compare", "--golden", "m.onnx", "--target", "m.onnx"]):
+        capsys.readouterr()
+        assert main(argv) == 2
+        flag = argv[1]
+        assert capsys.readouterr().err == (
+            f"ascendpipe: error: {flag} m.onnx: making random inputs for this model (input 'x' is [1, 3, 512, 512] "
+            "float32) needs 9.0 MiB, more than the 4.0 MiB of memory this machine has available (give the model's "
+            "real inputs with --input FILE.npy|FILE.npz|FOLDER)\n")
+    assert snapshot(ws) == before
+
+
 def test_random_inputs_are_drawn_as_before_when_they_fit():
     from ascendpipe.inputs import InputSpec, random_inputs
 

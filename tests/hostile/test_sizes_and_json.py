@@ -114,7 +114,8 @@ def test_random_inputs_under_the_cap_but_past_the_machine_are_refused_at_the_fla
     _relu_model(ws / "m.onnx", [1, 3, 512, 512])  # 3 MiB of float32, drawn as 6 MiB of float64 first
     monkeypatch.setattr(hostmemory, "available_bytes", lambda: 4 << 20)
     before = snapshot(ws)
-    for argv in (["infer", "--model", "m.onnx", "--output", "o"], ["compare", "--golden", "m.onnx", "--target", "m.onnx"]):
+    for argv in (["infer", "--model", "m.onnx", "--output", "o"],
+                 ["compare", "--golden", "m.onnx", "--target", "m.onnx"]):
         capsys.readouterr()
         assert main(argv) == 2
         flag = argv[1]

@@ -55,7 +55,9 @@ def read_array_header(stream, version: tuple[int, int]) -> tuple[tuple[int, ...]
 def npy_error(exc: BaseException) -> str:
     """numpy's reason a file did not load, said for the user: a file without numpy's header is
     refused as "pickled (object) data" (numpy tries pickle last), which misleads for a damaged file."""
-    if isinstance(exc, ValueError) and ("pickled" in str(exc) or "magic string is not correct" in str(exc)):
+    text = str(exc)
+    if isinstance(exc, ValueError) and ("pickled" in text or "magic string is not correct" in text
+                                        or "reading magic string" in text):  # shorter than the magic
         return "not a numpy .npy/.npz file (it does not start with numpy's header: damaged, or another format)"
     return str(exc)
 

@@ -98,12 +98,22 @@ def load_array(path: Path, where: Location):
         check_npy_sizes(path, where, str(path))  # the headers' claims, before numpy allocates them
         if path.suffix == ".npz":
             with np.load(path) as data:
-                return {k: data[k] for k in data.files}
-        return np.load(path)
+                return {k: _widened(data[k]) for k in data.files}
+        return _widened(np.load(path))
     except FileNotFoundError:
         raise UserError(f"{path} does not exist", where) from None
     except (ValueError, OSError, EOFError, zipfile.BadZipFile, KeyError) as exc:
         raise UserError(f"cannot read {path}: {npy_error(exc)}", where) from None
+
+
+def _widened(array):
+    """A bfloat16 output (a bf16 model's, saved by infer as ml_dtypes writes it: numpy reads ``<V2``) as the
+    float32 it widens to exactly, for the metrics; any other array as it is."""
+    if array.dtype.kind == "V" and array.dtype.itemsize == 2 and array.dtype.names is None:
+        from ascendpipe.inputs import bfloat16
+
+        return array.view(bfloat16()).astype("float32")
+    return array
 
 
 def pick_output(outputs: dict, output_name: str | None, where: Location):

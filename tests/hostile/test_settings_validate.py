@@ -209,3 +209,29 @@ def test_an_ml_dtypes_bfloat16_npy_feeds_a_bfloat16_input(ws, capsys):
     assert main(["infer", "--model", "bf.onnx", "--input", "bits.npy", "--output", "u"]) == 2
     assert capsys.readouterr().err == ("ascendpipe: error: bits.npy: input 'x': expected bfloat16 [N,4], given uint16 "
                                        "[2,4] (convert the data with .astype('bfloat16'))\n")
+
+
+def test_a_model_with_bfloat16_outputs_runs_and_compares(ws, capsys):
+    """onnxruntime's Python run returns no bfloat16 output ("No corresponding Numpy type"): infer, dump,
+    compare, profile and eval read them as ml_dtypes' bfloat16 (OrtValues), byte for byte."""
+    import ml_dtypes
+    import onnx
+    from onnx import TensorProto, helper
+
+    x = helper.make_tensor_value_info("x", TensorProto.BFLOAT16, [2, 3])
+    y = helper.make_tensor_value_info("y", TensorProto.BFLOAT16, [2, 3])
+    graph = helper.make_graph([helper.make_node("Identity", ["x"], ["y"], name="same")], "g", [x], [y])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(ws / "id.onnx"))
+    values = np.array([[1.0, -2.5, 3.140625], [65280.0, 1e-3, -7.0]], np.float32).astype(ml_dtypes.bfloat16)
+    np.save(ws / "x.npy", values)
+    for argv in (["infer", "--model", "id.onnx", "--input", "x.npy", "--output", "o"],
+                 ["compare", "--golden", "id.onnx", "--target", "id.onnx", "--input", "x.npy", "--output", "c"],
+                 ["profile", "--model", "id.onnx", "--input", "x.npy", "--output", "p"]):
+        assert main(argv) == 0, argv
+    out = np.load(ws / "o" / "outputs" / "y.npy")
+    assert out.dtype.itemsize == 2 and out.tobytes() == values.tobytes()
+    from ascendpipe.errors import Location
+    from ascendpipe.stages.eval import load_array
+
+    np.testing.assert_array_equal(load_array(ws / "o" / "outputs" / "y.npy", Location()), values.astype(np.float32))
+    assert "Traceback" not in capsys.readouterr().err

@@ -146,9 +146,10 @@ def feed_array(array):
 
 
 def _bindable(session, names: Sequence[str]) -> bool:
-    """onnxruntime's IO binding takes numeric tensors only (not strings, sequences or optionals)."""
+    """onnxruntime's IO binding takes numeric tensors only (not strings, sequences or optionals; nor
+    bfloat16, whose outputs it cannot copy to numpy: ``checked_run`` returns those)."""
     def numeric(kind: str) -> bool:
-        return kind.startswith("tensor(") and kind != "tensor(string)"
+        return kind.startswith("tensor(") and kind not in ("tensor(string)", "tensor(bfloat16)")
 
     outputs = {o.name: o.type for o in session.get_outputs()}
     return all(numeric(i.type) for i in session.get_inputs()) and all(numeric(outputs[n]) for n in names)

@@ -198,13 +198,55 @@ def ort_value(array):
     return array
 
 
+def numpy_of(value):
+    """An OrtValue as numpy holds it; a bfloat16 tensor (``OrtValue.numpy`` has no numpy type for it) as
+    ml_dtypes' bfloat16, its bytes copied from the CPU tensor's buffer."""
+    if value.data_type() != "tensor(bfloat16)":
+        return value.numpy()
+    import ctypes
+
+    import numpy as np
+
+    from ascendpipe.inputs import bfloat16
+
+    shape = [int(d) for d in value.shape()]
+    count = int(np.prod(shape)) if shape else 1
+    if count == 0:
+        return np.empty(shape, bfloat16())
+    raw = (ctypes.c_uint16 * count).from_address(value.data_ptr())
+    return np.frombuffer(raw, np.uint16).copy().reshape(shape).view(bfloat16())
+
+
+def run_fn(session):
+    """``session.run``, or for a model with a bfloat16 input or output (which onnxruntime's Python ``run``
+    can neither take nor return as numpy) a run feeding ``ort_value``s and returning ``numpy_of`` each
+    output: the profile and tune loops call it as they call ``session.run``."""
+    kinds = [i.type for i in session.get_inputs()] + [o.type for o in session.get_outputs()]
+    if "tensor(bfloat16)" not in kinds:
+        return session.run
+
+    def run(names, feeds, *rest):
+        values = session.run_with_ort_values(names, {k: ort_value(v) for k, v in feeds.items()}, *rest)
+        return [numpy_of(v) for v in values]
+
+    return run
+
+
 def checked_run(run, *args, label: str | None = None):
     """``run(*args)`` (a session's run, run_with_iobinding): onnxruntime refusing the values it was given
     (a scale of inf, a negative depth, an IoU threshold beyond 1) is one line, not an internal error.
-    A feed's bfloat16 arrays go as OrtValues (``ort_value``)."""
+    A feed's bfloat16 arrays go as OrtValues (``ort_value``); a session's ``run`` whose outputs include
+    a bfloat16 one (its Python API has "No corresponding Numpy type" for it) runs again returning
+    OrtValues, each read by ``numpy_of``."""
     args = tuple({k: ort_value(v) for k, v in a.items()} if isinstance(a, dict) else a for a in args)
     try:
         return run(*args)
+    except RuntimeError as exc:
+        session = getattr(run, "__self__", None)
+        if "Numpy type for Tensor Type. bfloat16" not in str(exc) or getattr(run, "__name__", "") != "run" \
+                or not hasattr(session, "run_with_ort_values"):
+            raise
+        return checked_run(lambda *a: [numpy_of(v) for v in session.run_with_ort_values(*a)], *args, label=label)
     except Exception as exc:
         if not type(exc).__module__.startswith("onnxruntime"):
             raise

@@ -100,3 +100,13 @@ class StageFailed(Exception):
         if self.log_path:
             text += f" (log: {self.log_path})"
         return text
+
+
+def few(items, limit: int = 5, *, show=str, sep: str = ", ") -> str:
+    """A list as a message names it: the first ``limit`` items (each through ``show``) and how many more,
+    ``a, b, c, d, e and 99995 more (100000 in all)``. A line naming what a file lists (100,000 unknown
+    keep_dtype names) stays a line."""
+    items = list(items)
+    if len(items) <= limit + 1:  # "and 1 more" would be longer than the item
+        return sep.join(show(i) for i in items)
+    return f"{sep.join(show(i) for i in items[:limit])} and {len(items) - limit} more ({len(items)} in all)"

@@ -8,6 +8,7 @@ A leaf module (standard library only).
 
 from __future__ import annotations
 
+import errno
 import itertools
 import json
 import os
@@ -17,6 +18,9 @@ _COUNTER = itertools.count()
 
 
 _UMASK: list[int] = []
+# what a write itself meets (a full disk or quota, a file too large, the device failing): os.write says no
+# file name, so atomic_path adds the one it writes
+_WRITE_ERRNOS = frozenset(getattr(errno, name) for name in ("ENOSPC", "EDQUOT", "EFBIG", "EIO") if hasattr(errno, name))
 
 
 def _umask() -> int:
@@ -64,8 +68,13 @@ class atomic_path:
             # or a result another user reads is not private by accident
             os.chmod(self.tmp, 0o666 & ~_umask())
             os.replace(self.tmp, self.path)
-        elif os.path.exists(self.tmp):
-            os.unlink(self.tmp)
+        else:
+            if os.path.exists(self.tmp):
+                os.unlink(self.tmp)
+            if isinstance(exc, OSError) and exc.filename is None and exc.errno in _WRITE_ERRNOS:
+                # os.write and the writers over it (np.save, onnx.save) raise ENOSPC/EIO without a file
+                # name: the failure names the file being written (store/failures.py says it)
+                raise OSError(exc.errno, exc.strerror, self.path) from exc
         return False
 
 
@@ -226,3 +235,19 @@ def special_file(path: str) -> str | None:
     if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
         return "a device"
     return "not a regular file"
+
+
+def shown_path(path) -> str:
+    """``path`` as the user knows it: a temp name this package writes under (``atomic_path``'s
+    ``.tmp-NAME.PID-N.tmp``, a stage's ``.tmp-NAME-XXXXXX`` output folder) becomes ``NAME``, in each part."""
+    parts = str(path).split(os.sep)
+    for i, part in enumerate(parts):
+        if not part.startswith(TEMP_PREFIX):
+            continue
+        name = part[len(TEMP_PREFIX):]
+        if name.endswith(".tmp"):  # atomic_path: NAME.PID-N.tmp
+            name = name[:-4].rsplit(".", 1)[0]
+        else:  # a stage's output folder made by tempfile.mkdtemp(prefix=".tmp-NAME-")
+            name = name.rsplit("-", 1)[0]
+        parts[i] = name or part
+    return os.sep.join(parts)

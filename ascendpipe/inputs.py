@@ -37,8 +37,8 @@ from typing import Sequence, Union
 
 import numpy as np
 
-from ascendpipe.errors import Location, UserError
-from ascendpipe.npyheader import read_array_header
+from ascendpipe.errors import Location, UserError, few
+from ascendpipe.npyheader import check_npy_sizes, npy_error  # noqa: F401 (npy_error: the readers' one wording)
 
 Dim = Union[int, str, None]  # int: static; str: a named dynamic dim; None: an unnamed dynamic dim
 
@@ -84,7 +84,7 @@ def with_batch_axes(specs: Sequence[InputSpec], declared: dict | None = None) ->
     names = [s.name for s in specs]
     for name, axis in declared.items():
         if name not in names:
-            raise UserError(f"batch_axes names '{name}', which is not a model input; inputs: {', '.join(names)}", where)
+            raise UserError(f"batch_axes names '{name}', which is not a model input; inputs: {few(names)}", where)
         rank = len(next(s for s in specs if s.name == name).shape)
         if axis is not None and (isinstance(axis, bool) or not isinstance(axis, int) or not 0 <= axis < rank):
             raise UserError(f"batch_axes '{name}': {axis!r} is not an axis of a rank-{rank} input "
@@ -140,6 +140,24 @@ def describe_array(array: np.ndarray) -> str:
 
 
 STRING = "str"  # InputSpec.dtype of a string tensor
+BFLOAT16 = "bfloat16"
+
+
+def bfloat16() -> np.dtype:
+    """numpy's bfloat16: ml_dtypes' (onnx's own dependency; numpy has none)."""
+    import ml_dtypes
+
+    return np.dtype(ml_dtypes.bfloat16)
+
+
+def as_declared(spec: InputSpec, array):
+    """``array`` in the dtype ``spec`` declares where it holds that type under another name: a bfloat16
+    array saved by ``np.save`` (ml_dtypes 0.5 writes its descr as ``<V2``, numpy's 2-byte void, and
+    np.load gives that void back) is read as bfloat16, byte for byte."""
+    if (spec.dtype == BFLOAT16 and isinstance(array, np.ndarray) and array.dtype.kind == "V"
+            and array.dtype.itemsize == 2 and array.dtype.names is None):
+        return array.view(bfloat16())
+    return array
 
 
 def spec_dtype(spec: InputSpec, where: Location | None = None) -> np.dtype | None:
@@ -148,6 +166,8 @@ def spec_dtype(spec: InputSpec, where: Location | None = None) -> np.dtype | Non
     in one line naming the input and why."""
     if spec.dtype == STRING:
         return None
+    if spec.dtype == BFLOAT16:
+        return bfloat16()
     try:
         return np.dtype(spec.dtype)
     except TypeError:
@@ -185,7 +205,7 @@ def check_array(spec: InputSpec, array: np.ndarray, where: Location | None = Non
     """The array as a batch of samples (the batch axis added when missing); a mismatch is a UserError."""
     if not isinstance(array, np.ndarray):
         raise UserError(f"input '{spec.name}': expected {spec.describe()}, given {describe_array(array)}", where)
-    given = array
+    array = given = as_declared(spec, array)
     if spec.axis is not None and array.ndim == len(spec.shape) - 1:
         array = np.expand_dims(array, spec.axis)  # one sample without its batch axis
     ok = _dtype_ok(spec, array) and array.ndim == len(spec.shape)
@@ -209,63 +229,6 @@ def check_array(spec: InputSpec, array: np.ndarray, where: Location | None = Non
             hint=hint,
         )
     return array
-
-
-def npy_error(exc: BaseException) -> str:
-    """numpy's reason a file did not load, said for the user: a file without numpy's header is
-    refused as "pickled (object) data" (numpy tries pickle last), which misleads for a damaged file."""
-    if isinstance(exc, ValueError) and ("pickled" in str(exc) or "magic string is not correct" in str(exc)):
-        return "not a numpy .npy/.npz file (it does not start with numpy's header: damaged, or another format)"
-    return str(exc)
-
-
-def _header_bytes(fh, size: int, what: str, where: Location) -> None:
-    """Refuse an .npy whose header claims more data than ``size`` bytes hold (read before numpy
-    allocates the array: a 16-byte file claiming 2^40 samples would ask for terabytes)."""
-    fmt = np.lib.format
-    try:
-        version = fmt.read_magic(fh)
-        shape, _, dtype = read_array_header(fh, version)
-    except (ValueError, OSError, EOFError, SyntaxError, TypeError) as exc:
-        raise UserError(f"cannot read input file{what}: {npy_error(exc)}", where) from None
-    if dtype.hasobject:
-        return  # numpy refuses it next (no pickles)
-    count = 1
-    for dim in shape:
-        count *= int(dim)
-    claimed, held = count * dtype.itemsize, size - fh.tell()
-    if claimed > held:
-        raise UserError(f"input file{what} is damaged or truncated: its header says {dtype} "
-                        f"[{','.join(str(d) for d in shape)}] ({_size(claimed)}), but it holds {_size(max(held, 0))} "
-                        "of data", where, hint="write the array again (np.save)")
-
-
-def _size(count: int) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"):
-        if count < 1024 or unit == "EiB":
-            return f"{count} {unit}" if unit == "B" else f"{count:.1f} {unit}"
-        count /= 1024
-    return str(count)
-
-
-def check_npy_sizes(path: Path) -> None:
-    """Every array of an .npy/.npz holds the bytes its header claims (UserError naming the file and
-    member otherwise), checked before anything is allocated."""
-    import zipfile
-
-    where = Location(file=str(path))
-    try:
-        if path.suffix == ".npy":
-            with open(path, "rb") as fh:
-                _header_bytes(fh, path.stat().st_size, "", where)
-        elif path.suffix == ".npz" and zipfile.is_zipfile(path):
-            with zipfile.ZipFile(path) as archive:
-                for info in archive.infolist():
-                    if info.filename.endswith(".npy"):
-                        with archive.open(info) as fh:
-                            _header_bytes(fh, info.file_size, f" member '{info.filename[:-4]}'", where)
-    except (OSError, zipfile.BadZipFile, EOFError) as exc:
-        raise UserError(f"cannot read input file: {npy_error(exc)}", where) from None
 
 
 def _read_file(path: Path, specs: Sequence[InputSpec]) -> dict[str, np.ndarray]:
@@ -306,12 +269,12 @@ def _check_names(arrays: dict, specs: Sequence[InputSpec], where: Location) -> N
     if missing or extra:
         parts = []
         if missing:
-            parts.append(f"missing {', '.join(missing)}")
+            parts.append(f"missing {few(missing)}")
         if extra:
-            parts.append(f"unknown {', '.join(extra)}")
+            parts.append(f"unknown {few(extra)}")
         raise UserError(
             f"input names do not match the model ({'; '.join(parts)}); "
-            f"model inputs: {', '.join(wanted)}; given: {', '.join(sorted(arrays)) or 'none'}",
+            f"model inputs: {few(wanted)}; given: {few(sorted(arrays)) or 'none'}",
             where,
         )
 
@@ -463,7 +426,7 @@ def random_inputs(input_specs: Sequence[InputSpec], seed: int = 0, batch_size: i
     check_specs(input_specs, Location(field="inputs"))
     specs = with_batch_axes(input_specs, batch_axes)
     shapes = dict(shapes or {})
-    arrays, symbolic = {}, []
+    arrays, symbolic, planned = {}, [], []
     for spec in specs:
         wanted = list(shapes.get(spec.name) or spec.shape)
         if len(wanted) != len(spec.shape):
@@ -478,18 +441,7 @@ def random_inputs(input_specs: Sequence[InputSpec], seed: int = 0, batch_size: i
             else:
                 symbolic.append(f"'{spec.name}' axis {axis} ({dim if isinstance(dim, str) and dim else '?'})")
                 shape.append(1)
-        dtype = spec_dtype(spec) or np.dtype(object)
-        if dtype.kind == "f":
-            array = rng.standard_normal(shape).astype(dtype)
-        elif dtype == np.uint8:
-            array = rng.integers(0, 256, shape, dtype=np.uint8)
-        elif dtype.kind in "iu":
-            array = rng.integers(0, 10, shape).astype(dtype)
-        elif dtype.kind == "b":
-            array = rng.integers(0, 2, shape).astype(bool)
-        else:
-            raise UserError(f"input '{spec.name}': cannot make random data of type {spec.dtype}; give inputs")
-        arrays[spec.name] = array
+        planned.append((spec, shape, spec_dtype(spec) or np.dtype(object)))
     if symbolic:
         example = next(s for s in specs if any(not isinstance(d, int) for i, d in enumerate(s.shape) if i != s.axis))
         dims = ",".join(str(d) if isinstance(d, int) else ("1" if i == example.axis else "640")
@@ -500,7 +452,50 @@ def random_inputs(input_specs: Sequence[InputSpec], seed: int = 0, batch_size: i
             hint=f"give real inputs (--input FILE.npz, or a stage's inputs:), or convert with the shape the device "
                  f"will take, as ATC needs for a dynamic model (convert --input-shape \"{example.name}:{dims}\", "
                  f"param input_shape) and feed the converted model")
+    _check_random_size(planned)
+    for spec, shape, dtype in planned:
+        if dtype.kind == "f":
+            array = rng.standard_normal(shape).astype(dtype)
+        elif dtype.name == BFLOAT16:  # drawn as float32's would be, then rounded
+            array = rng.standard_normal(shape).astype(np.float32).astype(dtype)
+        elif dtype == np.uint8:
+            array = rng.integers(0, 256, shape, dtype=np.uint8)
+        elif dtype.kind in "iu":
+            array = rng.integers(0, 10, shape).astype(dtype)
+        elif dtype.kind == "b":
+            array = rng.integers(0, 2, shape).astype(bool)
+        else:
+            raise UserError(f"input '{spec.name}': cannot make random data of type {spec.dtype}; give inputs")
+        arrays[spec.name] = array
     return Batch(arrays, axes={s.name: s.axis for s in specs})
+
+
+def _check_random_size(planned: list) -> None:
+    """Refuse random inputs this machine cannot hold before drawing them: numpy draws a float input in
+    float64 (and an integer one in int64) and then casts, so the peak is every array kept plus the
+    largest draw (the dims are the model's word: a 10^11 dim would ask for terabytes)."""
+    from ascendpipe.hostmemory import check_fits
+
+    kept, draw, biggest = 0, 0, None
+    for spec, shape, dtype in planned:
+        count = 1
+        for dim in shape:
+            count *= dim
+        if dtype.kind not in "fiub" and dtype.name != BFLOAT16:
+            continue  # refused as it is reached
+        nbytes = count * dtype.itemsize
+        kept += nbytes
+        if dtype.kind in "fib" and dtype != np.uint8 or dtype.name == BFLOAT16:
+            draw = max(draw, count * 8)
+        if biggest is None or nbytes > biggest[0]:
+            biggest = (nbytes, spec, shape)
+    if biggest is not None:
+        _, spec, shape = biggest
+        dims = ", ".join(map(str, shape))
+        check_fits(kept + draw, f"making random inputs for this model (input '{spec.name}' is [{dims}] {spec.dtype})",
+                   Location(field="inputs"),
+                   hint="give the model's real inputs (--input FILE.npy|FILE.npz|FOLDER, or a stage's inputs:), "
+                        "or fix its input dims")
 
 
 def save_npy_atomic(path: str | Path, array: np.ndarray) -> None:

@@ -48,3 +48,96 @@ def read_array_header(stream, version: tuple[int, int]) -> tuple[tuple[int, ...]
             return reader(stream)
         except (SyntaxError, TokenError) as exc:  # a cut header: numpy's tokenizer gives up before its own check
             raise ValueError(f"Cannot parse header: {exc}") from None
+
+
+# -- what a user's .npy/.npz claims, checked before numpy allocates it ---------------------------------
+
+def npy_error(exc: BaseException) -> str:
+    """numpy's reason a file did not load, said for the user: a file without numpy's header is
+    refused as "pickled (object) data" (numpy tries pickle last), which misleads for a damaged file."""
+    text = str(exc)
+    if isinstance(exc, ValueError) and ("pickled" in text or "magic string is not correct" in text
+                                        or "reading magic string" in text):  # shorter than the magic
+        return "not a numpy .npy/.npz file (it does not start with numpy's header: damaged, or another format)"
+    return str(exc)
+
+
+def _size(count: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"):
+        if count < 1024 or unit == "EiB":
+            return f"{count} {unit}" if unit == "B" else f"{count:.1f} {unit}"
+        count /= 1024
+    return str(count)
+
+
+def _claimed(fh, size: int, what: str, where, label: str) -> int:
+    """The bytes the array at ``fh`` (a stream of ``size`` bytes, at its start) claims; a header that
+    claims more than the stream holds is one line (a 16-byte file claiming 2^40 samples would ask
+    numpy for terabytes)."""
+    from ascendpipe.errors import UserError
+
+    fmt = np.lib.format
+    try:
+        version = fmt.read_magic(fh)
+        shape, _, dtype = read_array_header(fh, version)
+    except (ValueError, OSError, EOFError, SyntaxError, TypeError) as exc:
+        raise UserError(f"cannot read {label}{what}: {npy_error(exc)}", where) from None
+    if dtype.hasobject:
+        return 0  # numpy refuses it next (no pickles)
+    count = 1
+    for dim in shape:
+        count *= int(dim)
+    claimed, held = count * dtype.itemsize, size - fh.tell()
+    if claimed > held:
+        raise UserError(f"{label}{what} is damaged or truncated: its header says {dtype} "
+                        f"[{','.join(str(d) for d in shape)}] ({_size(claimed)}), but it holds {_size(max(held, 0))} "
+                        "of data", where, hint="write the array again (np.save)")
+    return claimed
+
+
+def check_npy_sizes(path, where=None, label: str = "input file") -> None:
+    """Every array of an .npy/.npz holds the bytes its header claims, and all of them together fit
+    in the memory this machine has (``hostmemory``): else one ``UserError`` naming the file and
+    member, raised before anything is allocated. ``label`` names the file's role in the message."""
+    import zipfile
+    from pathlib import Path
+
+    from ascendpipe.errors import Location, UserError
+    from ascendpipe.hostmemory import check_fits
+
+    path = Path(path)
+    where = where or Location(file=str(path))
+    total, claims = 0, []
+    try:
+        if path.suffix == ".npy":
+            with open(path, "rb") as fh:
+                claims.append(("", _claimed(fh, path.stat().st_size, "", where, label)))
+        elif path.suffix == ".npz" and zipfile.is_zipfile(path):
+            with zipfile.ZipFile(path) as archive:
+                for info in archive.infolist():
+                    if info.filename.endswith(".npy"):
+                        with archive.open(info) as fh:
+                            member = f" member '{info.filename[:-4]}'"
+                            claims.append((member, _claimed(fh, info.file_size, member, where, label)))
+    except (OSError, zipfile.BadZipFile, EOFError) as exc:
+        raise UserError(f"cannot read {label}: {npy_error(exc)}", where) from None
+    for member, claimed in claims:
+        total += claimed
+    if claims:
+        biggest = max(claims, key=lambda c: c[1])
+        what = (f"{label}{biggest[0]}" if len(claims) == 1 else
+                f"{label} ({len(claims)} arrays; the largest{biggest[0]})")
+        check_fits(total, f"reading {what}", where, hint="give a smaller file, or run where more memory is free")
+
+
+def load_npy(path, where=None, label: str = "file"):
+    """``np.load`` of a user's .npy (never a pickle), its claimed size checked first
+    (``check_npy_sizes``); a damaged or foreign file is one line naming it."""
+    from ascendpipe.errors import Location, UserError
+
+    where = where or Location(file=str(path))
+    check_npy_sizes(path, where, label)
+    try:
+        return np.load(path, allow_pickle=False)
+    except (ValueError, OSError, EOFError) as exc:
+        raise UserError(f"cannot read {label}: {npy_error(exc)}", where) from None

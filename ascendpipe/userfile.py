@@ -43,20 +43,67 @@ def read_text(path, what: str = "file") -> str:
         raise UserError(f"{path}: not a text file (byte {exc.start} is not UTF-8); give the {what} as text") from None
 
 
-def load_json(path, what: str = "file"):
-    """A JSON file's value; an empty, cut-short, malformed or absurdly nested file is one located line."""
+# JSON a user gives (labels, COCO, tune banks, the remote configuration, fusion switches...) nests a
+# few levels (COCO: 4, a keypoint list 5); a file nested deeper than this is refused before anything
+# walks it: Python's own recursion stops near 1000 levels, inside json's parser or, for a file just
+# under that, inside whatever reads the value next (a RecursionError traceback)
+MAX_JSON_DEPTH = 64
+# memory a parsed JSON file takes, per byte of its text (the text, its str, the objects): measured with
+# json.loads on CPython 3.11, 2.8x for COCO annotations, 5.3x for lists of integers; 8x leaves room
+JSON_MEMORY_PER_BYTE = 8
+
+
+def json_depth(value, limit: int = MAX_JSON_DEPTH) -> int:
+    """How deep ``value`` nests (a scalar 0, ``[]`` 1), counted up to ``limit + 1`` at most: level by
+    level without recursion (a quarter of json.loads' own time on a 150 MB COCO file)."""
+    containers = (dict, list)
+    level = [value] if type(value) in containers else []
+    depth = 0
+    while level and depth <= limit:
+        depth += 1
+        following: list = []
+        for node in level:
+            following += [c for c in (node.values() if type(node) is dict else node) if type(c) in containers]
+        level = following
+    return depth
+
+
+def parse_json(text: str, label, what: str = "file", *, deep: str | None = None):
+    """``text`` as JSON, ``label`` naming where it came from (a path); malformed or nested past
+    MAX_JSON_DEPTH is one located line (``deep``: what that line adds, else what the file should be)."""
     import json
 
-    text = read_text(path, what)
     if not text.strip():
-        raise UserError(f"{path}: the {what} is empty; expected JSON")
+        raise UserError(f"{label}: the {what} is empty; expected JSON")
+    too_deep = False
     try:
-        return json.loads(text)
+        value = json.loads(text)
     except json.JSONDecodeError as exc:
         cut = " (the file ends early: cut short?)" if exc.pos >= len(text.rstrip()) else ""
-        raise UserError(f"{path}:{exc.lineno}:{exc.colno}: not JSON: {exc.msg}{cut}") from None
-    except RecursionError:
-        raise UserError(f"{path}: JSON nested deeper than it can be read") from None
+        raise UserError(f"{label}:{exc.lineno}:{exc.colno}: not JSON: {exc.msg}{cut}") from None
+    except RecursionError:  # past the interpreter's own limit (about 1000 levels)
+        too_deep, value = True, None
+    if too_deep or json_depth(value) > MAX_JSON_DEPTH:
+        raise UserError(f"{label}: JSON nested deeper than it can be read (arrays or objects inside each other "
+                        f"more than {MAX_JSON_DEPTH} levels deep): {deep or f'not a {what}'}")
+    return value
+
+
+def load_json(path, what: str = "file"):
+    """A JSON file's value; an empty, cut-short, malformed, absurdly nested file, or one too large for
+    this machine's memory, is one located line."""
+    import os
+
+    try:
+        size = os.stat(path).st_size
+    except OSError:
+        size = 0  # read_text says why
+    if size:
+        from ascendpipe.hostmemory import check_fits
+
+        check_fits(size * JSON_MEMORY_PER_BYTE, f"{path}: reading the {what} ({size} bytes of JSON, about "
+                   f"{JSON_MEMORY_PER_BYTE}x that once parsed)", hint=f"give a smaller {what}")
+    return parse_json(read_text(path, what), path, what)
 
 
 def number(value, file, field: str, *, minimum: float | None = None, above: float | None = None,

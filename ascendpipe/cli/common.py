@@ -52,10 +52,11 @@ def positive_number(text: str) -> float:
 
 
 def use_color(stream) -> bool:
-    """ANSI colours only on a terminal, and never with NO_COLOR set (https://no-color.org), as ``build`` does."""
-    import os
+    """ANSI colours only on a terminal, never with NO_COLOR set or TERM=dumb, as ``build`` paints
+    (``ascendpipe.terminal``)."""
+    from ascendpipe import terminal
 
-    return bool(getattr(stream, "isatty", None) and stream.isatty()) and os.environ.get("NO_COLOR") is None
+    return terminal.colour(stream)
 
 
 def batch_axis_item(text: str) -> tuple[str, int | None]:

@@ -54,7 +54,7 @@ def params_from_args(args: argparse.Namespace) -> dict:
         from ascendpipe.precision.settings import keep_dtype_arg
 
         params["keep_dtype"] = keep_dtype_arg(params["keep_dtype"])
-    return {k: v for k, v in params.items() if v}
+    return {k: v for k, v in params.items() if v is not None}  # a flag given "" is refused (check_params)
 
 
 def _check(args: argparse.Namespace) -> None:
@@ -65,6 +65,11 @@ def _check(args: argparse.Namespace) -> None:
     from ascendpipe.cli import guard
     from ascendpipe.errors import Location, UserError
 
+    from ascendpipe.precision.settings import check_params
+
+    # atc's checks of its options, on either backend, before anything is read or written: a flag given
+    # empty, a SoC name holding a newline, both precision modes, allow_hf32 with a switch twice
+    check_params(params_from_args(args), spelled=lambda key: "--" + key.replace("_", "-"))
     if str(args.framework).strip() != "5":
         names = {"0": "Caffe", "1": "MindSpore", "3": "TensorFlow"}
         what = names.get(str(args.framework).strip(), "not ONNX")
@@ -94,8 +99,14 @@ def _check(args: argparse.Namespace) -> None:
             read_bank(args.tune_bank)  # a bank the next infer would refuse, refused before anything is written
 
 
+def _shown(value) -> str:
+    text = value if isinstance(value, str) else ",".join(map(str, value)) if isinstance(value, list) else str(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def main(args: argparse.Namespace) -> int:
     from ascendpipe.backends.onnxruntime.convert import convert_model
+    from ascendpipe.errors import Location, UserError
     from ascendpipe.precision.settings import resolve
 
     _check(args)
@@ -106,8 +117,16 @@ def main(args: argparse.Namespace) -> int:
         print(f"{Path(args.output) / 'model.om'}: {result.metrics['om_ops']} OM ops, {result.metrics['fused_ops']} fused")
         print(f"  atc: {result.info['atc_cmdline']}")
         return 0
-    settings = resolve(params_from_args(args))
-    result = convert_model(Path(args.model), Path(args.output), settings, allow_custom_ops=args.allow_custom_ops)
+    params = params_from_args(args)
+    try:
+        settings = resolve(params)
+        result = convert_model(Path(args.model), Path(args.output), settings, allow_custom_ops=args.allow_custom_ops)
+    except UserError as err:  # about one flag's value (keep_dtype names ops the model lacks): named by the flag
+        field = (err.location.field or "").split(".")[0]
+        if err.location.file or field not in params:
+            raise
+        raise UserError(err.message, Location(file=f"--{field.replace('_', '-')} {_shown(params[field])}"),
+                        hint=err.hint) from None
     for line in result.warnings:
         print(line, file=sys.stderr)
     c = result.counts

@@ -105,6 +105,12 @@ def main(args: argparse.Namespace) -> int:
                         Location(field="--case"))
     if args.pipeline and args.golden:
         raise UserError("give a PIPELINE (pipeline mode) or --golden (standalone mode), not both", Location(field="--golden"))
+    from ascendpipe.precision.settings import check_params
+
+    # the flags atc's checks cover (an empty mode, a SoC name holding a newline, bf16 on a SoC without it),
+    # named as the user wrote them
+    check_params({k: v for k, v in (("precision_mode", args.precision_mode), ("soc_version", args.soc_version))
+                  if v is not None}, spelled=lambda key: "--" + key.replace("_", "-"))
     if args.soc_version is not None:
         from ascendpipe.precision.atc_passes import soc_version_problem
 
@@ -197,15 +203,23 @@ def _cases(args: argparse.Namespace) -> list:
     case becomes --golden/--input."""
     from ascendpipe.cli import guard
     from ascendpipe.errors import Location, UserError
+    from ascendpipe.cli.common import batch_axes
     from ascendpipe.fix.cases import parse_case
 
     pairs = [parse_case(text) for text in args.cases]
-    for model, given in pairs:
-        guard.model_file(model, "--case")
+    for text, (model, given) in zip(args.cases, pairs):
+        found = guard.model_file(model, "--case")
         if given is not None and not given.is_file():
             raise UserError(f"--case input {given} does not exist", Location(file=str(given), field="--case"))
         if given is None:
             guard.random_input_size(model, None, flag="--case")
+            continue
+        from ascendpipe.inputs import load_inputs
+
+        try:  # each case's input against its own model, named by its --case (two cases may share a file)
+            load_inputs(given, guard.model_specs(found, "--case"), batch_axes=batch_axes(args))
+        except UserError as err:
+            raise UserError(str(err), Location(file=f"--case {text}")) from None
     if pairs and args.golden is None:
         (args.golden, args.input), pairs = pairs[0], pairs[1:]
     return pairs

@@ -133,14 +133,19 @@ def random_input_size(model: Path, batch_size: int | None, *, flag: str = "--mod
     the dims as the model gives them, the batch axis (a symbolic first dim) at ``batch_size`` or 1."""
     import numpy as np
 
+    from ascendpipe.inputs import spec_dtype
+
     specs = model_specs(model, flag)
-    total, biggest = 0, None
+    total, biggest, draw = 0, None, 0
     for spec in specs:
         count = 1
         for axis, dim in enumerate(spec.shape):
             count *= dim if isinstance(dim, int) and dim > 0 else ((batch_size or 1) if axis == 0 else 1)
-        nbytes = count * np.dtype(spec.dtype).itemsize
+        dtype = spec_dtype(spec) or np.dtype(object)
+        nbytes = count * dtype.itemsize
         total += nbytes
+        if dtype != np.uint8:  # numpy draws it in float64 / int64, then casts (inputs.random_inputs)
+            draw = max(draw, count * 8)
         if biggest is None or nbytes > biggest[0]:
             biggest = (nbytes, spec)
     if total > MAX_RANDOM_INPUT_BYTES:
@@ -150,6 +155,13 @@ def random_input_size(model: Path, batch_size: int | None, *, flag: str = "--mod
                         f"[{dims}] {spec.dtype}), more than the {_size(MAX_RANDOM_INPUT_BYTES)} made without "
                         f"--input; give the model's real inputs with --input FILE.npy|FILE.npz|FOLDER, or fix "
                         f"its input dims", Location(file=f"{flag} {model}"))
+    if biggest is not None:  # under the cap, but more than this machine has now: said before numpy tries
+        from ascendpipe.hostmemory import check_fits
+
+        _, spec = biggest
+        check_fits(total + draw, f"making random inputs for this model (input '{spec.name}' is "
+                   f"[{', '.join(str(d) for d in spec.shape)}] {spec.dtype})", Location(file=f"{flag} {model}"),
+                   hint="give the model's real inputs with --input FILE.npy|FILE.npz|FOLDER")
 
 
 def text_file(path, flag: str) -> None:

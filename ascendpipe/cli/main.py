@@ -141,28 +141,46 @@ def _quiet_stdout(stream=None) -> None:
         pass
 
 
+def _reader_gone(exc: BaseException) -> bool:
+    """A write failed because nobody reads the stream any more: a closed pipe (EPIPE: ``| head -1``), a
+    terminal hung up (EIO: a closed ssh session or terminal window, write(2) on a tty whose other side is
+    gone), a terminal device that went away (ENXIO)."""
+    import errno
+
+    return isinstance(exc, OSError) and exc.errno in (errno.EPIPE, errno.EIO, errno.ENXIO)
+
+
 class _ReaderMayGo:
     """sys.stdout (and sys.stderr) while a command runs: a reader that goes away (``build ... | head
-    -3``) ends the printing, never the command. A write or flush that meets the closed pipe points stdout at
-    /dev/null (``_quiet_stdout``) and goes on, so a build finishes and records its stages as they
-    ended, and ``fix`` restores the workspace, whatever the reader did (it was BrokenPipeError in the
-    middle of a build, the stage recorded as failed)."""
+    -3``, a terminal closed mid-build) ends the printing, never the command. A write or flush that meets
+    the closed pipe or the hung-up terminal points the stream at /dev/null (``_quiet_stdout``) and goes
+    on, so a build finishes and records its stages as they ended, and ``fix`` restores the workspace,
+    whatever the reader did (it was BrokenPipeError, or OSError EIO, in the middle of a build, the
+    stage recorded as failed)."""
 
     def __init__(self, stream):
         self._stream = stream
         self.reader_gone = False
 
     def write(self, text):
+        if self.reader_gone:
+            return len(text)
         try:
             return self._stream.write(text)
-        except BrokenPipeError:
+        except OSError as exc:
+            if not _reader_gone(exc):
+                raise
             self._gone()
             return len(text)
 
     def flush(self):
+        if self.reader_gone:
+            return
         try:
             self._stream.flush()
-        except BrokenPipeError:
+        except OSError as exc:
+            if not _reader_gone(exc):
+                raise
             self._gone()
             try:
                 self._stream.flush()  # what was buffered goes to /dev/null now
@@ -221,12 +239,14 @@ def main(argv: list[str] | None = None) -> int:
         return _main(list(sys.argv[1:] if argv is None else argv))
     finally:  # whatever the outcome (argparse's exit too), a reader that went away is no error of ours
         sys.stdout, sys.stderr = given, given_err
-        try:  # (`status p.yaml | true` was exit 120: Python's own flush at exit failing)
-            sys.stdout.flush()
-        except BrokenPipeError:
-            _quiet_stdout()
-        except (OSError, ValueError):
-            pass
+        for stream in (sys.stdout, sys.stderr):
+            try:  # (`status p.yaml | true` was exit 120: Python's own flush at exit failing)
+                stream.flush()
+            except OSError as exc:
+                if _reader_gone(exc):
+                    _quiet_stdout(stream)
+            except ValueError:
+                pass
 
 
 def _main(argv: list[str]) -> int:
@@ -278,21 +298,30 @@ def _main(argv: list[str]) -> int:
     except KeyboardInterrupt:
         sys.stderr.write("ascendpipe: interrupted\n")
         return 130
-    except BrokenPipeError:
+    except OSError as err:
+        if not _reader_gone(err):
+            return _failed(err, args)
         _quiet_stdout()
         return 0
     except Exception as err:
-        from ascendpipe.store.failures import explain, is_environmental
+        return _failed(err, args)
 
-        if is_environmental(err):  # a full disk, a read-only folder: the machine's, not a bug
-            where = getattr(args, "output", None) or getattr(args, "out", None)
-            sys.stderr.write(f"ascendpipe: error: {explain(err, str(where) if where else None, retry='run it again')}\n")
-            return 1
-        import traceback
 
-        traceback.print_exc()
-        sys.stderr.write("ascendpipe: internal error (a bug in ascendpipe, not in your input); please report it with the traceback above\n")
-        return 3
+def _failed(err: BaseException, args) -> int:
+    """Exit code and line of an exception no command handled: the machine's (one line) or a bug's
+    (its traceback: called while the exception is being handled)."""
+    from ascendpipe.store.failures import explain, is_environmental
+
+    if is_environmental(err):  # a full disk, a read-only folder: the machine's, not a bug
+        where = getattr(args, "output", None) or getattr(args, "out", None)
+        sys.stderr.write(f"ascendpipe: error: {explain(err, str(where) if where else None, retry='run it again')}\n")
+        return 1
+    import traceback
+
+    traceback.print_exc()
+    sys.stderr.write("ascendpipe: internal error (a bug in ascendpipe, not in your input); please report it with "
+                     "the traceback above\n")
+    return 3
 
 
 if __name__ == "__main__":

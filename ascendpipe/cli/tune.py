@@ -46,6 +46,10 @@ def main(args: argparse.Namespace) -> int:
     from ascendpipe.cli import guard
 
     guard.refuse_output_over_inputs(args.output, {"--model": args.model, "--input": args.input})
+    if args.soc_version is not None:  # empty or holding whitespace: refused as convert refuses it
+        from ascendpipe.precision.settings import check_params
+
+        check_params({"soc_version": args.soc_version}, spelled=lambda key: "--" + key.replace("_", "-"))
     if args.backend == "ascend":
         from ascendpipe.backends.ascend.standalone import run
 

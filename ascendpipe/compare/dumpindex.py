@@ -63,14 +63,25 @@ def _load_tensor(dump_dir, entry: dict) -> npymap.Mapped:
     """A dump's tensor; from a folder, memory-mapped (read-only): the compare reads it block by block,
     and its pages are the page cache's, handed back as it goes (``npymap``) or with the map."""
     if hasattr(dump_dir, "load_tensor"):
-        return npymap.Mapped(dump_dir.load_tensor(entry["file"]))
+        return _as_dumped(npymap.Mapped(dump_dir.load_tensor(entry["file"])), entry)
     path = Path(dump_dir) / entry["file"]
     try:
-        return npymap.map_npy(path)
+        return _as_dumped(npymap.map_npy(path), entry)
     except (OSError, ValueError) as exc:
         from ascendpipe.inputs import npy_error
 
         raise UserError(f"cannot read tensor '{entry['name']}' from {path}: {npy_error(exc)}", Location(file=str(path))) from None
+
+
+def _as_dumped(mapped: npymap.Mapped, entry: dict) -> npymap.Mapped:
+    """A bfloat16 tensor comes back from its .npy as numpy's 2-byte void (``<V2``, how ml_dtypes' dtype is
+    saved): read as the bfloat16 the index names, byte for byte."""
+    array = mapped.array
+    if entry.get("dtype") == "bfloat16" and array.dtype.kind == "V" and array.dtype.itemsize == 2:
+        from ascendpipe.inputs import bfloat16
+
+        mapped.array = array.view(bfloat16())
+    return mapped
 
 
 def _as_dump(d):

@@ -332,6 +332,12 @@ class _Resolver:
                 raise schema_mod.located_error(marks, where, message, stage=name)
 
             schema_mod.validate(keyed, kind.params_schema, on_schema_error)
+            try:  # the kind's checks of the values together (settings atc refuses), at the value's line
+                kind.check_params(keyed)
+            except UserError as err:
+                field = err.location.field
+                where = sources.get(field, stage_path + ("params",)) if field else stage_path + ("params",)
+                raise UserError(err.message, marks.location(where, stage=name), hint=err.hint) from None
             keyed = _with_defaults(keyed, kind.params_schema)
 
         stage = Stage(

@@ -147,6 +147,14 @@ def describe_error(err, root: dict | None = None) -> str:
     if v == "pattern" and "propertyNames" in list(err.absolute_schema_path) and list(err.absolute_path) == ["stages"]:
         return (f"stage name '{value}' is not allowed: stage names are [A-Za-z_][A-Za-z0-9_.-]* without '__' "
                 "('__' separates a variant in folder names)")
+    if v == "pattern" and isinstance(value, str) and any(c.isspace() or not c.isprintable() for c in value):
+        from ascendpipe.precision.socs import SOC_PATTERN
+
+        if err.validator_value == SOC_PATTERN:  # said as the CLI and the stage say it (precision/settings.py)
+            from ascendpipe.precision.settings import soc_problem
+
+            return soc_problem(value).removeprefix("soc_version ")
+        return f"{value!r} holds whitespace, which the pattern {err.validator_value} does not allow"
     if v == "pattern":
         return f"'{value}' does not match the pattern {err.validator_value}"
     if v == "propertyNames":

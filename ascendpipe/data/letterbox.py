@@ -192,6 +192,8 @@ def load_images(src) -> list[np.ndarray]:
     checked: an empty, damaged or non-npz file, or frames that are not uint8 images, is one line."""
     import zipfile
 
+    from ascendpipe.npyheader import check_npy_sizes, load_npy
+
     src = Path(src)
     named: list[tuple[str, np.ndarray]] = []
     try:
@@ -201,12 +203,13 @@ def load_images(src) -> list[np.ndarray]:
             if not zipfile.is_zipfile(src):
                 raise UserError(f"letterbox: {src} is not an .npz (numpy's zip of .npy arrays); give an .npz of "
                                 "uint8 HWC images (np.savez)")
+            check_npy_sizes(src, None, f"letterbox: {src}")  # the headers' claims, before numpy allocates them
             with np.load(src, allow_pickle=False) as data:
                 if not hasattr(data, "files"):
                     raise UserError(f"letterbox: {src} is a single .npy array, not an .npz of images")
                 named = [(f"{src}[{k}]", data[k]) for k in sorted(data.files)]
         elif src.is_dir():
-            named = [(str(f), np.load(f, allow_pickle=False)) for f in sorted(src.glob("*.npy"))]
+            named = [(str(f), load_npy(f, None, f"letterbox: {f}")) for f in sorted(src.glob("*.npy"))]
         else:
             raise UserError(f"letterbox: {src} is neither an .npz of images nor a folder of .npy images")
     except (ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:

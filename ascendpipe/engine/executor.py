@@ -96,7 +96,7 @@ class StageExecutor:
         (``aipp.input_format``: an inline AIPP block checked against the model), blamed on that value's
         file:line: the pipeline is read again with its marks (only now, on the error path)."""
         field = exc.location.field
-        if exc.location.file or not field or not field.startswith("aipp."):
+        if exc.location.file or not field or not (field.startswith("aipp.") or field.split(".")[0] in stage.params):
             return exc
         try:
             from ascendpipe.engine.plan import resolve
@@ -123,7 +123,9 @@ class StageExecutor:
         does not exist``), blamed on the pipeline field that named the path."""
         exc = self._locate_param_error(stage, exc)
         where = exc.location.file
-        if not where or exc.location.line or not os.path.isabs(str(where)):
+        if not where:  # about the stage as a whole (random inputs it makes, its model's dims): the stage's line
+            return exc.with_location(file=self.pipeline.path, line=stage.line, stage=stage.name)
+        if exc.location.line or not os.path.isabs(str(where)):
             return exc
         rel = os.path.relpath(str(where), self.ws.root).replace(os.sep, "/")
         dep = next((d for d in stage.deps if rel == d or rel.startswith(d.rstrip("/") + "/")), None)
@@ -410,13 +412,18 @@ class StageExecutor:
                     exc = self._locate_input_error(stage, exc)
                     logf.write(f"error: {exc}\n")
                     raise exc from None
-                except Exception as exc:  # a kind's bug or the OS (a full disk): keep the traceback in the log
+                except Exception as exc:  # a kind's bug (its traceback in the log) or the OS (a full disk)
                     import traceback
 
-                    from ascendpipe.store.failures import explain
+                    from ascendpipe.store.failures import explain, is_environmental
 
-                    logf.write(traceback.format_exc())
-                    raise StageFailed(stage.name, explain(exc, tmp), log) from exc
+                    line = explain(exc, tmp)
+                    try:  # the machine's failure is its one line, in the log too; a full disk may refuse even that
+                        logf.write(f"error: {line}\n" if is_environmental(exc) else traceback.format_exc())
+                        logf.flush()
+                    except OSError:
+                        pass
+                    raise StageFailed(stage.name, line, log) from exc
             if result.metrics and getattr(kind, "metrics_in_outputs", True) and not os.path.exists(os.path.join(tmp, METRICS_FILE)):
                 write_metrics(_P(tmp), result.metrics)
             # remedy paths are inside the temp folder: make them relative to the final one

@@ -30,7 +30,9 @@ def replay(argv: list[str]) -> int | None:
     memo = noop_memo.load(noop_memo.memo_path(os.path.join(workspace, ".ascendpipe"), argv, cwd))
     if memo is None or memo.get("workspace") != workspace:
         return None
-    colour = sys.stdout.isatty() and os.environ.get("NO_COLOR") is None  # as engine/progress.py paints
+    from ascendpipe import terminal
+
+    colour = terminal.colour(sys.stdout)  # as engine/progress.py paints
     if noop_memo.first_difference(memo, noop_memo.context(argv, cwd, colour), noop_memo.code_stamp()[0]):
         return None
     from ascendpipe.engine.workspace import BuildLock, Workspace

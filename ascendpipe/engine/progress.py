@@ -14,7 +14,12 @@ class Progress:
         self.stream = stream or sys.stdout
         self.quiet = quiet
         self.workspace = workspace
-        self.colour = hasattr(self.stream, "isatty") and self.stream.isatty() and os.environ.get("NO_COLOR") is None
+        from ascendpipe import terminal
+
+        self.colour = terminal.colour(self.stream)  # no colour where NO_COLOR or TERM=dumb (ascendpipe/terminal.py)
+        self.redraws = terminal.redraws(self.stream)  # a status line redrawn with "\r": a terminal, not dumb
+        self.erase = "\033[K" if terminal.escapes(self.stream) else ""  # NO_COLOR: spaces erase, no escape code
+        self._status_width = 0  # the status line's length on screen (what spaces must cover)
         self._lock = _thread.allocate_lock()
         self.verb = "running"  # what a started stage does: `pull` only restores ("restoring")
         # when a list, everything written is kept there too: a no-op's memo replays it (engine/noop_memo.py)
@@ -32,19 +37,23 @@ class Progress:
     def write(self, text: str) -> None:
         with self._lock:
             if self._status_shown:  # the status line gives way to the line, and comes back below it
-                self.stream.write("\r\033[K")
+                self.stream.write(self._clear())
                 self._status_shown = False
             self.stream.write(text)
             self.stream.flush()
             if self.transcript is not None:
                 self.transcript.append(text)
 
+    def _clear(self) -> str:
+        """Back to the start of the status line, erased (by the erase code, or by spaces)."""
+        return "\r" + self.erase if self.erase else "\r" + " " * self._status_width + "\r"
+
     def started(self, name: str, reasons: list[str]) -> None:
         if self.quiet:
             return
         why = f"  ({reasons[0]}{' ...' if len(reasons) > 1 else ''})" if reasons else ""
         self.write(f"  {self._paint('running', f'{self.verb:<8}')}  {name}{why}\n")
-        if _is_tty(self.stream):  # counts only for someone watching
+        if self.redraws:  # counts only for someone watching, on a terminal that can redraw a line
             import time
 
             with self._lock:
@@ -82,19 +91,23 @@ class Progress:
                 if not self._running:
                     self._ticking = False
                     if self._status_shown:
-                        self.stream.write("\r\033[K")
-                        self.stream.flush()
+                        try:
+                            self.stream.write(self._clear())
+                            self.stream.flush()
+                        except (OSError, ValueError):  # the console went away
+                            pass
                         self._status_shown = False
                     return
                 text = self.status_text(time.monotonic(), shutil.get_terminal_size((120, 24)).columns - 1)
                 if text or self._status_shown:
                     try:
-                        self.stream.write("\r\033[K" + text)
+                        self.stream.write(self._clear() + text)
                         self.stream.flush()
                     except (OSError, ValueError):  # the console went away: stop showing
                         self._running.clear()
                         continue
                     self._status_shown = bool(text)
+                    self._status_width = len(text)
 
     def finished(self, outcome) -> None:
         self._running.pop(outcome.name, None)
@@ -133,13 +146,6 @@ class Progress:
 
 SHOW_AFTER = 10.0  # seconds a stage runs before its counts show (a short stage stays one line)
 TICK_SECONDS = 1.0
-
-
-def _is_tty(stream) -> bool:
-    try:
-        return bool(stream.isatty())
-    except (AttributeError, ValueError):
-        return False
 
 
 def summary_line(counts: dict[str, int], elapsed: float, run_id: int) -> str:

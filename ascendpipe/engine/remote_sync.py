@@ -33,14 +33,21 @@ def open_remote(url: str | None, *, check: bool = True):
 
 
 def restore_from_remote(executor, stage, key: str):
-    """``(entry, None)`` once the stage's outputs are restored from the remote, else ``(None, note)``."""
+    """``(entry, None)`` once the stage's outputs are restored from the remote, else ``(None, note)``.
+    An entry that fails its checks (a name or digest out of the store's shape, a link in a folder
+    remote) is a miss: nothing is written from it, the stage is built here, and the note names it."""
+    from ascendpipe.store.remote import RemoteUntrusted
+
     remote = executor.remote
-    entry = remote.get_entry(key)
+    try:
+        entry = remote.get_entry(key)
+    except RemoteUntrusted as exc:
+        return None, _refused(executor, stage, exc)
     if entry is None or set(entry["outs"]) != set(stage.outs):
         return None, None
     try:
         # every name in the entry was checked by get_entry, every manifest by fetch_objects before
-        # anything is written (a hostile remote is RemoteUntrusted: the stage fails with that line)
+        # anything is written (a hostile remote is RemoteUntrusted: a miss, said in the note)
         remote.fetch_objects(executor.objects, list(entry["outs"].values()))
         for out, digest in entry["outs"].items():
             executor.objects.restore(digest, executor.ws.abs(out))
@@ -49,6 +56,8 @@ def restore_from_remote(executor, stage, key: str):
         return None, "remote cache object missing, rebuilt"
     except CorruptObject as exc:
         return None, f"remote {exc}; rebuilt"
+    except RemoteUntrusted as exc:
+        return None, _refused(executor, stage, exc)
     _restore_dumps(remote, executor.objects, executor.ws.cache_root, entry.get("dumps"))
     return {
         "outs": dict(entry["outs"]),
@@ -57,6 +66,15 @@ def restore_from_remote(executor, stage, key: str):
         "info": dict(entry.get("info") or {}),
         "note": "from the remote cache",
     }, None
+
+
+def _refused(executor, stage, exc) -> str:
+    """The note of a remote entry refused as a miss (kept for ``pull``, which only restores, to say why)."""
+    text = exc.message.removesuffix("; nothing was written")
+    note = f"{text}: taken as a miss, nothing was written from it"
+    notes = executor.__dict__.setdefault("remote_refusals", {})
+    notes[stage.name] = note
+    return note + "; built here"
 
 
 def entry_for(db, key: str, state: dict) -> dict:
@@ -140,4 +158,6 @@ class RestoreOnly:
     def run_and_store(self, executor, stage, log):
         from ascendpipe.errors import StageFailed
 
-        raise StageFailed(stage.name, "not in the local or remote cache (pull only restores; build it)")
+        refused = getattr(executor, "remote_refusals", {}).get(stage.name)
+        why = f" ({refused})" if refused else ""
+        raise StageFailed(stage.name, f"not in the local or remote cache{why}; pull only restores: build it")

@@ -10,7 +10,6 @@ images) can move a mean over them, 1/N, said as such.
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
@@ -31,11 +30,14 @@ def sample_count(stage, workspace: Path) -> int | None:
     if name is None:
         return None
     path = base if base.is_file() else base / name
+    from ascendpipe.errors import UserError
+    from ascendpipe.userfile import load_json
+
     try:
         if path.suffix == ".json":
-            return len(json.loads(path.read_text()))
-        return int(np.load(path).size)
-    except (OSError, ValueError):
+            return len(load_json(path, "ground truth"))
+        return int(np.load(path, mmap_mode="r", allow_pickle=False).size)  # its header's count: nothing read
+    except (OSError, ValueError, TypeError, UserError):
         return None
 
 
@@ -61,7 +63,9 @@ def sample_hits(stage, workspace: Path, metric: str, build_dir: Path) -> np.ndar
     try:
         scores = pick_output(read_outputs(Path(workspace) / outputs, Location(stage=stage.name)),
                              stage.params.get("output_name"), Location(stage=stage.name))
-        truth = np.load(base if base.is_file() else base / "labels.npy").reshape(-1)
+        from ascendpipe.npyheader import load_npy
+
+        truth = load_npy(base if base.is_file() else base / "labels.npy", label="labels").reshape(-1)
         scores = np.asarray(scores).reshape(truth.size, -1)
         # topk_accuracy's own rule (ties and NaN count against the sample), one sample at a time
         return np.array([topk_accuracy(scores[i:i + 1], truth[i:i + 1], k) for i in range(truth.size)])

@@ -73,6 +73,9 @@ def _from_npy(path: Path, where: Location) -> np.ndarray:
     if magic != b"\x93NUMPY":
         raise UserError(f"labels: {path.name} is not an .npy file (numpy.save writes one); a text file of one "
                         "class index a line is read when named .txt", where)
+    from ascendpipe.npyheader import check_npy_sizes
+
+    check_npy_sizes(path, where, f"labels: {path.name}")  # its header's claim, before numpy allocates it
     try:
         values = np.load(path, allow_pickle=False)
     except ValueError:  # an object array: numpy would need allow_pickle
@@ -124,10 +127,12 @@ def _from_text(path: Path, where: Location) -> np.ndarray:
 
 
 def _from_json(path: Path, where: Location) -> np.ndarray:
+    from ascendpipe.userfile import load_json
+
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError) as err:
-        raise UserError(f"labels: {path.name} is not JSON ({err})", where) from None
+        doc = load_json(path, "labels file")
+    except UserError as err:  # empty, not text, not JSON, nested too deep, too large
+        raise UserError(f"labels: {err.message}", where) from None
     if isinstance(doc, dict) and "labels" in doc:
         doc = doc["labels"]
     if not isinstance(doc, list):

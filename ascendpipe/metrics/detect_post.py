@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ascendpipe.errors import UserError
+from ascendpipe.errors import UserError, few
 from ascendpipe.metrics import yolo_decode
 from ascendpipe.metrics.nms import nms
 
@@ -37,11 +37,11 @@ DEFAULTS = {"conf_threshold": 0.001, "iou_threshold": 0.6, "max_det": 300, "agno
 def _output(outputs: dict, name: str | None, role: str):
     if name is not None:
         if name not in outputs:
-            raise UserError(f"head_outputs.{role}: no output '{name}'; the model wrote: {', '.join(sorted(outputs))}")
+            raise UserError(f"head_outputs.{role}: no output '{name}'; the model wrote: {few(sorted(outputs), 12)}")
         return outputs[name]
     if len(outputs) == 1:
         return next(iter(outputs.values()))
-    raise UserError(f"the model wrote several outputs ({', '.join(sorted(outputs))}); name the {role} one in "
+    raise UserError(f"the model wrote several outputs ({few(sorted(outputs), 12)}); name the {role} one in "
                     f"params.head_outputs.{role} (or params.output_name)")
 
 
@@ -64,7 +64,8 @@ def candidates(outputs: dict, p: dict, input_hw) -> tuple[np.ndarray, np.ndarray
         names = roles.get("levels") or sorted(outputs)
         missing = [n for n in names if n not in outputs]
         if missing:
-            raise UserError(f"head_outputs.levels: no output '{missing[0]}'; the model wrote: {', '.join(sorted(outputs))}")
+            raise UserError(f"head_outputs.levels: no output '{missing[0]}'; the model wrote: "
+                            f"{few(sorted(outputs), 12)}")
         return yolo_decode.yolov5_raw([outputs[n] for n in names], p.get("strides", DEFAULTS["strides"]), p.get("anchors"))
     out = _output(outputs, roles.get("output", p.get("output_name")), "output")
     if decode == "yolov8":
@@ -108,7 +109,7 @@ def _given(outputs: dict, p: dict) -> list[tuple[np.ndarray, np.ndarray, np.ndar
     for role in (("indices", "boxes", "scores") if p["decode"] == "onnx_nms" else ("boxes", "scores", "classes")):
         if role not in roles:
             raise UserError(f"decode {p['decode']} needs params.head_outputs.{role} (the output holding it); "
-                            f"the model wrote: {', '.join(sorted(outputs))}")
+                            f"the model wrote: {few(sorted(outputs), 12)}")
     boxes = np.asarray(_output(outputs, roles["boxes"], "boxes"), dtype=np.float64)
     boxes = boxes[None] if boxes.ndim == 2 else boxes
     if p["decode"] == "onnx_nms":

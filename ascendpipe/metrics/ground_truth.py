@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ascendpipe.errors import UserError
+from ascendpipe.errors import UserError, few
 from ascendpipe.userfile import fail, listing, load_json, mapping, number, numbers, read_text, shown
 
 FORMATS = ("auto", "list", "coco", "voc", "yolo")
@@ -216,7 +216,7 @@ def _voc(folder: Path, class_names) -> Truth:
         for k, obj in enumerate(root.iter("object")):
             name = obj.findtext("name", "").strip()
             if name not in index:
-                raise UserError(f"labels: {file}: class '{name}' is not in class_names ({', '.join(class_names)})")
+                raise UserError(f"labels: {file}: class '{name}' is not in class_names ({few(class_names, 12)})")
             field = f"object[{k}] ({name})"
             bb = obj.find("bndbox")
             if bb is None:

@@ -266,7 +266,7 @@ from ascendpipe.precision.socs import SOC_EXAMPLES, SOC_PATTERN  # noqa: E402
 
 def soc_version_problem(soc_version) -> str | None:
     """Why ``soc_version`` is not one the emulation knows (None when it is)."""
-    if isinstance(soc_version, str) and re.match(SOC_PATTERN, soc_version):
+    if isinstance(soc_version, str) and re.fullmatch(SOC_PATTERN.rstrip("$"), soc_version):  # "$" would let "...\n" by
         return None
     return f"{soc_version!r} is not an Ascend SoC ascendpipe knows; give one of the form {SOC_EXAMPLES}"
 

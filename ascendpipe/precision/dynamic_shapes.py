@@ -18,7 +18,7 @@ ATC's rules, each checked here with its source:
 
 from __future__ import annotations
 
-from ascendpipe.errors import Location, UserError
+from ascendpipe.errors import Location, UserError, few
 from ascendpipe.precision.input_shape import dim_range, format_input_shape, has_range, is_fixed, parse_input_shape
 
 GEAR_OPTIONS = ("dynamic_batch_size", "dynamic_image_size", "dynamic_dims")
@@ -166,7 +166,7 @@ def resolve(specs, params: dict, *, soc_version: str | None = None, examples: di
             shape = {}  # a fixed model needs no --input_shape (ATC: optional then)
     for name in shape:
         if name not in names:
-            raise UserError(f"input_shape names '{name}', which is not a model input; inputs: {', '.join(names)}",
+            raise UserError(f"input_shape names '{name}', which is not a model input; inputs: {few(names)}",
                             at("input_shape"))
     shape_range = None
     if params.get("input_shape_range") not in (None, "", [], {}):
@@ -175,7 +175,7 @@ def resolve(specs, params: dict, *, soc_version: str | None = None, examples: di
         for name in shape_range:
             if name not in names:
                 raise UserError(f"input_shape_range names '{name}', which is not a model input; inputs: "
-                                f"{', '.join(names)}", at("input_shape_range"))
+                                f"{few(names)}", at("input_shape_range"))
     if (shape_range or (shape and has_range(shape)) or (shape and not option and
                                                          not all(map(is_fixed, shape.values())))) \
             and soc_version in NO_RANGE_SOCS:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from ascendpipe.errors import Location, UserError
+from ascendpipe.errors import Location, UserError, few
 from ascendpipe.precision import ge_types, remedy
 from ascendpipe.precision.lists import SocLists, apply_mixlist
 from ascendpipe.precision.policy import Lists
@@ -110,7 +110,7 @@ def resolve(soc_lists: SocLists, nodes: list[NodeTypes], keep: list[str], mixlis
                             "(E10003, keep_dtype_option.cc L49-55)", Location(field="keep_dtype"))
         as_kernel = sorted({n.parse_type for n in parsed if n.kernel_type == ge})
         hint = (f" (keep_dtype is matched before ATC's graph fusions: write OpType::{as_kernel[0]})" if as_kernel
-                else f"; op types here: {', '.join(sorted({n.parse_type for n in parsed}))}")
+                else f"; op types here: {few(sorted({n.parse_type for n in parsed}), 12)}")
         warnings.append(f"warning: keep_dtype 'OpType::{entry}' matches no op of this model, as atc warns: it keeps "
                         f"nothing{hint}")
     lists = Lists(frozenset(white), frozenset(black), frozenset(keep_names), frozenset(onnx_keep),
@@ -216,9 +216,10 @@ def not_in_model(field_name: str, missing: list[str], names: set[str]) -> str:
 
     ordered = sorted(names)
     parts = []
-    for name in missing:
+    for name in missing[:5]:  # the first few named, each with its close names; the rest counted (errors.few)
         close = difflib.get_close_matches(name, ordered, n=3, cutoff=0.6)
         parts.append(f"'{name}'" + (f" (did you mean {', '.join(repr(c) for c in close)}?)" if close else ""))
+    parts += [repr(name) for name in missing[5:]]
     shown = ", ".join(ordered[:12]) + (", ..." if len(ordered) > 12 else "")
     which = "op" if len(missing) == 1 else "ops"
-    return f"{field_name} names {which} {', '.join(parts)} not in the model; its ops: {shown}"
+    return f"{field_name} names {which} {few(parts)} not in the model; its ops: {shown}"

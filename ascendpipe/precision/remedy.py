@@ -170,10 +170,9 @@ def parse_fusion_switch(text: str, file: str = "<fusion_switch_file>") -> dict[s
 
 
 def _parse_fusion_json(text: str, file: str) -> dict[str, str]:
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise UserError(f"invalid JSON: {exc.msg}", Location(file=file, line=exc.lineno, column=exc.colno)) from None
+    from ascendpipe.userfile import parse_json
+
+    data = parse_json(text, file, "fusion switch file")  # malformed or nested past reading: one located line
     where = Location(file=file)
     switch = data.get("Switch") if isinstance(data, dict) else None
     if not isinstance(switch, dict):
@@ -206,11 +205,9 @@ def format_fusion_switch(switches: dict[str, str]) -> str:
 # --- modify_mixlist JSON ----------------------------------------------------------------------
 
 def parse_mixlist(text: str, file: str = "<modify_mixlist>") -> dict[str, dict[str, list[str]]]:
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise UserError(f"invalid JSON: {exc.msg}", Location(file=file, line=exc.lineno, column=exc.colno)) from None
-    return validate_mixlist(data, file)
+    from ascendpipe.userfile import parse_json
+
+    return validate_mixlist(parse_json(text, file, "modify_mixlist file"), file)
 
 
 def validate_mixlist(data: Any, file: str = "<modify_mixlist>") -> dict[str, dict[str, list[str]]]:

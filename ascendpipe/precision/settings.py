@@ -170,14 +170,16 @@ def _on_off(value: Any, rule: str, where: Location) -> str:
 SATURATION_ONLY = frozenset({"310P", "310B", "training"})
 
 
-def check_soc_modes(mode: str | None, mode_v2: str | None, soc: str | None, where: Location | None = None) -> None:
+def check_soc_modes(mode: str | None, mode_v2: str | None, soc: str | None, where: Location | None = None,
+                    spelled: Callable[[str], str] | None = None) -> None:
     """The modes ATC refuses on ``soc``: bf16 where the SoC has none, HiFloat8 outside Ascend 950."""
     where = where or Location()
-    for name, value in (("precision_mode", mode), ("precision_mode_v2", mode_v2)):
+    for key, value in (("precision_mode", mode), ("precision_mode_v2", mode_v2)):
         if not value:
             continue
-        loc = Location(**{**where.parts(), "field": name})
-        policy = (MODE_V2_POLICY if name == "precision_mode_v2" else MODE_POLICY).get(value)
+        name = spelled(key) if spelled else key
+        loc = Location(**{**where.parts(), "field": key})
+        policy = (MODE_V2_POLICY if key == "precision_mode_v2" else MODE_POLICY).get(value)
         if policy in BF16_POLICIES and chips.supports_bf16(soc) is False:
             raise UserError(f"{name} '{value}' computes in bf16, which {soc} does not have: ATC refuses it (\"Current "
                             "soc not support dtype of BFloat16\"); bf16 exists on Atlas A2/A3 (Ascend910B*, "
@@ -187,44 +189,112 @@ def check_soc_modes(mode: str | None, mode_v2: str | None, soc: str | None, wher
                             f"(not {soc or 'the SoC given'})", loc)
 
 
-def allow_hf32_arg(value: Any, where: Location | None = None) -> dict[str, bool]:
-    """``allow_hf32``: true/false (both switches), or {conv: bool, matmul: bool} (ATC's two switches)."""
-    def flag(v: Any, name: str) -> bool:
+def allow_hf32_arg(value: Any, where: Location | None = None, name: str = "allow_hf32") -> dict[str, bool]:
+    """``allow_hf32``: true/false (both switches), or {conv: bool, matmul: bool} (ATC's two switches), or
+    the CLI's ``conv=true,matmul=false``: each switch at most once, each part ``SWITCH=true|false``."""
+    def flag(v: Any, switch: str) -> bool:
         if isinstance(v, bool):
             return v
         text = str(v).strip().lower()
         if text in ("true", "false"):
             return text == "true"
-        raise UserError(f"allow_hf32 {name} must be true or false, not '{v}'", where)
+        raise UserError(f"{name} {switch + ' ' if switch else ''}must be true or false, not '{v}'", where)
 
     if isinstance(value, dict):
         unknown = set(value) - {"conv", "matmul"}
         if unknown:
-            raise UserError(f"allow_hf32 takes conv and matmul, not {', '.join(sorted(map(str, unknown)))}", where)
+            raise UserError(f"{name} takes conv and matmul, not {', '.join(sorted(map(str, unknown)))}", where)
         return {k: flag(v, k) for k, v in value.items()}
     if isinstance(value, str) and "=" in value:  # the CLI's conv=true,matmul=false
-        pairs = dict(part.split("=", 1) for part in value.replace(" ", "").split(",") if "=" in part)
-        return allow_hf32_arg(pairs, where)
+        pairs: dict[str, str] = {}
+        for part in value.split(","):
+            switch, sep, setting = part.strip().partition("=")
+            switch = switch.strip()
+            if not sep or not switch:
+                raise UserError(f"{name} {value!r}: {part.strip()!r} is not SWITCH=true|false (conv=true,matmul=false)",
+                                where)
+            if switch in pairs:  # a dict would keep the last silently: which one was meant?
+                raise UserError(f"{name} {value!r} sets {switch} twice; give each switch once "
+                                "(conv=true,matmul=false)", where)
+            pairs[switch] = setting.strip()
+        return allow_hf32_arg(pairs, where, name)
     both = flag(value, "")
     return {"conv": both, "matmul": both}
+
+
+def soc_problem(soc: Any) -> str | None:
+    """Why a soc_version cannot be passed on: not text, or holding whitespace or a control character
+    (a trailing newline from a shell's $(cat soc.txt) or a YAML block scalar). atc takes the name as the
+    SoC's platform file's, so such a name is no SoC (``--soc_version`` is required and checked against
+    the installed platforms, GE ``api/atc/main_impl.cc`` L881); the emulation would match it loosely."""
+    if not isinstance(soc, str):
+        return f"soc_version {soc!r} is not a SoC name; give one such as Ascend310P3"
+    odd = next((c for c in soc if c.isspace() or not c.isprintable()), None)
+    if odd is None:
+        return None
+    where = "at its end" if soc.rstrip() != soc else "at its start" if soc.lstrip() != soc else "inside it"
+    what = {"\n": "a line break", "\r": "a carriage return", "\t": "a tab", " ": "a space"}.get(odd, f"{odd!r}")
+    return (f"soc_version {soc!r} holds {what} {where}: atc would take it as part of the SoC's name; "
+            f"write {''.join(c for c in soc if not (c.isspace() or not c.isprintable())) or 'the SoC'}")
+
+
+def check_params(params: dict[str, Any], where: Location | None = None, *,
+                 spelled: Callable[[str], str] | None = None) -> None:
+    """The checks atc makes of its options before converting, on the params' values alone (no file is
+    read), each a ``UserError`` whose ``location.field`` names the param. One place: ``resolve`` (every
+    convert, tune and fix, both backends) and ``validate`` (the convert and tune kinds'
+    ``check_params``, located at the value's YAML line) both call it; a new setting adds its check here.
+    ``spelled``: how the user wrote a param (the CLI's ``--precision-mode``), for the messages."""
+    where = where or Location()
+    name = spelled or (lambda key: key)
+    loc = lambda key: Location(**{**where.parts(), "field": key})
+    for key, value in params.items():  # a flag given "" (an unset shell variable): never the default silently
+        if isinstance(value, str) and not value.strip():
+            raise UserError(f"{name(key)} is empty ({value!r}); give a value or leave it out", loc(key))
+    soc = params.get("soc_version")
+    if soc is not None and soc_problem(soc):
+        raise UserError(soc_problem(soc).replace("soc_version", name("soc_version"), 1), loc("soc_version"))
+    mode, mode_v2 = params.get("precision_mode"), params.get("precision_mode_v2")
+    if mode and mode_v2:  # GE option_utils.cc L1359-1371 (CheckPrecisionModeV2Conflict): E10056
+        raise UserError(f"{name('precision_mode')} and {name('precision_mode_v2')} cannot be combined (as on ATC: "
+                        "\"Cannot config both\"); keep one", loc("precision_mode_v2"))
+    if mode and mode not in PRECISION_MODES:
+        raise UserError(f"{name('precision_mode')} '{mode}' is not one of {', '.join(PRECISION_MODES)}",
+                        loc("precision_mode"))
+    if mode_v2 and mode_v2 not in PRECISION_MODES_V2 + HIF8_MODES:
+        raise UserError(f"{name('precision_mode_v2')} '{mode_v2}' is not one of "
+                        f"{', '.join(PRECISION_MODES_V2 + HIF8_MODES)}", loc("precision_mode_v2"))
+    check_soc_modes(mode, mode_v2, soc, where, spelled)
+    overflow = params.get("overflow_mode")
+    if overflow is not None:
+        from ascendpipe.precision.atc_passes import OVERFLOW_MODES
+
+        if overflow not in OVERFLOW_MODES:
+            raise UserError(f"overflow_mode '{overflow}' is not one of {', '.join(OVERFLOW_MODES)}",
+                            loc("overflow_mode"))
+        if overflow == "inf_nan" and chips.family(soc) in SATURATION_ONLY:
+            raise UserError(f"overflow_mode inf_nan: {soc} supports only saturation mode (aclrtFloatOverflowMode, "
+                            "set_device_sat_mode); leave overflow_mode out", loc("overflow_mode"))
+    if params.get("allow_hf32") is not None:
+        allow_hf32_arg(params["allow_hf32"], loc("allow_hf32"), name("allow_hf32"))
+    if params.get("insert_op_conf") and params.get("aipp"):
+        raise UserError("give aipp or insert_op_conf, not both", loc("aipp"))
+    if params.get("modify_mixlist") and mode_v2 not in HIF8_MODES:
+        policy = MODE_V2_POLICY[mode_v2] if mode_v2 else MODE_POLICY[mode or DEFAULT_MODE]
+        if policy not in ("mixed", "mixed_bf16"):  # option_utils.cc CheckModifyMixlistParamValid
+            raise UserError("modify_mixlist needs a mixed mode (allow_mix_precision[_bf16], mixed_float16 or "
+                            "mixed_bfloat16), as on ATC", loc("modify_mixlist"))
 
 
 def resolve(params: dict[str, Any], read_path: Callable[[str], Path] = Path, where: Location | None = None) -> ConvertSettings:
     """Settings from params. File-valued params are opened through ``read_path`` (relative -> absolute)."""
     where = where or Location()
     loc = lambda f: Location(**{**where.parts(), "field": f})
+    check_params(params, where)
     mode, mode_v2 = params.get("precision_mode"), params.get("precision_mode_v2")
-    if mode and mode_v2:
-        raise UserError("precision_mode and precision_mode_v2 cannot be combined (as on ATC); keep one", loc("precision_mode_v2"))
-    soc = params.get("soc_version")
-    check_soc_modes(mode, mode_v2, soc, where)
     if mode_v2 in HIF8_MODES:
         raise UserError(f"precision_mode_v2 '{mode_v2}' (HiFloat8) is not emulated: use --backend ascend",
                         loc("precision_mode_v2"))
-    if mode and mode not in PRECISION_MODES:
-        raise UserError(f"'{mode}' is not one of {', '.join(PRECISION_MODES)}", loc("precision_mode"))
-    if mode_v2 and mode_v2 not in PRECISION_MODES_V2:
-        raise UserError(f"'{mode_v2}' is not one of {', '.join(PRECISION_MODES_V2)}", loc("precision_mode_v2"))
     s = ConvertSettings(precision_mode=None if mode_v2 else (mode or DEFAULT_MODE), precision_mode_v2=mode_v2)
 
     keep = params.get("keep_dtype")
@@ -245,21 +315,10 @@ def resolve(params: dict[str, Any], read_path: Callable[[str], Path] = Path, whe
         s.fusion_switch_source = None  # the inline entries change the file: write the merged switches
     s.fusion_switch.update(inline)
 
-    overflow = params.get("overflow_mode")
-    if overflow is not None:
-        from ascendpipe.precision.atc_passes import OVERFLOW_MODES
-
-        if overflow not in OVERFLOW_MODES:
-            raise UserError(f"overflow_mode '{overflow}' is not one of {', '.join(OVERFLOW_MODES)}", loc("overflow_mode"))
-        if overflow == "inf_nan" and chips.family(soc) in SATURATION_ONLY:
-            raise UserError(f"overflow_mode inf_nan: {soc} supports only saturation mode (aclrtFloatOverflowMode, "
-                            "set_device_sat_mode); leave overflow_mode out", loc("overflow_mode"))
-        s.overflow_mode = overflow
+    s.overflow_mode = params.get("overflow_mode")  # checked (check_params)
     if params.get("allow_hf32") is not None:
         s.allow_hf32 = allow_hf32_arg(params["allow_hf32"], loc("allow_hf32"))
 
-    if params.get("insert_op_conf") and params.get("aipp"):
-        raise UserError("give aipp or insert_op_conf, not both", loc("aipp"))
     if params.get("insert_op_conf"):
         path = read_path(params["insert_op_conf"])
         s.aipp, s.aipp_file = remedy.read_aipp(path), str(path)
@@ -273,10 +332,6 @@ def resolve(params: dict[str, Any], read_path: Callable[[str], Path] = Path, whe
     mixlist = params.get("modify_mixlist")
     if mixlist:
         s.modify_mixlist = remedy.read_mixlist(read_path(mixlist)) if isinstance(mixlist, str) else remedy.validate_mixlist(mixlist)
-        if s.policy not in ("mixed", "mixed_bf16"):
-            raise UserError("modify_mixlist needs a mixed mode (allow_mix_precision[_bf16], mixed_float16 or "
-                            "mixed_bfloat16), as on ATC",
-                            loc("modify_mixlist"))
 
     if params.get("input_shape"):
         s.input_shape = parse_input_shape(str(params["input_shape"]), loc("input_shape"))

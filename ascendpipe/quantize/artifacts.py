@@ -23,7 +23,7 @@ from ascendpipe.contract import QUANT_SCALES as SCALES
 from ascendpipe.contract import QUANT_SCALES_FORMAT as SCALES_FORMAT
 from ascendpipe.contract import QUANTIZE_FORMAT as RECORD_FORMAT
 from ascendpipe.contract import QUANTIZE_RECORD as RECORD
-from ascendpipe.errors import Location, UserError
+from ascendpipe.errors import Location, UserError, few
 
 CONFIG = "quant.cfg"
 EMULATION_KEY = "ascendpipe.emulation"  # the dump reads internal tensors and producers from it
@@ -125,8 +125,8 @@ def check_skip_layers(settings, layers: list[tuple[str, str]], where: Location) 
     names = [n for n, _ in layers]
     unknown = [s for s in settings.skip_layers if s not in names]
     if unknown:
-        raise UserError(f"skip_layers names {', '.join(unknown)}, not a quantizable layer of the model; "
-                        f"quantizable layers: {', '.join(names) or 'none'}",
+        raise UserError(f"skip_layers names {few(unknown)}, not a quantizable layer of the model; "
+                        f"quantizable layers: {few(names, 12) or 'none'}",
                         Location(**{**where.parts(), "field": "skip_layers"}))
 
 

@@ -85,6 +85,12 @@ class StageKind:
         tasks read different inputs, as eval's ``lm``, narrows it)."""
         return tuple(self.required_inputs)
 
+    def check_params(self, params: dict) -> None:
+        """What the schema cannot say of the params' values (a mode and a SoC that refuse each other, an
+        empty value, a switch given twice), checked at ``validate`` and before every build: a ``UserError``
+        whose ``location.field`` names the param, located by the engine at that param's YAML line. Pure:
+        no file is read."""
+
     def tool_versions(self, backend: str) -> dict[str, str]:
         from ascendpipe.backends import registry
 

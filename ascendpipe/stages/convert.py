@@ -65,3 +65,8 @@ class ConvertKind(StageKind):
             "log": {"enum": ["debug", "info", "warning", "error", "null"]},
         },
     }
+
+    def check_params(self, params: dict) -> None:
+        from ascendpipe.precision.settings import check_params
+
+        check_params(params)  # atc's own checks of its options (precision/settings.py), at validate

@@ -52,7 +52,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ascendpipe.errors import Location, UserError
+from ascendpipe.errors import Location, UserError, few
 from ascendpipe.stages.base import StageContext, StageKind, StageResult, lazy_class_attr, package_version, write_metrics
 
 TASKS = ("classification", "reid", "detection", "lm")
@@ -130,27 +130,38 @@ def load_array(path: Path, where: Location):
 
     import numpy as np
 
-    from ascendpipe.inputs import npy_error
+    from ascendpipe.npyheader import check_npy_sizes, npy_error
 
     try:
+        check_npy_sizes(path, where, str(path))  # the headers' claims, before numpy allocates them
         if path.suffix == ".npz":
             with np.load(path) as data:
-                return {k: data[k] for k in data.files}
-        return np.load(path)
+                return {k: _widened(data[k]) for k in data.files}
+        return _widened(np.load(path))
     except FileNotFoundError:
         raise UserError(f"{path} does not exist", where) from None
     except (ValueError, OSError, EOFError, zipfile.BadZipFile, KeyError) as exc:
         raise UserError(f"cannot read {path}: {npy_error(exc)}", where) from None
 
 
+def _widened(array):
+    """A bfloat16 output (a bf16 model's, saved by infer as ml_dtypes writes it: numpy reads ``<V2``) as the
+    float32 it widens to exactly, for the metrics; any other array as it is."""
+    if array.dtype.kind == "V" and array.dtype.itemsize == 2 and array.dtype.names is None:
+        from ascendpipe.inputs import bfloat16
+
+        return array.view(bfloat16()).astype("float32")
+    return array
+
+
 def pick_output(outputs: dict, output_name: str | None, where: Location):
     if output_name:
         if output_name not in outputs:
-            raise UserError(f"no output '{output_name}'; the infer stage wrote: {', '.join(sorted(outputs))}", where)
+            raise UserError(f"no output '{output_name}'; the infer stage wrote: {few(sorted(outputs), 12)}", where)
         return outputs[output_name]
     if len(outputs) == 1:
         return next(iter(outputs.values()))
-    raise UserError(f"the infer stage wrote several outputs ({', '.join(sorted(outputs))}); "
+    raise UserError(f"the infer stage wrote several outputs ({few(sorted(outputs), 12)}); "
                     "choose one with params.output_name or give params.postprocess", where)
 
 

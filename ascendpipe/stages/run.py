@@ -60,13 +60,15 @@ class RunKind(StageKind):
 
 
 def read_metrics_file(path: str, stage: str, log_path: str) -> dict:
+    from ascendpipe.errors import UserError
+    from ascendpipe.userfile import load_json
+
+    if not os.path.lexists(path):
+        raise StageFailed(stage, f"metrics file {path} was not written", log_path)
     try:
-        with open(path) as f:
-            data = json.load(f)
-    except FileNotFoundError:
-        raise StageFailed(stage, f"metrics file {path} was not written", log_path) from None
-    except ValueError as exc:
-        raise StageFailed(stage, f"metrics file {path} is not JSON: {exc}", log_path) from None
+        data = load_json(path, "metrics file")  # malformed, nested past reading, too large: one line
+    except UserError as exc:
+        raise StageFailed(stage, str(exc), log_path) from None
     return flatten_numbers(data)
 
 

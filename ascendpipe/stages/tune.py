@@ -43,3 +43,6 @@ class TuneKind(StageKind):
             **{k: v for k, v in ConvertKind.params_schema["properties"].items() if k != "tune_bank"},
         },
     }
+
+    def check_params(self, params: dict) -> None:
+        ConvertKind.check_params(self, params)  # aoe takes the conversion's options: atc's checks

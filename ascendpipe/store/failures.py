@@ -69,8 +69,10 @@ def describe(exc: BaseException, path: str | None = None, free: int | None = Non
     ``retry`` what to do once it is fixed."""
     where = (getattr(exc, "filename2", None) if getattr(exc, "errno", None) in _FULL else None) \
         or getattr(exc, "filename", None) or path  # shutil names the source first, the full one second
-    if where and os.path.basename(str(where)).startswith(".tmp-"):
-        where = os.path.dirname(str(where))  # a temp file's folder is what the user knows
+    if where:
+        from ascendpipe.fsutil import shown_path
+
+        where = shown_path(where)  # a temp file or a stage's temp output folder: the name it takes
     during = f" while {doing}" if doing else ""
     code = getattr(exc, "errno", None) if isinstance(exc, OSError) else None
     kind = sqlite_kind(exc)

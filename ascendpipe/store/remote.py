@@ -425,10 +425,17 @@ def remote_url(cli_url: str | None, pipeline_remote: str | None, workspace_root:
     config = os.path.join(workspace_root, ".ascendpipe", "config.json")
     refuse_link(config, "the workspace's remote configuration")
     raw = read_state_file(os.path.dirname(config), config, "the workspace's remote configuration")
-    try:
-        data = json.loads(raw) if raw is not None else {}
-    except ValueError as exc:
-        raise UserError(f"{config} is not JSON ({exc}); fix it or remove it") from None
+    if raw is None:
+        data = {}
+    else:
+        from ascendpipe.userfile import parse_json
+
+        try:  # malformed, not text, or nested past reading (a RecursionError in json): one line
+            text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
+            data = parse_json(text, "", "remote configuration") if text.strip() else {}
+        except (UnicodeDecodeError, UserError) as exc:
+            why = "not UTF-8 text" if isinstance(exc, UnicodeDecodeError) else exc.message.lstrip(": ")
+            raise UserError(f"{config} is not JSON ({why}); fix it or remove it") from None
     if isinstance(data, dict) and data.get("remote"):
         if not isinstance(data["remote"], str):
             raise UserError(f"{config}: remote: {json.dumps(data['remote'])[:40]} is not a URL; give "

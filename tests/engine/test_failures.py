@@ -235,11 +235,14 @@ def test_sigterm_with_parallel_stages_stops_every_command_and_records_each(ws):
 def test_describe_names_the_path_and_the_free_space():
     from ascendpipe.store.failures import describe
 
-    # a temp file's folder is named, not the temp name; shutil names the full destination second
-    full = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), "/ws/a.bin", None, "/ws/cache/objects/ab/.tmp-cd.x1.tmp")
+    # a temp file is named by the name it takes (atomic_path's .tmp-NAME.PID-N.tmp), a stage's temp output
+    # folder (.tmp-NAME-XXXXXX) by its stage folder; shutil names the full destination second
+    full = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), "/ws/a.bin", None, "/ws/cache/objects/ab/.tmp-cd.x1-0.tmp")
     assert describe(full, free=1536, doing="storing outputs") == (
-        "no space left on the device while storing outputs (writing /ws/cache/objects/ab; 1.5 kB free there); "
+        "no space left on the device while storing outputs (writing /ws/cache/objects/ab/cd; 1.5 kB free there); "
         "free some space and build again")
+    copying = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), "/ws/build/.tmp-source-k2j9x1/m.onnx.data")
+    assert describe(copying, free=0).startswith("no space left on the device (writing /ws/build/source/m.onnx.data; ")
     # SQLite says "disk I/O error" when it cannot grow its -wal/-shm: full only when space is short
     assert describe(sqlite3.OperationalError("disk I/O error"), "/ws/.ascendpipe/ascendpipe.db", free=0).startswith(
         "no space left on the device (writing /ws/.ascendpipe/ascendpipe.db; 0 bytes free there)")

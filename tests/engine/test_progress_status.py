@@ -63,8 +63,11 @@ def test_compare_and_dump_report_their_tensors(tmp_path):
     assert compared[-1] == (4, 4, "tensors compared") and [a[0] for a in compared] == [1, 2, 3, 4]
 
 
-def _build_on(stream, ws, monkeypatch):
-    monkeypatch.setenv("NO_COLOR", "1")
+def _build_on(stream, ws, monkeypatch, **env):
+    for name in ("NO_COLOR", "TERM"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in {"TERM": "xterm-256color", **env}.items():
+        monkeypatch.setenv(name, value)
     monkeypatch.setattr(progress_mod, "SHOW_AFTER", 0.0)
     monkeypatch.setattr(progress_mod, "TICK_SECONDS", 0.01)
     slow = "import time; time.sleep(0.5)"
@@ -76,11 +79,26 @@ def _build_on(stream, ws, monkeypatch):
 
 def test_a_terminal_sees_the_status_line_and_a_pipe_does_not(tmp_path, monkeypatch):
     out = _build_on(FakeTTY(), Workspace(tmp_path / "tty"), monkeypatch)
-    assert "\r\033[K  ... prep 0s" in out
+    assert "\r\033[K  ... prep 0s" in out and "\033[32mran      \033[0m prep" in out  # erased, painted
     lines = out.replace("\r\033[K", "\n").splitlines()
-    assert any(l.startswith("  ran       prep") for l in lines)
+    assert any(l.startswith("  \033[32mran      \033[0m prep") for l in lines)
     piped = _build_on(io.StringIO(), Workspace(tmp_path / "pipe"), monkeypatch)
-    assert "\033[K" not in piped and "  ... " not in piped
+    assert "\033" not in piped and "\r" not in piped and "  ... " not in piped
+
+
+def test_no_color_gets_no_escape_code_and_a_dumb_terminal_no_redrawn_line(tmp_path, monkeypatch):
+    """NO_COLOR (https://no-color.org): no colour, and the status line erased with spaces, not ESC[K;
+    TERM=dumb: no escape code and no line redrawn with \\r (issue 48 item 7)."""
+    out = _build_on(FakeTTY(), Workspace(tmp_path / "nocolor"), monkeypatch, NO_COLOR="1")
+    assert "\033" not in out and "\r  ... prep 0s" in out
+    shown = [part for part in out.split("\r") if part.startswith("  ... prep")]
+    assert shown and all(f"\r{' ' * len(part)}\r" in out for part in shown)  # each one covered by as many spaces
+    assert "  ran       prep" in out.replace("\r", "\n")
+    dumb = _build_on(FakeTTY(), Workspace(tmp_path / "dumb"), monkeypatch, TERM="dumb")
+    assert "\033" not in dumb and "\r" not in dumb and "  ... " not in dumb
+    assert any(line.startswith("  ran       prep") for line in dumb.splitlines())
+    # NO_COLOR set but empty is no request (no-color.org: "present and not an empty string")
+    assert "\033[32m" in _build_on(FakeTTY(), Workspace(tmp_path / "empty"), monkeypatch, NO_COLOR="")
 
 
 def test_the_summary_says_where_the_first_failures_advice_is(tmp_path):

@@ -1,9 +1,11 @@
 """A remote is untrusted input: a hostile folder remote and a hostile S3 remote (moto) whose entries
 and manifests name '../' paths, absolute paths, links and digests that are no digests.
 
-Each case pulls into a fresh clone and shows the one line naming the remote and the entry, and that
-nothing outside the workspace and nothing already in it changed (the trees are hashed before and
-after: the clone, the remote, and a decoy file beside them)."""
+An entry that fails its checks is a miss (issue 48 item 8): nothing is written from it. Each case
+pulls into a fresh clone and shows the one line naming the remote and the entry (pull only restores,
+so the stage fails), and builds in another clone, where the stage runs and its line names the refused
+entry; nothing outside the workspace and nothing already in it changed (the trees are hashed before
+and after: the clone, the remote, and a decoy file beside them)."""
 
 from __future__ import annotations
 
@@ -152,15 +154,29 @@ def _check_refused(make_ws, tmp_path, url, case):
     lines = [line for line in out.splitlines() if f"remote cache {url}" in line]
     assert len(lines) == 1, out
     assert quoted in lines[0] and "nothing was written" in lines[0], lines[0]
-    if case not in ("digest-dotdot", "digest-nonhex", "dump-key", "remedy-name"):
-        assert "folder manifest objects/" in lines[0]
-    else:
-        assert f"entry runs/{key[:2]}/{key[2:]}.json" in lines[0]
+    assert "not in the local or remote cache" in lines[0] and "taken as a miss" in lines[0], lines[0]
+    in_entry = case in ("digest-dotdot", "digest-nonhex", "dump-key", "remedy-name")
+    where = f"entry runs/{key[:2]}/{key[2:]}.json" if in_entry else "folder manifest objects/"
+    assert where in lines[0], lines[0]
     assert b.ran() == []
     # nothing written or deleted anywhere: not outside, not in the clone (its cache stays empty), not in the remote
     assert _tree(tmp_path) == before
     assert decoy.read_text() == "keep me\n"
     assert not (tmp_path / "escape.txt").exists() and not (tmp_path / "abs_escape.txt").exists()
+
+    # a build is valid whatever the remote holds: the refused entry is a miss, the stage runs here
+    c = a.clone("c")
+    outside = {rel: h for rel, h in _tree(tmp_path).items() if not rel.startswith("c/")}
+    proc = subprocess.run([sys.executable, "-m", "ascendpipe", "build", "pipeline.yaml"], cwd=c.root,
+                          capture_output=True, text=True, env={**os.environ, "PYTHONPATH": os.getcwd()})
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0 and "Traceback" not in out, out
+    ran = [line for line in out.splitlines() if line.lstrip().startswith("ran")]
+    assert len(ran) == 1 and "prepare" in ran[0] and quoted in ran[0] and where in ran[0], out
+    assert "taken as a miss, nothing was written from it; built here" in ran[0], ran[0]
+    assert c.ran() == ["prepare"] and (c.root / "data" / "raw").is_dir()
+    assert {rel: h for rel, h in _tree(tmp_path).items() if not rel.startswith("c/")} == outside
+    assert decoy.read_text() == "keep me\n"
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -185,8 +201,9 @@ def test_a_link_inside_a_folder_remote_is_refused_not_followed(make_ws, tmp_path
     run = ascendpipe.pull(str(b.root / "pipeline.yaml"))
     assert states(run) == {"prepare": "failed"}
     error = run["stages"]["prepare"]["error"]
-    assert error.startswith(f"remote cache {url}: runs/{key[:2]}/{key[2:]}.json is reached through the symbolic link "), error
-    assert "remove it" in error
+    assert error.startswith(f"not in the local or remote cache (remote cache {url}: runs/{key[:2]}/{key[2:]}.json is "
+                            "reached through the symbolic link "), error
+    assert "remove it" in error and "taken as a miss" in error
     assert _tree(tmp_path) == before
     assert not (b.root / "data").exists()
 

@@ -66,6 +66,12 @@ DUMP_FIELDS = {"version": 1, "dump_time": 2, "output": 3, "input": 4, "buffer": 
 # outputs and at most a few thousand inputs (a Concat's); 10,000 leaves room for both.
 MAX_TENSORS = 10_000
 _INT64_MAX = (1 << 63) - 1
+# No Ascend device holds a tensor of 1 TiB: the largest memory of one Ascend chip is 144 GB (Ascend 950DT's
+# HiZQ 2.0 HBM, as announced at Huawei Connect 2025, reported at http://www.ppuip.com/new/709275131282723840),
+# far under it. Dims whose non-zero product needs that much are no device tensor's whatever its bytes say:
+# an empty [2^40, 0] float32 claims no byte (it read as an empty tensor, and compare passed it), a tensor
+# listed without its bytes (size 0) or an original_shape claims none of this file's.
+MAX_DEVICE_TENSOR_BYTES = 1 << 40
 
 
 class DumpFormatError(ValueError):
@@ -235,8 +241,22 @@ def parse_header(buf) -> DumpRecord:
     return rec
 
 
+def _check_dims(dims: list[int], itemsize: int, where: str) -> None:
+    """Dims no device tensor has: their non-zero product, times the element size, at or past what any device
+    holds (MAX_DEVICE_TENSOR_BYTES). Read before any byte: an empty tensor [2^40, 0] claims none, and a
+    tensor listed without its bytes (size 0) or an original_shape claims none of this file's."""
+    wide = math.prod(d for d in dims if d) * max(itemsize, 1)
+    if wide >= MAX_DEVICE_TENSOR_BYTES:
+        big = max(range(len(dims)), key=lambda k: dims[k])
+        empty = " is empty, but with its empty axis at one it" if any(d == 0 for d in dims) else ""
+        raise DumpFormatError(f"{where}.dim[{big}] = {dims[big]}: the shape {dims}{empty} would hold {wide} bytes, "
+                              "more than any Ascend device's memory: not a tensor the device dumped",
+                              f"{where}.dim[{big}]")
+
+
 def _check_shape(tensor: DumpTensor, file_size: int) -> None:
-    """A shape whose values could not fit in this file cannot be this file's tensor (an overflowing product)."""
+    """A shape whose values could not fit in this file cannot be this file's tensor (an overflowing product),
+    nor can dims no device holds (``_check_dims``)."""
     count = math.prod(tensor.shape)
     known = DTYPES.get(tensor.data_type)
     if count > _INT64_MAX:
@@ -247,6 +267,9 @@ def _check_shape(tensor: DumpTensor, file_size: int) -> None:
         raise DumpFormatError(f"{tensor.where}.shape {tensor.shape}: {count} {known[0]} values need "
                               f"{count * np.dtype(known[1]).itemsize} bytes, more than the whole file "
                               f"({file_size} bytes)", f"{tensor.where}.shape")
+    itemsize = np.dtype(known[1]).itemsize if known is not None else 1
+    _check_dims(tensor.shape, itemsize, f"{tensor.where}.shape")
+    _check_dims(tensor.original_shape, itemsize, f"{tensor.where}.original_shape")
 
 
 def read_dump_header(head: bytes, file_size: int) -> DumpRecord:

@@ -105,6 +105,10 @@ def _import_json(path: Path, text: str) -> dict[str, Any]:
     except ValueError as exc:
         raise UserError(f"invalid JSON: {exc}", Location(file=str(path))) from None
     except RecursionError:
+        data = None
+    from ascendpipe.userfile import MAX_JSON_DEPTH, json_depth
+
+    if data is None and text.strip() != "null" or json_depth(data) > MAX_JSON_DEPTH:
         raise UserError("JSON nested deeper than it can be read (arrays or objects inside each other "
                         "hundreds of levels deep): not a CANN result", Location(file=str(path))) from None
     if isinstance(data, dict) and "NPU_compute_time" in data:

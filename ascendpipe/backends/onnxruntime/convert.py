@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ascendpipe.errors import Location, UserError
+from ascendpipe.errors import Location, UserError, few
 from ascendpipe.fsutil import atomic_path, workspace_relative, write_json_atomic, write_text_atomic
 from ascendpipe.onnxgraph import name_nodes as _name_nodes
 from ascendpipe.onnxgraph import subgraphs as _subgraphs
@@ -86,7 +86,7 @@ def _check_input_shape(settings: ConvertSettings, model) -> None:
     names = [i.name for i in model.graph.input]
     for name in settings.input_shape:
         if name not in names:
-            raise UserError(f"input_shape names '{name}', which is not a model input; inputs: {', '.join(names)}",
+            raise UserError(f"input_shape names '{name}', which is not a model input; inputs: {few(names)}",
                             Location(field="input_shape"))
 
 

@@ -48,7 +48,7 @@ from ascendpipe.backends.onnxruntime.dump_write import (Planned, _entry, _save_n
                                                         compact, planned_bytes, tensor_stats)
 from ascendpipe.backends.onnxruntime.segments import plan_segments
 from ascendpipe.contract import DUMP_FORMAT, DUMP_INDEX, DUMP_TENSORS_DIR
-from ascendpipe.errors import Location, UserError
+from ascendpipe.errors import Location, UserError, few
 from ascendpipe.inputs import check_array, write_json_atomic
 from ascendpipe.onnxgraph import graph_input_specs, graph_summary, name_nodes
 
@@ -467,7 +467,7 @@ def _write_tensor(item: Planned, value, out_dir: Path, position: int) -> dict | 
 def _check_feeds(specs, feeds: dict, where: Location) -> None:
     wanted = {s.name for s in specs}
     if set(feeds) != wanted:
-        raise UserError(f"feeds {', '.join(sorted(feeds)) or 'none'} do not match the model inputs "
-                        f"{', '.join(sorted(wanted))}", where)
+        raise UserError(f"feeds {few(sorted(feeds)) or 'none'} do not match the model inputs "
+                        f"{few(sorted(wanted))}", where)
     for spec in specs:
         check_array(spec, feeds[spec.name], where)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ascendpipe.errors import Location, UserError
+from ascendpipe.errors import Location, UserError, few
 from ascendpipe.precision import atc_passes
 
 EMU = "ascendpipe_emu"
@@ -29,10 +29,10 @@ def check_rules(switches: dict[str, str], where: Location | None = None) -> None
     unknown = sorted(rule for rule in switches if rule != "ALL" and not atc_passes.is_known(rule))
     if unknown:
         # typos only: a loose match would offer a pass of another meaning (MatMulScaleFusion ~ MatMulBiasAdd...)
-        close = [m for rule in unknown for m in pass_names.close_matches(rule, tuple(atc_passes.known_names()), 1)]
+        close = [m for rule in unknown[:5] for m in pass_names.close_matches(rule, tuple(atc_passes.known_names()), 1)]
         hint = f" (did you mean {', '.join(repr(m) for m in close)}?)" if close else ""
         raise UserError(
-            f"unknown ATC fusion pass {', '.join(repr(r) for r in unknown)} on the onnxruntime backend{hint}: not "
+            f"unknown ATC fusion pass {few(unknown, show=repr)} on the onnxruntime backend{hint}: not "
             f"one of ATC's {len(pass_names.registry())} built-in pass names (canndev, GE; precision/pass_names.py); "
             f"catalogued with their reference pages: ALL, {', '.join(atc_passes.known_names())}",
             where or Location(field="fusion_switch"),

@@ -18,7 +18,7 @@ from typing import Sequence, TextIO
 
 import numpy as np
 
-from ascendpipe.errors import UserError
+from ascendpipe.errors import UserError, few
 from ascendpipe.fsutil import atomic_path
 from ascendpipe.inputs import check_array, write_json_atomic
 from ascendpipe.profiling.stats import latency_stats, throughput
@@ -85,7 +85,9 @@ class Progress:
 
     def __init__(self, total: int, stream: TextIO | None, label: str = "infer"):
         self.total, self.stream, self.label = total, stream, label
-        self.tty = bool(stream is not None and getattr(stream, "isatty", lambda: False)())
+        from ascendpipe import terminal
+
+        self.tty = stream is not None and terminal.redraws(stream)  # a bar redrawn with \r; TERM=dumb: lines
         self.started = time.perf_counter()
         self._last_decile = -1
 
@@ -144,9 +146,10 @@ def feed_array(array):
 
 
 def _bindable(session, names: Sequence[str]) -> bool:
-    """onnxruntime's IO binding takes numeric tensors only (not strings, sequences or optionals)."""
+    """onnxruntime's IO binding takes numeric tensors only (not strings, sequences or optionals; nor
+    bfloat16, whose outputs it cannot copy to numpy: ``checked_run`` returns those)."""
     def numeric(kind: str) -> bool:
-        return kind.startswith("tensor(") and kind != "tensor(string)"
+        return kind.startswith("tensor(") and kind not in ("tensor(string)", "tensor(bfloat16)")
 
     outputs = {o.name: o.type for o in session.get_outputs()}
     return all(numeric(i.type) for i in session.get_inputs()) and all(numeric(outputs[n]) for n in names)
@@ -271,7 +274,7 @@ class _OutputWriter:
 def _check_batch(specs, batch: dict) -> None:
     names = [s.name for s in specs]
     if sorted(batch) != sorted(names):
-        raise UserError(f"feed names {', '.join(sorted(batch))} do not match the model inputs {', '.join(names)}")
+        raise UserError(f"feed names {few(sorted(batch))} do not match the model inputs {few(names)}")
     for spec in specs:
         check_array(spec, batch[spec.name])
 
@@ -296,7 +299,7 @@ def infer_model(model_path, batches: Sequence[dict], out_dir, *, warmup: int = 1
     known = {o.name for o in session.get_outputs()}
     unknown = [n for n in names if n not in known]
     if unknown:
-        raise UserError(f"unknown output names {', '.join(unknown)}; the model outputs {', '.join(sorted(known))}")
+        raise UserError(f"unknown output names {few(unknown)}; the model outputs {few(sorted(known), 12)}")
     for batch in batches:
         _check_batch(specs, batch)
     out_axes = _output_batch_axes(session, batches[0])
@@ -309,7 +312,7 @@ def infer_model(model_path, batches: Sequence[dict], out_dir, *, warmup: int = 1
     valid_of = [getattr(b, "valid", r) for b, r in zip(batches, rows_of)]
     total_valid = sum(valid_of)
 
-    from ascendpipe.backends.onnxruntime.session import checked_run
+    from ascendpipe.backends.onnxruntime.session import checked_run, ort_value
 
     for _ in range(warmup):
         checked_run(session.run, names, dict(batches[0]))
@@ -324,7 +327,11 @@ def infer_model(model_path, batches: Sequence[dict], out_dir, *, warmup: int = 1
         if bindable:
             binding = session.io_binding()
             for name, array in feed.items():
-                binding.bind_cpu_input(name, array)
+                value = ort_value(array)  # a bfloat16 array goes as an OrtValue
+                if value is array:
+                    binding.bind_cpu_input(name, array)
+                else:
+                    binding.bind_ortvalue_input(name, value)
             for name in names:
                 binding.bind_output(name)
         h2d.append((time.perf_counter() - t0) * 1000)

@@ -212,13 +212,16 @@ def open_session(model_path: Path, settings: dict | None = None, *, profile_pref
 
 def time_runs(session, batches: Sequence[dict], *, warmup: int, iterations: int) -> list[float]:
     """Per-iteration wall-clock latency in ms, after ``warmup`` untimed runs; batches cycle."""
+    from ascendpipe.backends.onnxruntime.session import run_fn
+
+    run = run_fn(session)  # session.run, unless a bfloat16 input or output needs OrtValues
     for i in range(warmup):
-        session.run(None, batches[i % len(batches)])
+        run(None, batches[i % len(batches)])
     samples = []
     for i in range(iterations):
         feeds = batches[i % len(batches)]
         start = time.perf_counter()
-        session.run(None, feeds)
+        run(None, feeds)
         samples.append(1000.0 * (time.perf_counter() - start))
     return samples
 
@@ -232,8 +235,11 @@ def profile_model(model_path: Path, batches: Sequence[dict], *, warmup: int, ite
     with tempfile.TemporaryDirectory(prefix="ascendpipe-prof-") as tmp:
         optimized = os.path.join(tmp, "optimized.onnx")
         session = open_session(model_path, settings, profile_prefix=os.path.join(tmp, "ort"), optimized_path=optimized)
+        from ascendpipe.backends.onnxruntime.session import run_fn
+
+        run = run_fn(session)
         for i in range(warmup + iterations):
-            session.run(None, batches[i % len(batches)])
+            run(None, batches[i % len(batches)])
         trace_file = session.end_profiling()
         events = json.loads(Path(trace_file).read_text())
         data = parse_ort_profile(events, warmup=warmup, model_name=Path(model_path).stem)

@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import re
 
-import json
 import threading
 from pathlib import Path
 from typing import Any
 
-from ascendpipe.errors import Location, UserError
+from ascendpipe.errors import Location, UserError, few
 from ascendpipe.inputs import InputSpec
 
 RUNTIME_FILE = "runtime.json"
@@ -65,10 +64,9 @@ def read_runtime(model_path: Path) -> dict[str, Any] | None:
     if not path.exists():
         return None
     where = Location(file=str(path))
-    try:
-        data = json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
-        raise UserError(f"invalid JSON: {exc}", where) from None
+    from ascendpipe.userfile import load_json
+
+    data = load_json(path, "runtime settings file")  # malformed or nested past reading: one located line
     session = data.get("session", {}) if isinstance(data, dict) else None
     if not isinstance(session, dict):
         raise UserError("expected {\"session\": {...}}", where)
@@ -95,7 +93,7 @@ def session_options(runtime: dict[str, Any] | None, *, fusions: bool, profile_pr
              "execution_mode", "disabled_optimizers"}
     unknown = sorted(set(runtime) - known)
     if unknown:
-        raise UserError(f"unknown session settings {', '.join(unknown)}; known: {', '.join(sorted(known))}", where)
+        raise UserError(f"unknown session settings {few(unknown)}; known: {', '.join(sorted(known))}", where)
     if "graph_optimization_level" in runtime:
         level = _lookup(_LEVELS, runtime["graph_optimization_level"], "graph_optimization_level", where)
         opts.graph_optimization_level = getattr(ort.GraphOptimizationLevel, level)
@@ -190,11 +188,68 @@ def _small_weights_inline(source, exc: Exception):
     return None if raw is None else (raw, path.parent)
 
 
+def ort_value(array):
+    """``array`` as onnxruntime's Python ``run`` takes it. A bfloat16 array (ml_dtypes' dtype, what
+    ``np.save`` of one reads back as) is refused there ("Numpy_type 256 can't be converted to
+    MLDataType"): it goes as an OrtValue of ONNX type BFLOAT16 (16) over the same bytes."""
+    import numpy as np
+
+    if isinstance(array, np.ndarray) and array.dtype.name == "bfloat16":
+        import onnxruntime as ort
+
+        return ort.OrtValue.ortvalue_from_numpy_with_onnx_type(np.require(array.view(np.uint16), requirements="C"), 16)
+    return array
+
+
+def numpy_of(value):
+    """An OrtValue as numpy holds it; a bfloat16 tensor (``OrtValue.numpy`` has no numpy type for it) as
+    ml_dtypes' bfloat16, its bytes copied from the CPU tensor's buffer."""
+    if value.data_type() != "tensor(bfloat16)":
+        return value.numpy()
+    import ctypes
+
+    import numpy as np
+
+    from ascendpipe.inputs import bfloat16
+
+    shape = [int(d) for d in value.shape()]
+    count = int(np.prod(shape)) if shape else 1
+    if count == 0:
+        return np.empty(shape, bfloat16())
+    raw = (ctypes.c_uint16 * count).from_address(value.data_ptr())
+    return np.frombuffer(raw, np.uint16).copy().reshape(shape).view(bfloat16())
+
+
+def run_fn(session):
+    """``session.run``, or for a model with a bfloat16 input or output (which onnxruntime's Python ``run``
+    can neither take nor return as numpy) a run feeding ``ort_value``s and returning ``numpy_of`` each
+    output: the profile and tune loops call it as they call ``session.run``."""
+    kinds = [i.type for i in session.get_inputs()] + [o.type for o in session.get_outputs()]
+    if "tensor(bfloat16)" not in kinds:
+        return session.run
+
+    def run(names, feeds, *rest):
+        values = session.run_with_ort_values(names, {k: ort_value(v) for k, v in feeds.items()}, *rest)
+        return [numpy_of(v) for v in values]
+
+    return run
+
+
 def checked_run(run, *args, label: str | None = None):
     """``run(*args)`` (a session's run, run_with_iobinding): onnxruntime refusing the values it was given
-    (a scale of inf, a negative depth, an IoU threshold beyond 1) is one line, not an internal error."""
+    (a scale of inf, a negative depth, an IoU threshold beyond 1) is one line, not an internal error.
+    A feed's bfloat16 arrays go as OrtValues (``ort_value``); a session's ``run`` whose outputs include
+    a bfloat16 one (its Python API has "No corresponding Numpy type" for it) runs again returning
+    OrtValues, each read by ``numpy_of``."""
+    args = tuple({k: ort_value(v) for k, v in a.items()} if isinstance(a, dict) else a for a in args)
     try:
         return run(*args)
+    except RuntimeError as exc:
+        session = getattr(run, "__self__", None)
+        if "Numpy type for Tensor Type. bfloat16" not in str(exc) or getattr(run, "__name__", "") != "run" \
+                or not hasattr(session, "run_with_ort_values"):
+            raise
+        return checked_run(lambda *a: [numpy_of(v) for v in session.run_with_ort_values(*a)], *args, label=label)
     except Exception as exc:
         if not type(exc).__module__.startswith("onnxruntime"):
             raise

@@ -4,7 +4,6 @@ the model being converted, its session settings written to ``runtime.json``."""
 from __future__ import annotations
 
 import hashlib
-import json
 from pathlib import Path
 
 from ascendpipe.errors import Location, UserError
@@ -28,16 +27,12 @@ def read_bank(bank_path: str) -> tuple[dict, dict]:
     from ascendpipe.backends.onnxruntime.session import session_options
 
     where = Location(file=bank_path, field="tune_bank")
+    from ascendpipe.userfile import load_json
+
     try:
-        bank = json.loads(Path(bank_path).read_text())
-    except OSError as exc:
-        raise UserError(f"cannot read tune bank: {exc.strerror}", where) from None
-    except json.JSONDecodeError as exc:
-        raise UserError(f"tune bank is not JSON: {exc.msg} (line {exc.lineno})", where) from None
-    except UnicodeDecodeError as exc:
-        raise UserError(f"tune bank is not a text file (byte {exc.start} is not UTF-8)", where) from None
-    except RecursionError:
-        raise UserError("tune bank is JSON nested deeper than it can be read", where) from None
+        bank = load_json(bank_path, "tune bank")  # unreadable, not JSON, nested past reading: one line
+    except UserError as err:
+        raise UserError(err.message, Location(field="tune_bank"), hint=err.hint) from None
     if not isinstance(bank, dict):
         raise UserError("tune bank must be a JSON object at the top level", where)
     from ascendpipe.profiling.aoe_result import BANK_FORMAT

@@ -128,18 +128,21 @@ def _serve(inp, out) -> None:
                 from ascendpipe.backends.onnxruntime.profile import open_session
 
                 model_path, settings, batches = argument
+                from ascendpipe.backends.onnxruntime.session import run_fn
+
                 session = open_session(Path(model_path), settings)
+                run = run_fn(session)  # session.run, unless a bfloat16 input or output needs OrtValues
                 for i in range(WARMUP_RUNS):
-                    session.run(None, batches[i % len(batches)])
+                    run(None, batches[i % len(batches)])
                 reply("ok", None)
             elif command == "time":
-                session.run(None, batches[0])
+                run(None, batches[0])
                 start = time.perf_counter()
                 for i in range(argument):
-                    session.run(None, batches[i % len(batches)])
+                    run(None, batches[i % len(batches)])
                 reply("ok", 1000.0 * (time.perf_counter() - start) / argument)
             elif command == "outputs":
-                reply("ok", [session.run(None, feeds) for feeds in batches])
+                reply("ok", [run(None, feeds) for feeds in batches])
             else:
                 reply("error", f"unknown command {command!r}")
         except Exception as exc:  # noqa: BLE001 - a setting onnxruntime refuses: its message goes back

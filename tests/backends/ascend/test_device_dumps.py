@@ -386,6 +386,52 @@ def test_a_header_that_cannot_be_this_files_tensors_names_the_field(mutate, fiel
     assert caught.value.field == field and field in str(caught.value)
 
 
+def _empty_tensor_raw(shape, original, size=64):
+    """One float32 output whose header says ``shape`` / ``original`` over ``size`` bytes of data."""
+    msg = dd._dump_class()()
+    item = msg.output.add()
+    item.data_type, item.format, item.size = 1, 2, size  # float32, ND
+    item.shape.dim.extend(shape)
+    item.original_shape.dim.extend(original)
+    header = msg.SerializeToString()
+    return struct.pack("<Q", len(header)) + header + b"\0" * size
+
+
+@pytest.mark.parametrize("shape, original, size, field", [
+    ([1 << 40, 0], [], 64, "output[0].shape.dim[0]"),  # empty, so it claimed no byte: read as an empty tensor
+    ([0], [1 << 40, 0], 64, "output[0].original_shape.dim[0]"),  # reshaped to [2^40, 0]: an empty tensor
+    ([16], [1 << 40], 64, "output[0].original_shape.dim[0]"),
+    ([1 << 40], [], 0, "output[0].shape.dim[0]"),  # listed without its bytes
+])
+def test_dims_no_device_holds_are_refused_naming_the_field(shape, original, size, field):
+    with pytest.raises(DumpFormatError) as caught:
+        read_dump_bytes(_empty_tensor_raw(shape, original, size))
+    assert caught.value.field == field
+    assert str(caught.value).startswith(f"{field} = 1099511627776: the shape ")
+    assert str(caught.value).endswith("more than any Ascend device's memory: not a tensor the device dumped")
+    # an empty tensor of a model's own dims (a prefill's empty KV cache) still reads, as an empty tensor
+    rec = read_dump_bytes(_empty_tensor_raw([1, 32, 0, 128], [1, 32, 0, 128], 0))
+    array, reason = device_tensor(rec.outputs[0])
+    assert reason is None and array.shape == (1, 32, 0, 128)
+
+
+def test_a_dump_folder_holding_a_2_40_dim_is_a_user_error_naming_the_file_and_field(tmp_path):
+    from ascendpipe.backends.ascend.acl_dump import OpNaming, index_from_device_dumps
+    from ascendpipe.errors import UserError
+
+    leaf = tmp_path / "leaf"
+    leaf.mkdir()
+    (leaf / "Relu.r.1.0.1700000000000001").write_bytes(_empty_tensor_raw([1 << 40, 0], []))
+    with pytest.raises(UserError) as caught:
+        index_from_device_dumps(leaf, tmp_path / "out", OpNaming.from_om({}), model="m.om", feeds={})
+    err = caught.value
+    assert err.location.file.endswith("Relu.r.1.0.1700000000000001") and err.location.field == "output[0].shape.dim[0]"
+    assert str(err).startswith(f"{leaf / 'Relu.r.1.0.1700000000000001'}: cannot read the device dump "
+                               "Relu.r.1.0.1700000000000001: output[0].shape.dim[0] = 1099511627776: the shape "
+                               "[1099511627776, 0] is empty, but with its empty axis at one it would hold ")
+    assert not (tmp_path / "out").exists()
+
+
 def test_two_million_tensors_in_one_header_are_refused_quickly():
     import time
 

@@ -69,7 +69,7 @@ class SourceKind(StageKind):
         target = ctx.out_dir / "model.onnx"
         if external:  # the weights files beside it, under the names the model gives them (never inlined)
             _check_names(refs, where)
-            _check_disk(refs, ctx.out_dir, where)
+            _check_disk(refs, ctx.out_dir, where, shown=ctx.final_out_dir)
             try:
                 onnxexternal.place_weights(list(onnxexternal.external_tensors(model)), path.parent, ctx.out_dir,
                                            label=str(path))
@@ -101,9 +101,10 @@ def _check_names(refs, where: Location) -> None:
                             "stage writes itself: rename the weights file (and the model's location for it)", where)
 
 
-def _check_disk(refs, out_dir, where: Location) -> None:
+def _check_disk(refs, out_dir, where: Location, shown=None) -> None:
     """The weights files are copied once (a reflink where the file system shares blocks): a copy past
-    the free space says so, with the numbers, before a byte is written."""
+    the free space says so, with the numbers, before a byte is written; ``shown`` is the folder the
+    message names (the stage's own, not the temporary one it is built in)."""
     import os
 
     from ascendpipe.onnxexternal import size_text
@@ -114,6 +115,6 @@ def _check_disk(refs, out_dir, where: Location) -> None:
     except OSError:
         return
     if need > free:
-        raise UserError(f"copying the model's weights files needs {size_text(need)} of disk in {out_dir} and "
-                        f"{size_text(free)} is free: free space there (the build and cache folders share the copy)",
-                        where)
+        raise UserError(f"no space left on the device for the model's weights files (copying them into {shown or out_dir} "
+                        f"needs {size_text(need)}, {size_text(free)} free; the build and cache folders share the copy); "
+                        "free some space and build again", where)

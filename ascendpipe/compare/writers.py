@@ -12,6 +12,7 @@ from ascendpipe.contract import COMPARE_CSV, COMPARE_RESULT
 from ascendpipe.fsutil import write_text_atomic
 
 from ascendpipe.compare import msaccucmp
+from ascendpipe.compare import shown as printed
 
 # msaccucmp's header (msprobe/msaccucmp: vector_cmp/fusion_manager/compare_result.py:241-255, the op part
 # const_manager.py:270-273) with msit's three columns appended (msit cmp_process.py:163-165). msaccucmp
@@ -35,7 +36,8 @@ EXTRA_ROW_KEYS = ("golden_tensor", "golden_ops", "golden_dtype", "side", "fused"
                   "golden_mean", "golden_std", "golden_nan", "golden_inf", "target_nan", "target_inf", "golden_abs_max",
                   "exact_cosine", "significant_mean_rel_error", "batch", "batches", "failed_batches",
                   "output_index", "compare_fail_reason", "msit_precision_error", "decision",
-                  "mechanism", "reaches_output", "contained", "flushed", "quant_step", "empty", "not_compared")
+                  "mechanism", "reaches_output", "contained", "flushed", "quant_step", "empty", "not_compared",
+                  "target_abs_max", "fill")
 
 
 def _num(value) -> str:
@@ -51,9 +53,10 @@ def _num(value) -> str:
 
 
 def _short(value) -> str:
-    if isinstance(value, float) and math.isfinite(value):
+    """A table cell: a finite number, else "n/a" (``compare.shown``: never inf/NaN printed as a number)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
         return f"{value:.6f}" if 0.01 <= abs(value) < 1000 or value == 0 else f"{value:.3e}"
-    return _num(value)
+    return printed.NA
 
 
 def _cells(row: dict) -> dict[str, str]:
@@ -205,9 +208,11 @@ def terminal_text(result: dict, *, color: bool = False, worst: int = 10, input_n
     paint = (lambda code, text: f"{code}{text}{_RESET}") if color else (lambda code, text: text)
     rows = [r for r in result["rows"] if r["side"] == "both"]
 
+    numbers = {id(r): printed.values(r) for r in rows}
+
     def badness(r):
-        c = r["cosine"]
-        return (not r["failed"], 0.0 if c is None or math.isnan(c) else c)
+        c = numbers[id(r)]["cosine"]
+        return (not r["failed"], 0.0 if c is None else c)
 
     lines = []
     if input_note:
@@ -235,8 +240,9 @@ def terminal_text(result: dict, *, color: bool = False, worst: int = 10, input_n
             status = "not compared (golden NaN/inf)"
         if r.get("empty"):
             status = "not compared (empty)"
-        line = (f"{r['index']:>4}  {name:<{width}} {r['op_type'][:18]:<18} {_short(r['cosine']):>10} "
-                f"{_short(r['max_rel_error']):>10} {_short(r['rmse']):>10}  {status}")
+        number = numbers[id(r)]
+        line = (f"{r['index']:>4}  {name:<{width}} {r['op_type'][:18]:<18} {_short(number['cosine']):>10} "
+                f"{_short(number['max_rel_error']):>10} {_short(number['rmse']):>10}  {status}")
         lines.append(paint(_RED if r["failed"] else (_YELLOW if r["overflow"] else _GREEN), line))
     unread = s.get("not_compared") or 0
     if unread:

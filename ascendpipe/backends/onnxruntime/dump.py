@@ -72,7 +72,14 @@ EXTERNAL_GRAPH_MAX = 256 << 20  # an .onnx file this big holds weights inline, w
 # Bump when the bytes of a dump change for the same model and feeds (part of a shared dump's key).
 # 2: no path or run count in index.json, graph facts in it, fp16 ops' outputs stored as fp16
 # 3: an unnamed op is named as convert names it (<OpType>_<index>), not by its tensor or node_<index>
-DUMP_VERSION = 3
+# 4: an emulated model's dump carries its conversion's fused_map.json, precision_plan.json, convert.json
+DUMP_VERSION = 4
+# What a compare of an emulated model's dump needs of its conversion (issue 49): the fused kernels' members
+# (a fused kernel's overflow is judged on its members' golden peaks), the precision plan (the overflow
+# mode, bf16/HF32 ops) and the settings (SoC, keep_dtype); without them a compare of the two dumps named
+# another first failure than a compare of the model (`/ln1/Mul`, precision loss, for `/ln1/ReduceMean`'s
+# overflow inside its fused kernel).
+CONVERSION_FILES = ("fused_map.json", "precision_plan.json", "convert.json")
 
 _FLOAT = 1  # onnx.TensorProto.FLOAT
 _FLOAT16 = 10  # onnx.TensorProto.FLOAT16
@@ -347,11 +354,32 @@ def dump_model(model_path, feeds: dict[str, np.ndarray], out_dir, *, fusions: bo
         "graph": summary,
         "tensors": [e for e in entries if e is not None],
     }
+    carry_conversion(model_path.parent, out_dir, emulated=emulated)
     write_json_atomic(out_dir / INDEX_FILE, index)
     if stats is not None:
         stats.update(chunks=runs, plan_seconds=planned_at - started, session_seconds=run.session_seconds,
                      seconds=time.perf_counter() - started)
     return out_dir / INDEX_FILE
+
+
+def carry_conversion(model_dir: Path, out_dir: Path, *, emulated: bool) -> list[str]:
+    """Copy the conversion's files (``CONVERSION_FILES``) found beside an emulated model (in ``model_dir``)
+    into its dump folder, so the dump describes itself wherever it is compared
+    (``compare_sources.resolve_side`` reads them beside index.json); one left there by an earlier dump
+    of another model goes. Returns the names copied."""
+    from ascendpipe.fsutil import copy_atomic
+
+    copied: list[str] = []
+    if Path(model_dir).resolve() == Path(out_dir).resolve():
+        return copied  # dumped into the model's own folder: its files are its own
+    for name in CONVERSION_FILES:
+        source = Path(model_dir) / name
+        if emulated and source.is_file():
+            copy_atomic(source, Path(out_dir) / name)
+            copied.append(name)
+        else:
+            (Path(out_dir) / name).unlink(missing_ok=True)  # a stale file from an earlier dump here
+    return copied
 
 
 def model_input_specs(model_path) -> list:

@@ -474,10 +474,14 @@ def divergence(row: dict) -> dict:
             "reaches_output": bool(row.get("reaches_output")), "contained": row.get("contained")}
 
 
+def contained_tail(rows: list[dict]) -> str:
+    contained = sum(1 for r in rows if r.get("contained"))
+    return f"; {contained} op{'s' if contained != 1 else ''} beyond thresholds contained (listed apart)" if contained else ""
+
+
 def verdict(rows: list[dict], failures: list[dict], outputs_pass: bool | None, mode: str | None = None) -> str:
     """One line, what matters first: do the outputs pass; if not, the failure that reaches them."""
-    contained = sum(1 for r in rows if r.get("contained"))
-    tail = f"; {contained} op{'s' if contained != 1 else ''} beyond thresholds contained (listed apart)" if contained else ""
+    tail = contained_tail(rows)
     paired = [r for r in rows if r.get("side") == "both"]
     unread = [r for r in paired if r.get("not_compared")]
     if paired and len(unread) == len(paired) and not failures:

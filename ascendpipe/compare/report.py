@@ -215,6 +215,7 @@ def report_html(result: dict, doc: dict) -> str:
         first=first,
         verdict=doc.get("verdict"),
         contained=doc.get("contained") or [],
+        standard=doc.get("standard") or {},
         summary=doc["summary"],
         thresholds=doc["thresholds"],
         input_note=doc.get("input"),

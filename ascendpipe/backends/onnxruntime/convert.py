@@ -227,7 +227,7 @@ def convert_model(model_path: Path, out_dir: Path, settings: ConvertSettings, *,
     except Exception as exc:
         raise UserError(f"cannot read ONNX model: {exc}", Location(file=str(model_path))) from None
     _name_nodes(original.graph)  # (named as the refusal and the plan name them; naming again changes nothing)
-    _refuse_custom_ops(original.graph, allow_custom_ops)  # before anything is written
+    _refuse_custom_ops(original, allow_custom_ops)  # before anything is written
     _check_input_shape(settings, original)
     source_sha = sha256_file(model_path)  # a tune bank names the model it belongs to (docs/profile-tune.md)
     runtime = bank_runtime(settings.tune_bank, out_dir, model_path, source_sha)  # another model's: refused
@@ -277,10 +277,12 @@ def convert_model(model_path: Path, out_dir: Path, settings: ConvertSettings, *,
     weights = _write_weights(model, out_dir, model_path, rounding) if external else None
     with atomic_path(out_dir / MODEL_FILE) as tmp:
         weights = _save_model(model, tmp) or weights
-        check_loads(tmp, producer)  # never leave a model that does not load: the error names the op
+        # never leave a model that does not load: the error names the op (onnx's checker knows no op
+        # outside its schemas, an allowed onnxruntime op in the default domain included: onnxruntime's load decides)
+        check_loads(tmp, producer, check_schemas=not (allow_custom_ops and _off_schema_default(original)))
 
     custom = custom_domain_ops([*((n.name, n.op_type, n.domain) for n in graph.node),
-                                *((n.name, n.op_type, n.domain) for n, _ in body_nodes)])
+                                *((n.name, n.op_type, n.domain) for n, _ in body_nodes)], model_opsets(original))
     body_of = {n.name: path for n, path in body_nodes}
     plan_nodes = {}
     for info in (*infos, *body_infos):
@@ -409,15 +411,37 @@ def count_dtypes(plan_nodes: dict[str, dict]) -> dict[str, int]:
     return counts
 
 
-def _refuse_custom_ops(graph, allow: bool) -> None:
-    """Ops ATC cannot convert (outside ai.onnx, bodies included) are refused, one line naming each,
-    unless ``allow`` (``--allow-custom-ops``) emulates them anyway."""
+def _refuse_custom_ops(model, allow: bool) -> None:
+    """Ops ATC cannot convert (outside ONNX's published schemas at the model's opsets, any domain, the
+    default one included; bodies included) are refused, one line naming each, unless ``allow``
+    (``--allow-custom-ops``) emulates them anyway: then only those onnxruntime does not run either
+    (``custom_ops.not_run``) are refused, as nothing could run them."""
     from ascendpipe.backends.ascend.atc import unconvertible_error, unconvertible_ops
+    from ascendpipe.backends.onnxruntime.custom_ops import not_run, not_run_error
 
+    graph = model.graph
     nodes = [*graph.node, *(n for n, _ in _body_nodes(graph))]
-    ops = unconvertible_ops((n.name, n.op_type, n.domain) for n in nodes)
+    ops = unconvertible_ops(((n.name, n.op_type, n.domain) for n in nodes), model_opsets(model))
     if ops and not allow:
         raise unconvertible_error(ops, emulated=True)
+    missing = not_run(ops, model_opsets(model))
+    if missing:
+        raise not_run_error(missing)
+
+
+def model_opsets(model) -> dict[str, int]:
+    """The model's opset imports, domain -> version ('' for ai.onnx)."""
+    return {("" if o.domain == "ai.onnx" else o.domain): int(o.version) for o in model.opset_import}
+
+
+def _off_schema_default(model) -> bool:
+    """Whether the model holds an op in the default domain outside ONNX's published schemas."""
+    from ascendpipe.backends.ascend.atc import ONNX_DOMAINS, unconvertible_ops
+
+    graph = model.graph
+    nodes = [*graph.node, *(n for n, _ in _body_nodes(graph))]
+    return any(op["domain"] in ONNX_DOMAINS
+               for op in unconvertible_ops(((n.name, n.op_type, n.domain) for n in nodes), model_opsets(model)))
 
 
 def _custom_op_floats(model, floats: set[str]) -> tuple[set[str], dict]:
@@ -435,31 +459,38 @@ def _untyped_entries(untyped: dict[str, dict]) -> dict[str, dict]:
             for name, op in sorted(untyped.items())}
 
 
-def custom_domain_ops(nodes) -> list[dict[str, str]]:
-    """Ops outside the default ONNX domain ((name, op_type, domain) triples). ATC would refuse them:
+def custom_domain_ops(nodes, opsets: dict[str, int] | None = None) -> list[dict]:
+    """Ops outside ONNX's published schemas ((name, op_type, domain) triples; ``opsets``: the model's,
+    domain -> version): another domain, or an op the default domain does not define at the model's
+    opset (``atc.unconvertible_ops``). ATC would refuse them:
     its ONNX parsers are registered per ``domain::version::type`` (E19010 "No parser is registered for
     Op [..., optype [pkg.onnxscript.torch_lib.common::1::Cast]]", hiascend forum thread
     0292174974303120058), and a model importing a second opset domain fails with E16005 ("only one
     [--domain_version] is allowed", CANN error reference atlaserrorcode_15_0095)."""
-    return [{"op_name": name, "op_type": op_type, "domain": domain}
-            for name, op_type, domain in nodes if domain not in ("", "ai.onnx")]
+    from ascendpipe.backends.ascend.atc import unconvertible_ops
+
+    return unconvertible_ops(nodes, opsets)
 
 
 def custom_domain_warning(custom: list[dict[str, str]]) -> str:
-    shown = ", ".join(f"{c['op_name']} ({c['domain']}.{c['op_type']})" for c in custom[:5])
+    shown = ", ".join(f"{c['op_name']} ({(c['domain'] + '.') if c['domain'] else ''}{c['op_type']})"
+                      for c in custom[:5])
     more = f" and {len(custom) - 5} more" if len(custom) > 5 else ""
-    return (f"warning: {len(custom)} op(s) outside the ai.onnx domain emulated (allow_custom_ops): {shown}{more}; "
+    return (f"warning: {len(custom)} op(s) outside ONNX's published schemas emulated (allow_custom_ops): {shown}{more}; "
             "emulated with onnxruntime's kernels, but ATC would reject them (E19010 no parser / E16005 a second "
             "opset domain): export them as standard ONNX ops")
 
 
-def check_loads(path: str, producer: dict | None = None) -> None:
-    """The written model passes onnx's checker and loads in onnxruntime, else a UserError naming the op."""
+def check_loads(path: str, producer: dict | None = None, *, check_schemas: bool = True) -> None:
+    """The written model passes onnx's checker and loads in onnxruntime, else a UserError naming the op.
+    ``check_schemas`` False: onnx's checker is skipped (a model holding onnxruntime's own ops in the
+    default domain, emulated by ``--allow-custom-ops``: onnx knows no schema for them, onnxruntime runs them)."""
     import onnx
     import onnxruntime as ort
 
     try:
-        onnx.checker.check_model(path)
+        if check_schemas:
+            onnx.checker.check_model(path)
         options = ort.SessionOptions()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL  # load checks, no work
         options.log_severity_level = 3

@@ -104,8 +104,10 @@ def main(args: argparse.Namespace) -> int:
         print(f"{Path(args.output) / 'model.om'}: {result.metrics['om_ops']} OM ops, {result.metrics['fused_ops']} fused")
         print(f"  atc: {result.info['atc_cmdline']}")
         return 0
-    settings = resolve(params_from_args(args))
-    result = convert_model(Path(args.model), Path(args.output), settings, allow_custom_ops=args.allow_custom_ops)
+    params = params_from_args(args)
+    settings = resolve(params)
+    result = convert_model(Path(args.model), Path(args.output), settings, allow_custom_ops=args.allow_custom_ops,
+                           shape_params=params)
     for line in result.warnings:
         print(line, file=sys.stderr)
     c = result.counts

@@ -21,7 +21,8 @@ from ascendpipe.errors import Location, UserError
 from ascendpipe.fsutil import atomic_path, workspace_relative, write_json_atomic, write_text_atomic
 from ascendpipe.onnxgraph import name_nodes as _name_nodes
 from ascendpipe.onnxgraph import subgraphs as _subgraphs
-from ascendpipe.backends.ascend.atc import settings_argv
+from ascendpipe.backends.ascend.board import equivalent_argv
+from ascendpipe.onnxgraph import graph_input_specs
 from ascendpipe.backends.onnxruntime.tune_bank import bank_runtime, sha256_file
 from ascendpipe.precision import lists as oplists
 from ascendpipe.precision import remedy
@@ -209,10 +210,13 @@ def _kernel_fp16(groups, infos: list[NodeInfo], policy: str, op_lists: Lists, gr
 
 
 def convert_model(model_path: Path, out_dir: Path, settings: ConvertSettings, *,
-                  workspace: Path | None = None, allow_custom_ops: bool = False) -> ConvertResult:
+                  workspace: Path | None = None, allow_custom_ops: bool = False,
+                  shape_params: dict | None = None, examples: dict | None = None) -> ConvertResult:
     """Write the emulated device model and its records to ``out_dir``. Paths under ``workspace``
     are recorded relative to it, so the outputs do not depend on where the workspace lives.
-    ``allow_custom_ops``: emulate ops ATC cannot convert (outside ai.onnx) instead of refusing them."""
+    ``allow_custom_ops``: emulate ops ATC cannot convert (outside ai.onnx) instead of refusing them.
+    ``shape_params`` (the stage's input_shape and gear options) and ``examples`` (the shapes an export
+    stage feeds it): what the recorded atc line's --input_shape is made of (``ascend.board``)."""
     import onnx
 
     from ascendpipe.backends.onnxruntime import fusion
@@ -315,9 +319,11 @@ def convert_model(model_path: Path, out_dir: Path, settings: ConvertSettings, *,
     remedy_paths = {}
     for name, text in settings.remedy_files().items():
         remedy_paths[name] = write_text_atomic(out_dir / REMEDY_NAMES[name], text)
-    argv = settings_argv(settings, str(model_path), "model")
-    record = {**settings.record(), "atc_argv": argv, "fusion": fusion_info, "runtime": runtime,
-              "custom_domain_ops": custom}
+    # the atc line the board takes: --input_shape for every open dim, or gears (ascend/board.py)
+    argv, board_lines, atc_shapes = equivalent_argv(settings, str(model_path), "model",
+                                                    graph_input_specs(original.graph), shape_params, examples=examples)
+    record = {**settings.record(), "atc_argv": argv, "atc_shapes": atc_shapes, "fusion": fusion_info,
+              "runtime": runtime, "custom_domain_ops": custom}
     if weights is not None:
         record["external_data"] = weights  # where the weights were written or placed
     if custom:
@@ -325,7 +331,7 @@ def convert_model(model_path: Path, out_dir: Path, settings: ConvertSettings, *,
     if workspace is not None:
         argv, record = workspace_relative(argv, workspace), workspace_relative(record, workspace)
     _write_json(out_dir / "convert.json", record)
-    warnings = settings.warnings() + ([custom_domain_warning(custom)] if custom else [])
+    warnings = settings.warnings() + ([custom_domain_warning(custom)] if custom else []) + board_lines
     if untyped:
         warnings.append(f"warning: {len(untyped)} output(s) of ops outside ai.onnx left unrounded, their type "
                         f"unknown here: {', '.join(sorted(untyped)[:5])}{' ...' if len(untyped) > 5 else ''} "

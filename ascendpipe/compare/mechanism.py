@@ -341,7 +341,9 @@ def reaching(rows: list[dict], producers: dict[str, list[str]] | None) -> tuple[
     output passes: None when no output was compared). Without op edges, every failing row before a
     failing output reaches it (graph order)."""
     # a device tensor not laid out as the golden (acl_dump's not_compared) has no number: not a compared output
-    outputs = [i for i, r in enumerate(rows) if r.get("is_output") and r.get("side") == "both" and not r.get("not_compared")]
+    # an output compared by statistics only counts where they fail it; unfailed, it is not known to pass
+    outputs = [i for i, r in enumerate(rows) if r.get("is_output") and r.get("side") == "both" and not r.get("not_compared")
+               and not (r.get("stats_only") and not r.get("failed"))]
     # a row already contained (a mask fill absorbed downstream: ``fills``) passes on nothing
     failing = {i for i, r in enumerate(rows) if r.get("failed") and not r.get("contained")}
     if not outputs:
@@ -489,6 +491,10 @@ def verdict(rows: list[dict], failures: list[dict], outputs_pass: bool | None, m
                 f"(first: #{unread[0]['index']} {unread[0]['op_name']}, {unread[0]['not_compared']}): no verdict")
     if unread:
         tail += f"; {len(unread)} tensor{'s' if len(unread) != 1 else ''} not compared (device layout)"
+    summarised = [r for r in paired if r.get("stats_only")]
+    if summarised:
+        tail += (f"; {len(summarised)} tensor{'s' if len(summarised) != 1 else ''} compared by statistics only, not "
+                 "in full (disk budget)")
     if failures:
         first = failures[0]
         what = mechanism_text(first.get("mechanism"), mode) or first.get("kind", "failed")

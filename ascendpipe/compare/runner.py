@@ -17,8 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ascendpipe.compare import (advisor, cube, fills, mapping, mechanism, msaccucmp, order, pairpass,
-                                standard, thresholds as thr, wording)
+from ascendpipe.compare import (advisor, cube, fills, mapping, mechanism, msaccucmp, order, pairpass, standard,
+                                statistics, thresholds as thr, wording)
 from ascendpipe.compare.mechanism import FP16_MIN_NORMAL
 from ascendpipe.compare.metrics import FP16_MAX, magnitude_max, tensor_metrics
 from ascendpipe.compare.dumpindex import (  # noqa: F401  (graph_info: the compare's callers import it from here)
@@ -101,9 +101,18 @@ def _row(pos: int, pair: mapping.Pair, golden_dir, target_dir, limits: dict, out
     m = None
     golden_max = target_max = None
     cells, messages = dict.fromkeys(msaccucmp.ALGORITHMS, msaccucmp.NAN), []  # msaccucmp's cells for a one-sided row
+    stat = None
     if g and t and t.get("not_compared"):  # a device tensor not laid out as the golden: no number (acl_dump)
         row["note"] = "; ".join(x for x in (row["note"], f"not compared ({t['not_compared']})") if x)
         row["not_compared"] = t["not_compared"]  # no verdict reads this row as passing (summary, terminal)
+    elif g and t and (statistics.summarised(g) or statistics.summarised(t)):
+        # a dump within a disk budget kept this pair as statistics: what they prove, never a cosine
+        stat = statistics.pair(g, t, limits)
+        golden_max, target_max = statistics.abs_max(g), statistics.abs_max(t)
+        row.update(stats_only=True, statistics={k: stat[k] for k in ("golden", "target", "diff", "relative", "warning",
+                                                                     "bounds")})
+        row["note"] = "; ".join(x for x in (row["note"], statistics.NOTE) if x)
+        messages = [statistics.NOTE]
     elif g and t and _one_pass((golden_map := _load_tensor(golden_dir, g)).array,
                                (target_map := _load_tensor(target_dir, t)).array):
         # float16/float32 beyond a block: msaccucmp's cells and our metrics in one streamed pass
@@ -154,11 +163,19 @@ def _row(pos: int, pair: mapping.Pair, golden_dir, target_dir, limits: dict, out
     row["float_tensor"] = is_float_dtype((g or t).get("dtype"))
     if not row["float_tensor"]:  # an int32 accumulator beyond 65504 is not an fp16 overflow: fp16 never holds it
         golden_max = target_max = None
-    overflow = _overflow(t, m, golden_max, target_max)
-    reasons = thr.violations(m, limits) if m else []
-    if overflow == "target":
-        reasons.insert(0, _overflow_reason(t, m))
+    if stat is not None:
+        overflow, reasons = stat["overflow"], list(stat["reasons"])
+        if overflow is None and golden_max is not None and golden_max > FP16_MAX:
+            overflow = "fp16_range"
+    else:
+        overflow = _overflow(t, m, golden_max, target_max)
+        reasons = thr.violations(m, limits) if m else []
+        if overflow == "target":
+            reasons.insert(0, _overflow_reason(t, m))
     row.update(_metric_fields(m, cells))
+    if stat is not None:  # the counts the full compare reads from the tensors, from the entries
+        row.update(golden_nan=stat["golden"]["nan"], golden_inf=stat["golden"]["inf"],
+                   target_nan=stat["target"]["nan"], target_inf=stat["target"]["inf"])
     row.update(overflow=overflow, golden_abs_max=golden_max, target_abs_max=target_max, failed=bool(reasons) and pair.side == "both" or overflow == "target",
                reasons=reasons)
     # what our decision read (see thresholds): its own keys, apart from msaccucmp's values
@@ -497,6 +514,8 @@ def summarize(rows: list[dict], failures: list[dict]) -> dict:
         "golden_nonfinite": sum(1 for r in rows if _golden_nonfinite(r)),
         # paired device tensors whose layout could not be read as the golden's (acl_dump): no number for them
         "not_compared": sum(1 for r in rows if r.get("not_compared")),
+        # pairs of a dump within a disk budget kept as statistics: no cosine, failed only where they prove it
+        "statistics_only": sum(1 for r in rows if r.get("stats_only")),
         "golden_only": sum(1 for r in rows if r["side"] == "golden_only"),
         "target_only": sum(1 for r in rows if r["side"] == "target_only"),
     }

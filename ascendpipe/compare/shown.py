@@ -33,6 +33,8 @@ def unavailable(row: dict) -> str | None:
         return "empty"
     if row.get("not_compared"):
         return "not compared"
+    if row.get("stats_only"):
+        return "statistics only"
     note = row.get("note") or ""
     if row.get("golden_nan") or row.get("golden_inf") or GOLDEN_NONFINITE in note:
         return "golden inf/NaN"

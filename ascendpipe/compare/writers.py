@@ -37,7 +37,7 @@ EXTRA_ROW_KEYS = ("golden_tensor", "golden_ops", "golden_dtype", "side", "fused"
                   "exact_cosine", "significant_mean_rel_error", "batch", "batches", "failed_batches",
                   "output_index", "compare_fail_reason", "msit_precision_error", "decision",
                   "mechanism", "reaches_output", "contained", "flushed", "quant_step", "empty", "not_compared",
-                  "target_abs_max", "fill")
+                  "target_abs_max", "fill", "stats_only", "statistics")
 
 
 def _num(value) -> str:
@@ -251,6 +251,8 @@ def terminal_text(result: dict, *, color: bool = False, worst: int = 10, input_n
             status = "not compared (golden NaN/inf)"
         if r.get("empty"):
             status = "not compared (empty)"
+        if r.get("stats_only"):  # a dump within a disk budget: no cosine exists for it
+            status = (status + " (statistics)") if r["failed"] else "statistics only"
         number = numbers[id(r)]
         line = (f"{r['index']:>4}  {name:<{width}} {r['op_type'][:18]:<18} {_short(number['cosine']):>10} "
                 f"{_short(number['max_rel_error']):>10} {_short(number['rmse']):>10}  {status}")
@@ -261,6 +263,14 @@ def terminal_text(result: dict, *, color: bool = False, worst: int = 10, input_n
         lines.append(paint(_YELLOW, f"{unread} tensors not compared: the device dump's layout was not read as the "
                                     f"golden's (first: #{first_unread['index']} {first_unread['op_name']}, "
                                     f"{first_unread['not_compared']})"))
+    summarised = s.get("statistics_only") or 0
+    if summarised:
+        budget = s.get("statistics_first") or {}
+        window = budget.get("window") or {}
+        around = (f"; in full: {len(window.get('rows') or [])} rows around #{window['first']}"
+                  if window.get("first") is not None else "")
+        lines.append(paint(_YELLOW, f"{summarised} tensors compared by statistics only (max, min, mean, L2 norm, "
+                                    f"inf/NaN: the dumps' disk budget), not in full: no cosine for them{around}"))
     unmeasured = s.get("golden_nonfinite") or 0
     if unmeasured:
         from ascendpipe.compare.runner import first_golden_nonfinite
@@ -286,7 +296,7 @@ def terminal_text(result: dict, *, color: bool = False, worst: int = 10, input_n
     elif first is None and s.get("compared_tensors") and unread >= s["compared_tensors"]:
         lines.append(paint(_YELLOW, "nothing could be compared: no op is known to pass or fail"))
     elif first is None:
-        unmeasured += unread
+        unmeasured += unread + summarised
         lines.append(paint(_YELLOW, f"no op fails the thresholds, but {unmeasured} tensors were not compared")
                      if unmeasured else paint(_GREEN, "no op fails the thresholds"))
     else:

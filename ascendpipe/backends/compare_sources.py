@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ascendpipe.backends.dump_budget import StatisticsFirst
+from ascendpipe.backends.dump_budget import StatisticsFirst, parse_budget  # noqa: F401 (stages read it here)
 from ascendpipe.backends.dump_retention import folder_bytes, prune_dumps
 from ascendpipe.contract import OM_MODEL_FILE as OM_FILE
 from ascendpipe.contract import QUANTIZE_RECORD

@@ -54,7 +54,10 @@ class CompareKind(StageKind):
             "dump_keep_max": {"type": "integer", "minimum": 0},  # at most the first K of them, in graph order
             # the disk the dumps may take ("2G", "500M", bytes; none: no limit; auto, when absent: half the free
             # space): past it, statistics first and only the first failure's neighbourhood in full
-            "dump_budget": {"type": ["string", "integer"]},
+            "dump_budget": {"type": ["string", "integer"],
+                            "description": "the disk the dumps may take (`2G`, `500M`, bytes; `none`: no limit; absent: "
+                                           "`auto`, half the free space): past it, both sides as statistics and only the "
+                                           "first failure's neighbourhood in full (docs/decoders.md)"},
         },
     }
 
@@ -131,6 +134,6 @@ def dumps_line(dumps: dict, dumped_here: list[bool]) -> str:
 
 def _budget(ctx):
     """The dump_budget param as bytes, 'auto' or None (none), refused in one located line when not a size."""
-    from ascendpipe.backends.dump_budget import parse_budget
+    from ascendpipe.backends.compare_sources import parse_budget
 
     return parse_budget(ctx.params.get("dump_budget"), Location(stage=ctx.name, field="params.dump_budget"))

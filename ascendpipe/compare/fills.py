@@ -6,9 +6,10 @@ lowest)``, and the sum of such a mask and the scores. fp16 cannot hold the const
 -65504 (saturation mode) or -inf (inf_nan mode) there, and a Softmax downstream weighs either as 0,
 as it weighs the golden's constant. Compared as numbers, the row "fails" (its relative Euclidean
 distance is ~1) though nothing a consumer reads changed. ``fill_facts`` tells such a row from an
-overflowing activation by the values: every golden value beyond 65504 has one sign and lies within
-fp16's relative step (2^-10) of one magnitude (a fill, where an activation's overflowing values
-spread; a single value counts only at float32's largest, a sentinel), and the target holds that
+overflowing activation by the values: some positions, not all, hold golden values beyond -65504, every
+one negative and within fp16's relative step (2^-10) of one magnitude (a fill, where an activation's
+overflowing values spread or fill the whole tensor: a saturated network's class scores all near 1e10
+are no mask; a single value counts only at float32's largest, a sentinel), and the target holds that
 constant's fp16 image (+-65504 or +-inf of the same sign, less the scores added to it, and still
 more than exp's range beneath them) at each of them. The other values are
 compared apart (the decision's metrics and thresholds): a NaN there (0 x -inf) or an upstream error
@@ -43,11 +44,15 @@ def fill_facts(golden: np.ndarray, target: np.ndarray, limits: dict) -> dict | N
         count = int(np.count_nonzero(beyond))
         if not count:
             return None
+        if count == g.size:  # no position left unfilled: a tensor wholly beyond range is no mask
+            return None
         values = g[beyond].astype(np.float64)
         if not np.isfinite(values).all():
             return None
-        negative = values[0] < 0
-        if bool(np.any((values < 0) != negative)):
+        # a mask hides positions with a large *negative* value (a Softmax weighs it 0); a large positive
+        # value would dominate the Softmax instead: an overflow of its own, never a fill
+        negative = True
+        if bool(np.any(values >= 0)):
             return None
         magnitudes = np.abs(values)
         low, high = float(magnitudes.min()), float(magnitudes.max())

@@ -194,3 +194,25 @@ def test_compare_and_compare_of_the_dumps_name_the_same_first_failure(tmp_path):
     assert (a["op_name"], a["mechanism"]) == (b["op_name"], b["mechanism"]) == ("/ln1/ReduceMean", "overflow")
     assert from_model["verdict"] == from_dumps["verdict"]
     assert [o["op_name"] for o in a["also_failing"]] == [o["op_name"] for o in b["also_failing"]]
+
+
+def test_only_a_negative_fill_of_some_positions_is_a_mask():
+    """A saturated network's class scores (every value ~1.3e10, positive: onnx's light_squeezenet, whose
+    GlobalAveragePool then overflowed to inf) are no mask: a Softmax is not indifferent to them, and the
+    overflow must reach the verdict. A mask hides some positions with one negative constant."""
+    from ascendpipe.compare import thresholds as thr
+    from ascendpipe.compare.fills import fill_facts
+
+    limits = thr.resolve()
+    scores = np.full(1000, 1.341e10, np.float32) * np.linspace(1, 1.0005, 1000, dtype=np.float32)
+    assert fill_facts(scores, np.full(1000, np.inf, np.float16), limits) is None  # every position, and positive
+    positive = np.zeros(8, np.float32)
+    positive[:2] = 3.4e38
+    assert fill_facts(positive, np.where(positive > 0, np.float16(65504), np.float16(0)), limits) is None
+    mask = np.zeros(8, np.float32)
+    mask[:2] = np.finfo(np.float32).min
+    facts = fill_facts(mask, np.where(mask < 0, np.float16(-65504), np.float16(0)), limits)
+    assert facts["count"] == 2 and facts["stored"] == 2 and facts["rest"]["reasons"] == []
+    spread = mask.copy()
+    spread[:2] = [-7e4, -9e4]  # an activation's overflowing values spread: no fill
+    assert fill_facts(spread, np.where(spread < 0, np.float16(-65504), np.float16(0)), limits) is None

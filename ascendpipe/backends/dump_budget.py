@@ -65,7 +65,8 @@ def dump_bytes(model: Path, feeds: dict) -> int | None:
     model's internal tensors are not dumped and not counted. None: the model cannot be read."""
     import numpy as np
 
-    from ascendpipe.backends.onnxruntime.dump import EMULATION_KEY, GROWTH, _estimate_sizes, emulation_info, plan_tensors
+    from ascendpipe.backends.onnxruntime.dump import (EMULATION_KEY, GROWTH, _estimate_sizes, emulation_info,
+                                                      plan_tensors)
     from ascendpipe.onnxgraph import load_graph, name_nodes
 
     try:
@@ -74,7 +75,8 @@ def dump_bytes(model: Path, feeds: dict) -> int | None:
         return None
     name_nodes(proto.graph)
     metadata = {p.key: p.value for p in proto.metadata_props}
-    internal, producer = emulation_info(metadata, Location(file=str(model))) if EMULATION_KEY in metadata else (set(), {})
+    internal, producer = (emulation_info(metadata, Location(file=str(model))) if EMULATION_KEY in metadata
+                          else (set(), {}))
     plan = plan_tensors(proto.graph.node, {i.name for i in proto.graph.input}, internal, producer)
     sizes = _estimate_sizes(proto, feeds, [p.name for p in plan])
     fed = [int(getattr(a, "nbytes", 0)) for a in feeds.values()]

@@ -38,8 +38,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="ATC's framework: 5 (ONNX), the only one ascendpipe converts; accepted so that an atc "
                         "command line pastes as it is")
     parser.add_argument("--allow-custom-ops", "--allow_custom_ops", dest="allow_custom_ops", action="store_true",
-                        help="emulate ops outside ONNX's published schemas (onnxruntime contrib ops, its own ops in the "
-                        "default domain) that ATC cannot convert, "
+                        help="emulate ops outside ONNX's published schemas (onnxruntime contrib ops, its own ops "
+                        "in the default domain) that ATC cannot convert, "
                         "instead of refusing them (onnxruntime backend only; recorded in convert.json)")
     parser.add_argument("--json", action="store_true",
                         help='print {"model", "output", "precision_mode", "ops": {"float16", "float32", "other"}, "remedy_files", "atc_argv"}')

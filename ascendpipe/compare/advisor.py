@@ -193,7 +193,8 @@ def _zero_to_inf_advice(rows, position, producers, plan_nodes, stage, existing_k
     source = ", ".join(repr(f) for f in feeding) or "its input"
     message = (f"op '{row['op_name']}' ({row['op_type']}) reads 0 where the golden is small but not 0: fp16 flushed "
                f"{source}'s values below {FP16_MIN_NORMAL:.3g} (an epsilon such as 1e-10 too) to 0 or to subnormals, "
-               f"and {wording.zero_to_inf(row['op_type'], mode)}: an underflow, not an overflow. Keep the op adding the epsilon "
+               f"and {wording.zero_to_inf(row['op_type'], mode)}: an underflow, not an overflow. Keep the op adding "
+               "the epsilon "
                f"and its consumer in fp32, or raise the epsilon to at least {FP16_MIN_NORMAL:.3g} (fp16's smallest "
                "normal value)")
     return _keep_dtype_item(_unique(list(existing_keep or []) + names), stage, message, added=names,

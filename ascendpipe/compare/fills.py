@@ -31,7 +31,8 @@ EXP_ZERO = 104.0  # exp(-104) is below float32's smallest subnormal (1.4e-45): a
 
 def fill_facts(golden: np.ndarray, target: np.ndarray, limits: dict) -> dict | None:
     """{"value", "count", "stored", "stored_as", "rest": {"compared", "exact_cosine", "relative_euclidean",
-    "reasons", "nonfinite", "golden_peak", "target_peak"}} for a float pair whose golden holds a fill beyond fp16's range; None otherwise.
+    "reasons", "nonfinite", "golden_peak", "target_peak"}} for a float pair whose golden holds a fill beyond
+    fp16's range; None otherwise.
     ``stored``: how many of the ``count`` fill positions the target holds as the fill's fp16 image;
     ``rest``: the decision's metrics over every other position, and the thresholds' reasons (empty:
     they pass)."""

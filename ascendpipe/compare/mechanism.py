@@ -173,7 +173,8 @@ def fills(rows: list[dict], producers: dict[str, list[str]] | None, mode: str | 
             else "")
         r.update(mechanism="saturated_mask", contained=(
             f"a mask fill: the golden's {fill['value']:.3g} at {fill['count']} position"
-            f"{'s' if fill['count'] != 1 else ''} is stored as {_held(fill['stored_as'])} in fp16{wording.mode_note(mode)}"
+            f"{'s' if fill['count'] != 1 else ''} is stored as {_held(fill['stored_as'])} in fp16"
+            f"{wording.mode_note(mode)}"
             f"{others}; '{absorber[0]}' ({absorber[1]}) absorbs it: it weighs both as 0, so it is no cause"))
 
 
@@ -342,8 +343,8 @@ def reaching(rows: list[dict], producers: dict[str, list[str]] | None) -> tuple[
     failing output reaches it (graph order)."""
     # a device tensor not laid out as the golden (acl_dump's not_compared) has no number: not a compared output
     # an output compared by statistics only counts where they fail it; unfailed, it is not known to pass
-    outputs = [i for i, r in enumerate(rows) if r.get("is_output") and r.get("side") == "both" and not r.get("not_compared")
-               and not (r.get("stats_only") and not r.get("failed"))]
+    outputs = [i for i, r in enumerate(rows) if r.get("is_output") and r.get("side") == "both"
+               and not r.get("not_compared") and not (r.get("stats_only") and not r.get("failed"))]
     # a row already contained (a mask fill absorbed downstream: ``fills``) passes on nothing
     failing = {i for i, r in enumerate(rows) if r.get("failed") and not r.get("contained")}
     if not outputs:
@@ -478,7 +479,9 @@ def divergence(row: dict) -> dict:
 
 def contained_tail(rows: list[dict]) -> str:
     contained = sum(1 for r in rows if r.get("contained"))
-    return f"; {contained} op{'s' if contained != 1 else ''} beyond thresholds contained (listed apart)" if contained else ""
+    if not contained:
+        return ""
+    return f"; {contained} op{'s' if contained != 1 else ''} beyond thresholds contained (listed apart)"
 
 
 def verdict(rows: list[dict], failures: list[dict], outputs_pass: bool | None, mode: str | None = None) -> str:

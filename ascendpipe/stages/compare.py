@@ -55,9 +55,9 @@ class CompareKind(StageKind):
             # the disk the dumps may take ("2G", "500M", bytes; none: no limit; auto, when absent: half the free
             # space): past it, statistics first and only the first failure's neighbourhood in full
             "dump_budget": {"type": ["string", "integer"],
-                            "description": "the disk the dumps may take (`2G`, `500M`, bytes; `none`: no limit; absent: "
-                                           "`auto`, half the free space): past it, both sides as statistics and only the "
-                                           "first failure's neighbourhood in full (docs/decoders.md)"},
+                            "description": "the disk the dumps may take (`2G`, `500M`, bytes; `none`: no limit; "
+                                           "absent: `auto`, half the free space): past it, both sides as statistics "
+                                           "and only the first failure's neighbourhood in full (docs/decoders.md)"},
         },
     }
 

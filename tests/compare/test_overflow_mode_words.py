@@ -187,7 +187,8 @@ def test_compare_and_compare_of_the_dumps_name_the_same_first_failure(tmp_path):
     converted = _convert(model, tmp_path / "conv", soc_version=SATURATION_SOC)
     from_model = _compare(model, converted.parent, tmp_path, feeds, "w")
     work = tmp_path / "w"
-    assert {"fused_map.json", "precision_plan.json", "convert.json"} <= {p.name for p in (work / "target_dump").iterdir()}
+    carried = {p.name for p in (work / "target_dump").iterdir()}
+    assert {"fused_map.json", "precision_plan.json", "convert.json"} <= carried
     from_dumps, _ = run_compare(work / "golden_dump", work / "target_dump", input_path=None, work_dir=tmp_path / "w2",
                                 limits=thr.resolve())
     a, b = from_model["first_failure"], from_dumps["first_failure"]

@@ -74,7 +74,8 @@ def recipe(specs) -> str:
     cache = [s.name for s in opened if CACHE_NAME.search(s.name)]
     empty = (" (an empty cache: a 0 dim, or export the prefill graph without cache inputs)" if cache else "")
     return (f"a decoder runs on the board as two static OMs: a prefill OM, --input_shape="
-            f"\"{_template(opened, _PREFILL)}\"{empty}, and a decode OM, --input_shape=\"{_template(opened, _DECODE)}\" "
+            f"\"{_template(opened, _PREFILL)}\"{empty}, and a decode OM, "
+            f"--input_shape=\"{_template(opened, _DECODE)}\" "
             f"(PROMPT: the prompt length, CACHE: the cache length the decode OM is built for); or one OM with "
             f"-1 at those dims and --dynamic_dims gears (at most 100, one value per -1 in order) covering the "
             f"lengths you run; see docs/decoders.md")

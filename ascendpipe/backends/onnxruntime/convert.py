@@ -482,7 +482,8 @@ def custom_domain_warning(custom: list[dict[str, str]]) -> str:
     shown = ", ".join(f"{c['op_name']} ({(c['domain'] + '.') if c['domain'] else ''}{c['op_type']})"
                       for c in custom[:5])
     more = f" and {len(custom) - 5} more" if len(custom) > 5 else ""
-    return (f"warning: {len(custom)} op(s) outside ONNX's published schemas emulated (allow_custom_ops): {shown}{more}; "
+    return (f"warning: {len(custom)} op(s) outside ONNX's published schemas emulated (allow_custom_ops): "
+            f"{shown}{more}; "
             "emulated with onnxruntime's kernels, but ATC would reject them (E19010 no parser / E16005 a second "
             "opset domain): export them as standard ONNX ops")
 

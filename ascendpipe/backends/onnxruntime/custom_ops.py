@@ -4,7 +4,8 @@ SimplifiedLayerNormalization; an ONNX op the model's opset predates; any custom 
 
 ATC cannot convert them (``atc.unconvertible_ops``), so convert refuses them unless told to emulate
 them anyway (``allow_custom_ops``): then what onnxruntime runs is run, and an op onnxruntime has no
-schema for either is refused (``not_run``: nothing here runs it). Emulated, an fp16 op's outputs are rounded only where they are
+schema for either is refused (``not_run``: nothing here runs it). Emulated, an fp16 op's outputs are
+rounded only where they are
 float32 tensors: onnx's shape inference knows no contrib op, so their output types come from
 onnxruntime's own op schemas (EmbedLayerNormalization's ``mask_index`` is int32: a Cast pair on it
 would make it float and the model would no longer load). An op with no schema here, or an output
@@ -63,8 +64,8 @@ def not_run_error(ops: list[dict]):
     groups: dict[str, list[str]] = {}
     for op in ops:
         groups.setdefault(f"{op['domain'] + '.' if op['domain'] else ''}{op['op_type']}", []).append(op["op_name"])
-    parts = [f"{kind} at {', '.join(repr(n) for n in names[:3])}" + (f" and {len(names) - 3} more" if len(names) > 3 else "")
-             for kind, names in groups.items()]
+    parts = [f"{kind} at {', '.join(repr(n) for n in names[:3])}"
+             + (f" and {len(names) - 3} more" if len(names) > 3 else "") for kind, names in groups.items()]
     return UserError(f"{len(ops)} op(s) are in neither ONNX's published schemas nor onnxruntime's "
                      f"(onnxruntime {package_version('onnxruntime')}): {'; '.join(parts)}: nothing here can run "
                      "them, emulated or not; export them as standard ONNX ops (or register their kernels with "

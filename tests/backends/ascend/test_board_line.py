@@ -63,10 +63,10 @@ def test_a_decoder_without_shapes_warns_and_records_a_line_atc_takes(decoder):
 
 def test_the_prefill_and_decode_oms_and_gears_give_the_lines_atc_takes(decoder):
     root, _ = decoder
-    prefill = _convert(root, "prefill", input_shape="input_ids:1,16;position_ids:1,16;past_key:1,2,0,16;past_value:1,2,0,16")
-    decode = _convert(root, "decode", input_shape="input_ids:1,1;position_ids:1,1;past_key:1,2,64,16;past_value:1,2,64,16")
-    gears = _convert(root, "gears", input_shape="input_ids:1,-1;position_ids:1,-1;past_key:1,2,-1,16;past_value:1,2,-1,16",
-                     dynamic_dims="16,16,1,1;1,1,64,64")
+    shape = "input_ids:1,{t};position_ids:1,{t};past_key:1,2,{c},16;past_value:1,2,{c},16"
+    prefill = _convert(root, "prefill", input_shape=shape.format(t=16, c=0))
+    decode = _convert(root, "decode", input_shape=shape.format(t=1, c=64))
+    gears = _convert(root, "gears", input_shape=shape.format(t=-1, c=-1), dynamic_dims="16,16,1,1;1,1,64,64")
     for result in (prefill, decode, gears):
         assert not [w for w in result.warnings if "input_shape" in w]  # given: nothing to warn about
         done = _atc_double(result.atc_argv, root)

@@ -140,7 +140,8 @@ def test_an_op_nothing_here_runs_is_refused_even_allowed(tmp_path):
     onnxruntime's (its Gelu is registered from 20 too) define it, so nothing could run it."""
     f = TensorProto.FLOAT
     graph = helper.make_graph([helper.make_node("Gelu", ["x"], ["y"], name="gelu")], "g",
-                              [helper.make_tensor_value_info("x", f, [4])], [helper.make_tensor_value_info("y", f, [4])])
+                              [helper.make_tensor_value_info("x", f, [4])],
+                              [helper.make_tensor_value_info("y", f, [4])])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
     onnx.save(model, str(tmp_path / "m.onnx"))
@@ -155,8 +156,9 @@ def test_an_op_nothing_here_runs_is_refused_even_allowed(tmp_path):
 def test_the_ascend_refusal_names_default_domain_ops_too():
     from ascendpipe.backends.ascend.atc import unconvertible_ops
 
-    ops = unconvertible_ops([("n", "SimplifiedLayerNormalization", ""), ("r", "Relu", ""), ("l", "LayerNormalization", ""),
-                             ("g", "Gelu", "ai.onnx")], {"": 17})
+    ops = unconvertible_ops([("n", "SimplifiedLayerNormalization", ""), ("r", "Relu", ""),
+                             ("l", "LayerNormalization", ""), ("g", "Gelu", "ai.onnx")], {"": 17})
     assert [(o["op_name"], o["since"]) for o in ops] == [("n", None), ("g", 20)]
     # without the model's opsets (a graph read alone), an op ONNX never defined is still named
-    assert [o["op_name"] for o in unconvertible_ops([("n", "SimplifiedLayerNormalization", ""), ("g", "Gelu", "")])] == ["n"]
+    unread = unconvertible_ops([("n", "SimplifiedLayerNormalization", ""), ("g", "Gelu", "")])
+    assert [o["op_name"] for o in unread] == ["n"]

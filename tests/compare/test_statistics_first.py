@@ -153,3 +153,17 @@ def test_a_bad_budget_is_one_located_line():
     with pytest.raises(UserError) as err:
         parse_budget("12Q", Location(field="--dump-budget"))
     assert str(err.value).startswith("--dump-budget '12Q' is not a size: give bytes") and "\n" not in str(err.value)
+
+
+def test_the_cli_takes_a_budget_and_refuses_a_bad_one_before_any_dump(decoder, tmp_path, capsys):
+    from ascendpipe.cli.main import main
+
+    root, model, target = decoder
+    args = ["compare", "--golden", str(model), "--target", str(target), "--input", str(root / "in.npz"), "--json"]
+    assert main([*args, "--dump-budget", "12Q"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["ascendpipe: error: --dump-budget '12Q' is not a size: give bytes (500M, 2G, 1.5GB), auto or none"]
+    assert main([*args, "--dump-budget", "20K"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["summary"]["statistics_first"]["in_full"] == "window" and doc["summary"]["statistics_only"] > 0
+    assert doc["first_failure"]["op_name"] == "/ln1/ReduceMean"

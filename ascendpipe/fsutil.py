@@ -97,6 +97,93 @@ def copy_atomic(src, dst):
     return dst
 
 
+HARD_LINKS_ENV = "ASCENDPIPE_CACHE_HARDLINKS"
+
+
+def hard_links_allowed() -> bool:
+    """Whether our own big files (stage outputs, cache objects) may share an inode where no reflink is to be
+    had. ``onnx.load`` refuses a weights file with several links ("a potential hardlink attack"); with
+    ``ASCENDPIPE_CACHE_HARDLINKS=0`` each is a reflink or a copy instead, at the cost of the disk the links
+    saved."""
+    return os.environ.get(HARD_LINKS_ENV, "1").strip() != "0"
+
+
+def share_file(src, dst, *, link: bool = False) -> str:
+    """``dst`` made to hold ``src``'s bytes atomically, sharing them where the file system lets it:
+    a reflink (FICLONE: btrfs, XFS; no byte copied, each file its own), else with ``link`` a hard link
+    (the same inode: for files of ours that are never written in place), else an in-kernel copy.
+    Returns "reflinked", "linked" or "copied". ``ASCENDPIPE_CACHE_HARDLINKS=0`` turns hard links off
+    (``hard_links_allowed``)."""
+    link = link and hard_links_allowed()
+
+    class _LinkInstead(Exception):
+        pass
+
+    try:
+        with atomic_path(dst) as tmp, open(src, "rb") as source, open(tmp, "wb") as target:
+            if _reflink(source.fileno(), target.fileno()):
+                return "reflinked"
+            if link:
+                raise _LinkInstead
+            _copy(source.fileno(), target.fileno(), os.fstat(source.fileno()).st_size)
+            return "copied"
+    except _LinkInstead:
+        pass
+    if link_atomic(src, dst):
+        return "linked"
+    return share_file(src, dst)  # another file system, or one without hard links: a copy
+
+
+def _reflink(src: int, dst: int) -> bool:
+    try:
+        import fcntl
+
+        fcntl.ioctl(dst, 0x40049409, src)  # FICLONE (linux/fs.h)
+    except (ImportError, OSError):
+        return False
+    return True
+
+
+def _copy(src: int, dst: int, size: int) -> None:
+    """Copy ``size`` bytes in the kernel (copy_file_range, which moves both files' offsets), the rest
+    (a file system that refuses it) through a 16 MB buffer."""
+    done = 0
+    copy_range = getattr(os, "copy_file_range", None)
+    try:
+        while copy_range is not None and done < size:
+            sent = copy_range(src, dst, size - done)
+            if not sent:
+                break
+            done += sent
+    except OSError:
+        pass
+    while True:
+        chunk = memoryview(os.read(src, 16 << 20))
+        if not chunk:
+            return
+        while chunk:
+            chunk = chunk[os.write(dst, chunk):]
+
+
+def link_atomic(src, dst) -> bool:
+    """``dst`` made a hard link to ``src`` atomically (a temp link renamed over it): the same inode,
+    no byte copied, its mode and times untouched. False where the file system cannot (another
+    device, no hard links, the link count at its limit): the caller copies instead."""
+    folder = os.path.dirname(os.fspath(dst)) or "."
+    os.makedirs(folder, exist_ok=True)
+    tmp = os.path.join(folder, f"{TEMP_PREFIX}{os.path.basename(os.fspath(dst))}.{os.getpid()}-{next(_COUNTER)}.link")
+    try:
+        os.link(src, tmp)
+    except OSError:
+        return False
+    try:
+        os.replace(tmp, dst)
+    finally:
+        if os.path.lexists(tmp):  # rename does nothing where both names are links of one file already
+            os.unlink(tmp)
+    return True
+
+
 def workspace_relative(value, root):
     """``value`` (a str, or lists/dicts of them) with paths under ``root`` made relative to it,
     wherever they stand in a string (``--model=/ws/m.onnx`` -> ``--model=m.onnx``).

@@ -84,15 +84,48 @@ def _flat(d: dict, prefix: str = "") -> dict:
     return out
 
 
+TIMED_KINDS = ("infer", "profile", "tune")  # kinds whose metrics include measured times
+HOST_TIME = "host_cpu_emulation"  # what summary.json's time_measured_on says on the onnxruntime backend
+
+
+def time_measured_on(run: dict, stage: dict) -> str | None:
+    """Where a stage's times were measured: ``host_cpu_emulation`` (the onnxruntime backend times the host
+    CPU), ``npu`` (the ascend backend: ais_bench and msprof on the board), None (no times, or unknown)."""
+    if stage.get("kind") not in TIMED_KINDS:
+        return None
+    recorded = (stage.get("info") or {}).get("time_measured_on")
+    if isinstance(recorded, str) and recorded:
+        return recorded
+    return {"onnxruntime": HOST_TIME, "ascend": "npu"}.get(run.get("backend"))
+
+
+def is_time_metric(kind: str | None, name: str) -> bool:
+    """A metric that is a measured time or derived from one (a profile's shares, tune's gains)."""
+    if kind in ("profile", "tune"):
+        return True
+    return kind == "infer" and (name.startswith("latency") or name == "throughput" or name.endswith("_ms"))
+
+
 def diff_runs(a: dict, b: dict) -> dict:
     """Params and metrics of every stage side by side: ``{"a": id, "b": id, "pipelines": {"a", "b",
     "same"}, "stages": {NAME: {
-    "params": {K: {"a", "b", "changed"}}, "metrics": {K: {"a", "b", "changed", "delta"}}, "state": {"a", "b"}}}}``."""
-    names = list(dict.fromkeys(list(a["stages"]) + list(b["stages"])))
+    "params": {K: {"a", "b", "changed"}}, "metrics": {K: {"a", "b", "changed", "delta"}}, "state": {"a", "b"}}}}``.
+    Runs of two pipeline files: only the stages both have (a stage of one pipeline says nothing about another
+    pipeline's stage of another name), and ``stages_left_out: {"a": [...], "b": [...]}`` names the others.
+    A stage whose metrics hold times has ``time_measured_on: {"a", "b"}`` (``time_measured_on`` above)."""
+    same = a.get("pipeline") == b.get("pipeline")
+    if same:
+        names = list(dict.fromkeys(list(a["stages"]) + list(b["stages"])))
+    else:
+        names = [n for n in a["stages"] if n in b["stages"]]
     stages = {}
     for name in names:
         sa, sb = a["stages"].get(name, {}), b["stages"].get(name, {})
         entry = {"state": {"a": sa.get("state"), "b": sb.get("state")}, "params": {}, "metrics": {}, "outputs_changed": sa.get("outputs") != sb.get("outputs")}
+        entry["kind"] = sa.get("kind") or sb.get("kind")
+        measured = {"a": time_measured_on(a, sa) if sa else None, "b": time_measured_on(b, sb) if sb else None}
+        if measured["a"] or measured["b"]:
+            entry["time_measured_on"] = measured
         pa, pb = _flat(sa.get("params")), _flat(sb.get("params"))
         for k in sorted(set(pa) | set(pb)):
             entry["params"][k] = {"a": pa.get(k), "b": pb.get(k), "changed": pa.get(k) != pb.get(k)}
@@ -104,8 +137,12 @@ def diff_runs(a: dict, b: dict) -> dict:
                 row["delta"] = vb - va
             entry["metrics"][k] = row
         stages[name] = entry
-    pipelines = {"a": a.get("pipeline"), "b": b.get("pipeline"), "same": a.get("pipeline") == b.get("pipeline")}
-    return {"a": a["id"], "b": b["id"], "pipelines": pipelines, "stages": stages}
+    pipelines = {"a": a.get("pipeline"), "b": b.get("pipeline"), "same": same}
+    result = {"a": a["id"], "b": b["id"], "pipelines": pipelines, "stages": stages}
+    if not same:
+        result["stages_left_out"] = {"a": [n for n in a["stages"] if n not in b["stages"]],
+                                     "b": [n for n in b["stages"] if n not in a["stages"]]}
+    return result
 
 
 def previous_of_pipeline(db, run: dict) -> int | None:

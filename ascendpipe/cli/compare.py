@@ -101,12 +101,45 @@ def main(args: argparse.Namespace) -> int:
             doc["apply"] = apply
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
     else:
-        sys.stdout.write(terminal_text(result, color=use_color(sys.stdout), input_note=note))
+        sys.stdout.write(with_output_cosine(terminal_text(result, color=use_color(sys.stdout), input_note=note), result))
         if args.output:
             sys.stdout.write(f"results: {args.output / 'result.csv'}, {args.output / 'result.json'}, {args.output / 'report.html'}\n")
         for line in (apply or {}).get("lines", []):
             sys.stdout.write(line + "\n")
     return 1 if args.check and not outputs_pass(result) else 0
+
+
+def output_cosine_line(result: dict) -> str:
+    """``output cosine: 0.999995 (...)``: the model outputs' cosine, the figure a build's summary prints for a
+    compare stage (``output_cosine``, the lowest over the outputs); n/a where no output was compared."""
+    value = result["summary"].get("output_cosine")
+    outputs = [r for r in result["rows"] if r.get("is_output") and r.get("side") == "both" and not r.get("empty")]
+    if value is None or not outputs:
+        return "output cosine: n/a (no model output was compared)"
+    if len(outputs) == 1:
+        where = f"the model output {outputs[0].get('tensor') or outputs[0]['op_name']}"
+    else:
+        worst = min(outputs, key=lambda r: _exact(r))
+        where = f"the lowest of the model's {len(outputs)} outputs: {worst.get('tensor') or worst['op_name']}"
+    return f"output cosine: {value:.6g} ({where}; `build` prints it as output_cosine)"
+
+
+def _exact(row: dict) -> float:
+    import math
+
+    value = row.get("exact_cosine") if row.get("exact_cosine") is not None else row.get("cosine")
+    return 0.0 if value is None or math.isnan(value) else value
+
+
+def with_output_cosine(text: str, result: dict) -> str:
+    """The compare's console text with the output cosine after its verdict (before the counts)."""
+    import re
+
+    lines = text.split("\n")
+    plain = [re.sub(r"\033\[[0-9;]*m", "", line) for line in lines]
+    at = next((i for i, line in enumerate(plain) if line.startswith("compared ")), len(lines) - 1)
+    lines.insert(at, output_cosine_line(result))
+    return "\n".join(lines)
 
 
 def outputs_pass(result: dict) -> bool:

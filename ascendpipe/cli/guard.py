@@ -91,6 +91,10 @@ def model_specs(path: Path, flag: str) -> list:
         # here, before anything is made or written
         check_specs(specs, Location(file=f"{flag} {path}"))
         _CHECKED[key] = specs
+    from ascendpipe import onnxexternal
+
+    # its external data (weights files beside it), strictly, before any command reads or writes a byte
+    onnxexternal.check_model(path, label=f"{flag} {path}")
     return _CHECKED[key]
 
 

@@ -216,6 +216,7 @@ def report_html(result: dict, doc: dict) -> str:
         verdict=doc.get("verdict"),
         contained=doc.get("contained") or [],
         standard=doc.get("standard") or {},
+        golden_only=doc.get("golden_only") or {},
         summary=doc["summary"],
         thresholds=doc["thresholds"],
         input_note=doc.get("input"),

@@ -135,6 +135,71 @@ def _clean(value):
     return value
 
 
+FUSED_NOTE = "fused into target op '"  # mapping.pair_tensors' note of a golden-only tensor inside a fused kernel
+FP16_MAX = 65504.0
+
+
+def golden_only_summary(rows: list[dict]) -> dict:
+    """What the golden-only rows are and whether they matter (result.json ``golden_only``, the console, the
+    report): tensors of the fp32 model with no tensor of their own in the target, either computed inside a
+    fused kernel (compared at the kernel's output) or without any counterpart (folded away, or not in a
+    target dump). They matter where they hold values beyond fp16's range inside a kernel whose output fails:
+    the kernel overflows inside, where no dump sees it."""
+    only = [r for r in rows if r.get("side") == "golden_only"]
+    kernel_failed = {r["op_name"]: bool(r.get("failed")) for r in rows if r.get("side", "both") == "both"}
+    fused, causes = [], []
+    for row in only:
+        note = row.get("note") or ""
+        if not note.startswith(FUSED_NOTE):
+            continue
+        kernel = note[len(FUSED_NOTE):].rstrip("'")
+        fused.append(kernel)
+        peak = row.get("golden_abs_max")
+        if kernel_failed.get(kernel) and isinstance(peak, (int, float)) and peak > FP16_MAX:
+            causes.append({"index": row.get("index"), "op_name": row["op_name"], "kernel": kernel, "golden_abs_max": peak})
+    kernels = list(dict.fromkeys(fused))
+    unmatched = len(only) - len(fused)
+    doc = {"count": len(only), "fused": len(fused), "no_counterpart": unmatched, "kernels": kernels[:10],
+           "beyond_fp16_in_failing_kernels": causes[:10], "matters": bool(causes)}
+    if not only:
+        doc["explanation"] = "every golden tensor has a counterpart in the target"
+        return doc
+    doc["explanation"] = (
+        f"{len(only)} golden-only tensors: ops of the fp32 model with no tensor of their own in the target. "
+        + (f"{len(fused)} are computed inside {len(kernels)} fused kernel(s) (ATC's fusion passes), each compared at "
+           f"its output, the row of the target op they were fused into ({', '.join(kernels[:3])}"
+           + (", ..." if len(kernels) > 3 else "") + ")" if fused else "none is inside a fused kernel")
+        + (f"; {unmatched} have no counterpart at all (folded into a constant or removed by the conversion, or "
+           "absent from a target dump)" if unmatched else "")
+        + ". They get no metrics of their own: an error in one shows at the compared tensor it feeds.")
+    if causes:
+        first = causes[0]
+        doc["why_it_matters"] = (
+            f"{len(causes)} of them hold golden values beyond fp16's {FP16_MAX:g} inside kernels whose output fails "
+            f"(first: #{first['index']} {first['op_name']} in {first['kernel']}, |golden| up to {first['golden_abs_max']:.4g}): "
+            "the kernel overflows inside, where no dump sees it; its row (pass_name) names the fusion")
+    else:
+        doc["why_it_matters"] = "they need no action of their own: none holds a value a failing kernel cannot"
+    return doc
+
+
+def golden_only_lines(result: dict) -> list[str]:
+    """The console's words on the golden-only tensors (nothing when there are none)."""
+    info = golden_only_summary(result["rows"])
+    if not info["count"]:
+        return []
+    lines = [f"golden-only: {info['count']} tensors of the fp32 model have no tensor of their own in the target: "
+             + (f"{info['fused']} inside fused kernels (compared at the kernel's output: "
+                f"{', '.join(info['kernels'][:3])}{', ...' if len(info['kernels']) > 3 else ''})" if info["fused"] else "")
+             + ("; " if info["fused"] and info["no_counterpart"] else "")
+             + (f"{info['no_counterpart']} without a counterpart (folded or removed by the conversion)"
+                if info["no_counterpart"] else "")
+             + "; no metrics of their own, an error in one shows at the tensor it feeds"]
+    if info["matters"]:
+        lines.append("  they matter here: " + info["why_it_matters"])
+    return lines
+
+
 def contract(result: dict, input_note: str | None = None) -> dict:
     rows = [{**{k: row.get(k) for k in CONTRACT_ROW_KEYS + EXTRA_ROW_KEYS}, "pass_name": row.get("pass_name"),
              "msit_precision_error": _msit_precision_error(row)}
@@ -144,7 +209,8 @@ def contract(result: dict, input_note: str | None = None) -> dict:
            "first_reaching_failure": result.get("first_reaching_failure", result["first_failure"]),
            "contained": result.get("contained") or [], "standard": result.get("standard"),
            "overflow_mode": result.get("overflow_mode"),
-           "summary": result["summary"], "thresholds": result["thresholds"], "strategy": result["strategy"]}
+           "summary": result["summary"], "thresholds": result["thresholds"], "strategy": result["strategy"],
+           "golden_only": golden_only_summary(result["rows"])}
     if result.get("quantization"):
         doc["quantization"] = result["quantization"]
     if input_note:
@@ -234,6 +300,7 @@ def terminal_text(result: dict, *, color: bool = False, worst: int = 10, input_n
     lines.append(f"compared {s['compared_tensors']} tensors ({s['golden_only']} golden-only, {s['target_only']} target-only)"
                  + (f" on {batches} batches, each op's worst shown" if batches > 1 else "")
                  + f": {s['failed_ops']} failed, {s['overflow_ops']} overflow")
+    lines += [paint(_YELLOW, line) if line.startswith("  they matter") else line for line in golden_only_lines(result)]
     shown = sorted(rows, key=badness)[:worst]
     names = op_labels([r["op_name"] for r in shown])
     width = max([32] + [len(n) for n in names])

@@ -50,7 +50,8 @@ def load_pipeline(
     data = apply_overrides(data, overrides, marks, _origins(path, list(overrides or [])))
     _check_keys(data, marks)
     _stage_booleans(data, marks)
-    schema_mod.validate(data, schema_mod.pipeline_schema(), lambda p, m: _raise(marks, p, m, data))
+    # a templated value ("{{ params.soc }}") is checked once rendered, with the stage's params (_Resolver._one)
+    schema_mod.validate(data, schema_mod.pipeline_schema(), lambda p, m: _raise(marks, p, m, data), ignore=_templated)
     workspace = Path(find_workspace(path))
     from ascendpipe.config.paths import PathRules
 
@@ -164,6 +165,28 @@ def _stage_booleans(data: dict, marks: Marks) -> None:
         for where, block in blocks:
             if isinstance(block, dict):
                 block.update(_yaml_booleans(block, schema, {k: marks.bools.get(where + (k,)) for k in block}))
+
+
+def _template_of(raw, path: tuple) -> str | None:
+    """The template text at ``path`` inside a param's value as written, or None where there is none."""
+    from ascendpipe.config.template import needs_render
+
+    for part in path:
+        try:
+            raw = raw[part]
+        except (KeyError, IndexError, TypeError):
+            return None
+    return raw if isinstance(raw, str) and needs_render(raw) else None
+
+
+def _templated(error) -> bool:
+    """A schema error about a template's text in a stage's params, not the value it renders to (checked,
+    rendered, against the kind's schema). Elsewhere (backend, env, build_dir) nothing renders it later."""
+    from ascendpipe.config.template import needs_render
+
+    path = list(error.absolute_path)
+    return (len(path) > 3 and path[0] == "stages" and path[2] == "params"
+            and isinstance(error.instance, str) and needs_render(error.instance))
 
 
 def _raise(marks, path, message, data=None):
@@ -301,6 +324,11 @@ class _Resolver:
                 text = marks.bools.get(where)
                 if text and isinstance(keyed.get(path[0]) if len(path) == 1 else None, bool):
                     message += f" (YAML 1.1 reads `{text}` as a boolean; quote it: '{text}')"
+                template = _template_of(raw_merged.get(path[0]) if path else None, path[1:])
+                if template is not None:  # the error is about what the template rendered
+                    message += f" (rendered from '{template}'" + (
+                        "; a template renders text: give this param its value without one)"
+                        if message.startswith("expected ") else ")")
                 raise schema_mod.located_error(marks, where, message, stage=name)
 
             schema_mod.validate(keyed, kind.params_schema, on_schema_error)

@@ -181,8 +181,9 @@ def field_name(path) -> str:
 _validators: dict[int, object] = {}
 
 
-def validate(instance, schema: dict, on_error) -> None:
-    """Validate; for the first (most specific) error call ``on_error(path_tuple, message)``."""
+def validate(instance, schema: dict, on_error, ignore=None) -> None:
+    """Validate; for the first (most specific) error call ``on_error(path_tuple, message)``. ``ignore(error)``:
+    errors it is true of are left to a later check (a templated value, checked once rendered)."""
     import jsonschema
 
     key = id(schema)
@@ -190,7 +191,7 @@ def validate(instance, schema: dict, on_error) -> None:
     if validator is None:
         validator = jsonschema.Draft202012Validator(schema)
         _validators[key] = validator
-    errors = list(validator.iter_errors(instance))
+    errors = [e for e in validator.iter_errors(instance) if ignore is None or not ignore(e)]
     if not errors:
         return
     best = jsonschema.exceptions.best_match(errors)

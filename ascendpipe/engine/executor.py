@@ -14,6 +14,7 @@ import threading
 import time
 
 from ascendpipe.contract import stage_folder
+from ascendpipe.engine import model_deps
 from ascendpipe.errors import Location, StageFailed, UserError
 from ascendpipe.graph import key as keymod
 from ascendpipe.store.hashing import DIR_SUFFIX, hash_bytes
@@ -181,6 +182,9 @@ class StageExecutor:
             deps[dep] = digest
         for fieldname, up in sorted(stage.upstream.items()):
             deps[stage.inputs[fieldname]] = self.hasher.hash_path(stage.inputs[fieldname])
+        for model in [d for d, digest in deps.items() if model_deps.is_model_file(d, digest)]:
+            # a model's weights files (ONNX external data) are part of what the stage reads
+            deps.update(model_deps.external_deps(self.hasher, self.ws.root, model, self.dep_location(stage, model)))
         extra = {}
         if kind["uses_thresholds"] and self.pipeline.thresholds:
             extra["thresholds"] = self.pipeline.thresholds
@@ -432,10 +436,10 @@ class StageExecutor:
             absolute = self.ws.abs(out)
             if os.path.isdir(absolute):
                 digest, entries = self.hasher.dir_manifest(out)
-                self.objects.put_dir(absolute, digest, entries)
+                self.objects.put_dir(absolute, digest, entries, share=True)
             else:
                 digest = self.hasher.hash_path(out)
-                self.objects.put_file(absolute, digest)
+                self.objects.put_file(absolute, digest, share=True)
             outputs[out] = digest
         self.hasher.flush()
         return outputs

@@ -186,6 +186,31 @@ def advice_files(pipeline, stage) -> str:
     return text + (f" (+ {', '.join(rest)})" if head and rest else ", ".join(rest) if not head else "")
 
 
+TIMED_KINDS = ("profile", "tune")  # kinds whose headline metrics are latencies
+HOST_TIME = "host_cpu_emulation"  # summary.json's time_measured_on on the onnxruntime backend
+HOST_TIME_WORDS = ("times: the host CPU's, measured on the onnxruntime emulation (time_measured_on: "
+                   "host_cpu_emulation), not an NPU's")
+
+
+def times_measured_on(pipeline, stage) -> str | None:
+    """Where a profile or tune stage's times were measured: its summary.json's ``time_measured_on`` (profile),
+    else the backend's (the onnxruntime emulation times the host CPU; the ascend backend the NPU); None
+    for a kind that measures no time."""
+    if stage.kind not in TIMED_KINDS:
+        return None
+    if stage.outs:
+        import json
+
+        try:
+            with open(os.path.join(str(pipeline.workspace), stage.outs[0], "summary.json"), encoding="utf-8") as f:
+                found = json.load(f).get("time_measured_on")
+        except (OSError, ValueError, AttributeError):
+            found = None
+        if isinstance(found, str) and found:
+            return found
+    return HOST_TIME if pipeline.backend == "onnxruntime" else "npu"
+
+
 def headline(pipeline, outcomes: dict, order: list[str], limit: int = 8, infos: dict | None = None) -> str:
     """``infos``: stage -> its recorded info (a compare's first failure is named by op, not by index).
     The eval stages come first, each leading with its task's key metric (``contract.KEY_METRIC``)."""
@@ -208,6 +233,9 @@ def headline(pipeline, outcomes: dict, order: list[str], limit: int = 8, infos: 
             items = sorted(items, key=lambda kv: lead.index(kv[0]) if kv[0] in lead else len(lead))
             keys.append(key)
         text = "  ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in items[:limit])
+        host_times = times_measured_on(pipeline, stage) == HOST_TIME  # latencies of the emulation are no NPU's
+        if host_times:
+            text = f"(host CPU) {text}"
         if first:
             text = f"first failure {first}  {text}"
         elif (stage.kind == "compare" and o.metrics.get("contained_ops")
@@ -218,5 +246,7 @@ def headline(pipeline, outcomes: dict, order: list[str], limit: int = 8, infos: 
         where = advice_files(pipeline, stage) if first else ""
         if where:  # where the first failure's advice is: its report and the remedy files to paste
             (keyed if key in o.metrics else lines).append(f"  {'':<28} advice: {where}")
+        if host_times:
+            (keyed if key in o.metrics else lines).append(f"  {'':<28} {HOST_TIME_WORDS}")
     head = f"metrics (key: {', '.join(dict.fromkeys(keys))}):\n" if keys else "metrics:\n"
     return (head + "\n".join(keyed + lines) + "\n") if keyed or lines else ""

@@ -126,10 +126,10 @@ def _run_remote(job: dict) -> dict:
                 absolute = os.path.join(scratch, out)
                 if os.path.isdir(absolute):
                     digest, entries = hasher.dir_manifest(out)
-                    objects.put_dir(absolute, digest, entries)
+                    objects.put_dir(absolute, digest, entries, share=True)
                 else:
                     digest = hasher.hash_path(out)
-                    objects.put_file(absolute, digest)
+                    objects.put_file(absolute, digest, share=True)
                 remote.push_object(objects, digest)
                 outs[out] = digest
         except UserError as exc:

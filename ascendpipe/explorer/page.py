@@ -1,5 +1,6 @@
 """The explorer page: ``ascendpipe report`` renders every recorded run into one self-contained HTML
-file (inline CSS, JS and SVG; nothing fetched), from ``report/templates/runs.html.j2``."""
+file (inline CSS, JS and SVG; nothing fetched), from ``report/templates/runs.html.j2`` and its script
+``report/templates/runs.js`` (inlined as it is)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import time
 from pathlib import Path
 
 TEMPLATE = Path(__file__).resolve().parent.parent / "report" / "templates" / "runs.html.j2"
+SCRIPT = TEMPLATE.with_name("runs.js")
 
 
 def render(model: dict) -> str:
@@ -17,7 +19,10 @@ def render(model: dict) -> str:
 
     env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     template = env.from_string(TEMPLATE.read_text(encoding="utf-8"))
-    return template.render(m=model, data_json=json_for_html(model["data"]), show=show, duration=_duration)
+    script = SCRIPT.read_text(encoding="utf-8")
+    if "</script" in script.lower():  # it is pasted into a <script> element: it must not close it
+        raise ValueError(f"{SCRIPT} holds </script>")
+    return template.render(m=model, data_json=json_for_html(model["data"]), script=script, show=show, duration=_duration)
 
 
 def _duration(seconds) -> str:

@@ -10,57 +10,14 @@ are drawn in the page from the JSON this module builds, so they can be re-chosen
 from __future__ import annotations
 
 import json
-import math
 from datetime import datetime
 
-# Metrics an engineer looks at first, in this order; any other numeric metric follows.
-KEY_METRICS = ("mAP", "top1", "accuracy", "acc", "rank1", "map50", "map", "top5", "rank5", "output_cosine", "min_cosine",
-               "failed_ops", "overflow_ops", "latency_ms", "throughput")
-# Settings always shown in the variants table when present, whether or not they vary.
-KEY_PARAMS = ("precision_mode", "precision_mode_v2", "keep_dtype")
-MAX_SETTING_COLUMNS = 12
+from ascendpipe.explorer import variants as vt
+# fix_label, flat, is_fix_attempt, is_number and show are read from here too (tests, the mlflow export)
+from ascendpipe.explorer.values import (BUILT, canon as _canon, fix_label, flat, is_fix_attempt, is_number,
+                                        key_columns, metric_rank as _metric_rank, show, split_name)
+
 MAX_RUN_METRIC_COLUMNS = 5
-BUILT = ("ran", "restored", "fresh")
-NO_VARIANT = "—"
-
-
-def flat(d, prefix: str = "") -> dict:
-    """``{"a": {"b": 1}}`` -> ``{"a.b": 1}`` (as ``ascendpipe diff`` flattens)."""
-    out = {}
-    for k, v in (d or {}).items():
-        if isinstance(v, dict) and v:
-            out.update(flat(v, f"{prefix}{k}."))
-        else:
-            out[f"{prefix}{k}"] = v
-    return out
-
-
-def is_number(v) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-
-
-def show(v) -> str:
-    """A value as a table cell shows it."""
-    if v is None:
-        return NO_VARIANT
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, float):
-        return f"{v:.6g}"
-    if isinstance(v, list) and all(not isinstance(x, (list, dict)) for x in v):
-        return ", ".join(show(x) for x in v) if v else "[]"
-    if isinstance(v, (list, dict)):
-        return json.dumps(v, separators=(",", ":"), sort_keys=True)
-    return str(v)
-
-
-def _canon(v) -> str:
-    return json.dumps(v, sort_keys=True, default=str)
-
-
-def split_name(name: str) -> tuple[str, str | None]:
-    base, at, variant = name.partition("@")
-    return base, (variant if at else None)
 
 
 def _time(text: str | None) -> datetime | None:
@@ -70,33 +27,6 @@ def _time(text: str | None) -> datetime | None:
         return datetime.strptime(text, "%Y-%m-%dT%H:%M:%S%z")
     except ValueError:
         return None
-
-
-def _metric_rank(name: str, keys: list | tuple = ()) -> tuple:
-    """Sort key of ``base.metric`` columns: the pipelines' key metrics (``keys``, from their eval
-    stages' tasks) first, then the other KEY_METRICS in that order, then the rest by name."""
-    if name in keys:
-        return (0, list(keys).index(name), name)
-    metric = name.split(".", 1)[1] if "." in name else name
-    try:
-        return (1, KEY_METRICS.index(metric), name)
-    except ValueError:
-        return (2, 0, name)
-
-
-def key_columns(runs: list[dict]) -> list[str]:
-    """``base.metric`` of each eval stage's key metric (mAP50_95 for detection, top1 for
-    classification, mAP for reid: ``ascendpipe.contract.KEY_METRIC``), variant stages' first."""
-    from ascendpipe.contract import key_metric
-
-    found: dict[str, bool] = {}
-    for run in runs:
-        for name, st in (run.get("stages") or {}).items():
-            metric = key_metric(st.get("kind"), st.get("params"))
-            if metric:
-                col = f"{split_name(name)[0]}.{metric}"
-                found[col] = found.get(col, False) or split_name(name)[1] is not None
-    return sorted(found, key=lambda c: not found[c])
 
 
 def curve(result: dict) -> dict:
@@ -127,45 +57,6 @@ def is_float_row(row: dict) -> bool:
         return bool(row["float_tensor"])
     dtype = str(row.get("golden_dtype") or row.get("dtype") or "float").lower()
     return not dtype.startswith(("int", "uint", "bool"))
-
-
-# the params a fix attempt changes, as its label shows them
-_FIX_PARAMS = {"keep_dtype": "keep", "fusion_switch": "", "skip_layers": "float"}
-
-
-def fix_label(run: dict) -> str | None:
-    """What a ``fix`` attempt tried, from its argv's ``--set`` lines: ``keep /ReduceSum, /Sqrt ·
-    TbeReduceElemwiseFusionPass off``; ``the pipeline's settings`` for the baseline and the restore
-    (no remedy set). None for a run fix did not make."""
-    if not is_fix_attempt(run):
-        return None
-    parts = []
-    for arg in run.get("argv") or []:
-        if not str(arg).startswith("--set="):
-            continue
-        key, _, value = str(arg)[len("--set="):].partition("=")
-        param = key.rsplit(".", 1)[-1]
-        if param not in _FIX_PARAMS:
-            continue
-        import yaml  # the --set grammar: the value is YAML (fix writes JSON, a person may write [a,b])
-
-        try:
-            parsed = yaml.safe_load(value)
-        except yaml.YAMLError:
-            parsed = value
-        if isinstance(parsed, dict):
-            parts += [f"{k} {v}" for k, v in parsed.items()]
-        elif isinstance(parsed, list):
-            parts.append(f"{_FIX_PARAMS[param]} {', '.join(map(str, parsed))}" if parsed else f"{param} []")
-        else:
-            parts.append(f"{param} {parsed}")
-    return " · ".join(parts) if parts else "the pipeline's settings"
-
-
-def is_fix_attempt(run: dict) -> bool:
-    """A build that ``ascendpipe fix`` made (its argv says so): one attempt of a remedy search."""
-    argv = list(run.get("argv") or [])
-    return len(argv) >= 2 and argv[1] == "fix"
 
 
 def curve_distance(a: dict, b: dict) -> float:
@@ -217,14 +108,6 @@ def _remedies(stage_name: str, st: dict, blobs: dict) -> list[dict]:
     return out
 
 
-def _first_failure(st: dict) -> str | None:
-    ff = (st.get("info") or {}).get("first_failure")
-    if not isinstance(ff, dict) or not ff.get("op_name"):
-        return None
-    kind = ff.get("kind")
-    return f"{ff['op_name']} ({kind})" if kind else ff["op_name"]
-
-
 def _run_json(run: dict, blobs: dict, curve_of: dict) -> dict:
     stages = {}
     for name, st in (run.get("stages") or {}).items():
@@ -267,121 +150,6 @@ def _range_cell(values: list[float]) -> dict | None:
     return {"text": text, "sort": hi, "title": f"{len(values)} stage(s): min {show(lo)}, max {show(hi)}"}
 
 
-def _variant_rows(run: dict) -> list[dict]:
-    """One row per matrix variant of a run (its variant stages); a run without variants is one row."""
-    groups: dict[str | None, list[str]] = {}
-    for name in run["stages"]:
-        groups.setdefault(split_name(name)[1], []).append(name)
-    keys = [k for k in groups if k is not None] or [None]
-    rows = []
-    for key in keys:
-        names = groups.get(key, [])
-        settings, metrics, remedy, failures, states = {}, {}, [], [], []
-        for name in names:
-            st = run["stages"][name]
-            base = split_name(name)[0]
-            for k, v in flat(st.get("params")).items():
-                settings[f"{base}.{k}"] = v
-            if st.get("state") in BUILT:
-                for k, v in flat(st.get("metrics")).items():
-                    if is_number(v):
-                        metrics[f"{base}.{k}"] = v
-            remedy += [{**r, "stage": name} for r in st.get("remedy_files") or []]
-            ff = _first_failure(st)
-            if ff:
-                failures.append(ff)
-            states.append(st.get("state"))
-        failed = [n for n in names if run["stages"][n].get("state") in ("failed", "skipped")]
-        rows.append({"run": run["id"], "pipeline": run.get("pipeline"), "variant": key or NO_VARIANT, "stages": names,
-                     "settings": settings, "metrics": metrics, "remedy": remedy,
-                     "first_failure": "; ".join(dict.fromkeys(failures)) or None, "failed": failed,
-                     "fix_attempt": is_fix_attempt(run), "fix_label": fix_label(run)})
-    return rows
-
-
-def _pick_setting_columns(rows: list[dict]) -> list[str]:
-    seen: dict[str, set] = {}
-    order: list[str] = []
-    for r in rows:
-        for k, v in r["settings"].items():
-            if k not in seen:
-                seen[k] = set()
-                order.append(k)
-            seen[k].add(_canon(v))
-    for r in rows:  # a setting missing from a row differs from one that is there
-        for k in order:
-            if k not in r["settings"]:
-                seen[k].add("<absent>")
-    # what tells the variants apart first: the settings that differ (the key ones among them first),
-    # then the key ones every row shares
-    key = [k for k in order if k.split(".", 1)[1] in KEY_PARAMS]
-    varying = [k for k in order if len(seen[k]) > 1]
-    cols = [k for k in varying if k in key] + [k for k in varying if k not in key] + [k for k in key if k not in varying]
-    return cols[:MAX_SETTING_COLUMNS]
-
-
-def _pick_metric_columns(rows: list[dict], keys: list | tuple = ()) -> tuple[list[str], dict]:
-    """Metric columns, the key metrics first (constant ones folded away when there are enough rows to
-    compare; a key metric never is)."""
-    values: dict[str, list] = {}
-    for r in rows:
-        for k, v in r["metrics"].items():
-            values.setdefault(k, []).append(v)
-    names = sorted(values, key=lambda k: _metric_rank(k, keys))
-    constant = {}
-    if len(rows) >= 3:
-        for k in names:
-            if k in keys:
-                continue
-            vs = values[k]
-            if len(vs) == len(rows) and len(set(vs)) == 1:
-                constant[k] = vs[0]
-    return [k for k in names if k not in constant], constant
-
-
-def _bars(rows: list[dict], columns: list[str]) -> dict:
-    """Per metric column: (lo, hi) of the bars: from 0 when no value is negative (a cosine of
-    0.999999 and one of 1 draw bars of the same length, not 0% and 100%), else the column's range."""
-    out = {}
-    for k in columns:
-        vs = [r["metrics"][k] for r in rows if k in r["metrics"]]
-        if vs:
-            out[k] = (min(0.0, min(vs)), max(vs))
-    return out
-
-
-def _bar_pct(v, span) -> float:
-    lo, hi = span
-    if hi == lo:
-        return 100.0
-    return round(100.0 * (v - lo) / (hi - lo), 1)
-
-
-def colour_default(rows: list[dict], setting_cols: list[str]) -> str:
-    """The setting the chart colours by at first: precision_mode when rows set it to different values,
-    else the first setting that varies among rows that set it; '' (nothing) when none does: colouring
-    by a setting no row sets says nothing."""
-    def distinct(col):
-        return {show(r["settings"][col]) for r in rows if col in r["settings"] and r["settings"][col] is not None}
-
-    varying = [c for c in setting_cols if len(distinct(c)) > 1]
-    modes = [c for c in varying if c.endswith(".precision_mode")]
-    return (modes or varying or [""])[0]
-
-
-def metric_default(rows: list[dict], keys: list[str], columns: list[str]) -> str | None:
-    """The chart's first metric: a key metric that several variant rows have, else the first key
-    metric any row has, else the first column."""
-    counts = {k: sum(1 for r in rows if k in r["metrics"]) for k in keys}
-    for k in keys:
-        if counts[k] > 1:
-            return k
-    for k in keys:
-        if counts[k]:
-            return k
-    return columns[0] if columns else None
-
-
 def fill_from_same_key(runs: list[dict]) -> list[dict]:
     """Stages recorded as fresh carry no remedy files or info (a no-op build records only what it
     decided), restored ones no remedy files; a stage with the same key built the same outputs, so
@@ -417,11 +185,13 @@ def page_model(runs: list[dict], curves: dict, *, workspace: str, generated: str
 
     variant_rows: list[dict] = []
     for run in runs:
-        variant_rows += _variant_rows(run)
-    setting_cols = _pick_setting_columns(variant_rows)
+        variant_rows += vt.variant_rows(run)
     keys = key_columns(runs)
-    metric_cols, constant_metrics = _pick_metric_columns(variant_rows, keys)
-    spans = _bars(variant_rows, metric_cols)
+    whole = vt.table(variant_rows, keys)  # every row in one table (the model's rows; the page's with one pipeline)
+    setting_cols = whole["setting_cols"]
+    tables = vt.pipeline_tables(runs, variant_rows)
+    # the chart colours by any table's setting: each pipeline's own first
+    chart_settings = list(dict.fromkeys(c for t in tables for c in t["setting_cols"])) if len(tables) > 1 else setting_cols
 
     # runs table: a few key metrics as columns (a range over the run's stages of that base), those
     # that differ between runs first
@@ -453,9 +223,12 @@ def page_model(runs: list[dict], curves: dict, *, workspace: str, generated: str
                 variants.setdefault(variant, []).append(base)
         modes = []
         for name, st in stages.items():
-            mode = (st.get("params") or {}).get("precision_mode")
-            if mode and mode not in modes:
-                modes.append(mode)
+            params = st.get("params") or {}
+            # precision_mode_v2's values name modes too (fp16, mixed_bfloat16, origin...): marked as v2's
+            for mode in (params.get("precision_mode"), f"{params['precision_mode_v2']} (v2)"
+                         if params.get("precision_mode_v2") else None):
+                if mode and mode not in modes:
+                    modes.append(mode)
         remedy = [{"stage": n, "name": rf["name"], "hash": rf["hash"], "content": rf.get("content")}
                   for n, st in stages.items() for rf in st.get("remedy_files") or []]
         metric_cells = {k: _range_cell(per_run[run["id"]].get(k, [])) for k in run_metric_cols}
@@ -470,13 +243,6 @@ def page_model(runs: list[dict], curves: dict, *, workspace: str, generated: str
             "argv": " ".join(run.get("argv") or []),
             "fix_attempt": is_fix_attempt(run), "fix_label": fix_label(run),
         })
-
-    rows_out = []
-    for r in variant_rows:
-        cells = {k: {"value": r["metrics"][k], "text": show(r["metrics"][k]), "bar": _bar_pct(r["metrics"][k], spans[k])}
-                 for k in metric_cols if k in r["metrics"]}
-        rows_out.append({**r, "cells": cells, "setting_text": {k: show(r["settings"].get(k)) if k in r["settings"] else ""
-                                                                for k in setting_cols}})
 
     curve_of = {}
     for (run_id, stage), digest in curve_index.items():
@@ -493,17 +259,17 @@ def page_model(runs: list[dict], curves: dict, *, workspace: str, generated: str
         "blobs": blobs,
         "metricColumns": all_metrics,
         "keyMetrics": keys,
-        "metricDefault": metric_default(variant_rows, [k for k in keys if k in all_metrics], all_metrics),
-        "colourDefault": colour_default(variant_rows, setting_cols),
+        "metricDefault": vt.metric_default(variant_rows, [k for k in keys if k in all_metrics], all_metrics),
+        "colourDefault": vt.colour_default(variant_rows, chart_settings),
         "kinds": {split_name(n)[0]: st.get("kind") for run in runs for n, st in (run.get("stages") or {}).items()},
-        "settingColumns": setting_cols,
+        "settingColumns": chart_settings,
     }
     pipelines = list(dict.fromkeys(r.get("pipeline") for r in runs))
     return {
         "workspace": workspace, "generated": generated, "pipelines": pipelines,
         "runs": run_rows, "run_metric_cols": run_metric_cols, "key_metrics": keys,
-        "rows": rows_out, "setting_cols": setting_cols, "metric_cols": metric_cols,
-        "constant_metrics": {k: show(v) for k, v in constant_metrics.items()},
+        "rows": whole["rows"], "setting_cols": setting_cols, "metric_cols": whole["metric_cols"],
+        "constant_metrics": whole["constant_metrics"], "tables": tables,
         "n_compare": len(curve_of), "data": data,
     }
 

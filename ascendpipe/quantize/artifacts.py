@@ -78,7 +78,7 @@ def annotate_for_dump(model_path: Path, original_model: Path) -> dict:
 
     original = onnx.load(str(original_model), load_external_data=False)
     originals = {out for n in original.graph.node for out in n.output if out}
-    model = onnx.load(str(model_path))
+    model = onnx.load(str(model_path), load_external_data=False)  # metadata only: its weights stay in their file
     mapping = qdq_map(model.graph.node, originals)
     info = {"format": 1, "internal_tensors": mapping["internal_tensors"], "tensor_producer": mapping["tensor_producer"],
             "source": "quantize"}
@@ -87,11 +87,23 @@ def annotate_for_dump(model_path: Path, original_model: Path) -> dict:
     model.metadata_props.extend(props)
     entry = model.metadata_props.add()
     entry.key, entry.value = EMULATION_KEY, json.dumps(info, sort_keys=True)
-    _save_atomic(model, model_path)
+    save_atomic(model, model_path)
     return mapping
 
 
-def _save_atomic(model, path: Path) -> None:
+def copy_model(model: Path, target: Path) -> None:
+    """``model`` (a file of ours) and its external weights files copied to ``target``'s folder: each
+    weights file shares the bytes (a reflink, else a hard link), the .onnx file copied."""
+    import shutil
+
+    from ascendpipe import onnxexternal
+
+    for ref in onnxexternal.check_model(model):
+        onnxexternal.place_file(Path(ref.path), target.parent / ref.location, link=True)
+    shutil.copyfile(model, target)
+
+
+def save_atomic(model, path: Path) -> None:
     import os
 
     import onnx
@@ -125,11 +137,23 @@ def scales(model_path: Path) -> dict:
     import onnx
     from onnx import numpy_helper
 
-    graph = onnx.load(str(model_path)).graph
-    inits = {i.name: numpy_helper.to_array(i) for i in graph.initializer}
-    consts = {n.output[0]: numpy_helper.to_array(a.t) for n in graph.node if n.op_type == "Constant"
-              for a in n.attribute if a.name == "value"}
-    values = {**consts, **inits}
+    from ascendpipe import onnxexternal
+
+    graph = onnx.load(str(model_path), load_external_data=False).graph
+    tensors_by_name = {n.output[0]: a.t for n in graph.node if n.op_type == "Constant" for a in n.attribute
+                       if a.name == "value"}
+    tensors_by_name.update({i.name: i for i in graph.initializer})
+
+    class _Values(dict):  # a scale or zero point read when asked for (external data through the strict reader)
+        def get(self, name, default=None):
+            tensor = tensors_by_name.get(name)
+            if tensor is None:
+                return default
+            if onnxexternal.is_external(tensor):
+                onnxexternal.inline(tensor, Path(model_path).parent)
+            return numpy_helper.to_array(tensor)
+
+    values = _Values()
     tensors: dict = {}
     for node in graph.node:
         if node.op_type in ("QuantizeLinear", "DequantizeLinear") and len(node.input) >= 2:
@@ -166,7 +190,7 @@ def write_outputs(out: Path, *, fake_quant: Path, deploy: Path, original: Path, 
     if Path(fake_quant).resolve() != model.resolve():
         shutil.copyfile(fake_quant, model)
     (out / DEPLOY_DIR).mkdir(exist_ok=True)
-    shutil.copyfile(deploy, out / DEPLOY_DIR / MODEL)
+    copy_model(Path(deploy), out / DEPLOY_DIR / MODEL)
     mapping = annotate_for_dump(model, original)
     quantized = set(mapping["quantized_layers"])
     quantized_layers = [n for n, _ in layers if n in quantized]

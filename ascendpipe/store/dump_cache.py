@@ -51,42 +51,28 @@ def feeds_digest(feeds: dict) -> str:
         # hashes as shape [] (ascontiguousarray made it [1], the key of a one-element array)
         array = np.require(feeds[name], requirements="C")
         h.update(json.dumps([name, array.dtype.str, list(array.shape)]).encode())
-        h.update(memoryview(array).cast("B"))
+        if array.size:  # an empty feed (a 0-length KV cache) has no bytes; memoryview refuses to cast it
+            h.update(memoryview(array).cast("B"))
     return h.hexdigest()
 
 
 def model_files(model: Path) -> dict[str, str]:
-    """The files whose content decides the model's run: the model, its external weights, and the
-    side files a dump reads beside it; name (relative to the model's folder) -> sha256."""
+    """The files whose content decides the model's run: the model, its external weights (each
+    reference checked by the strict reader, ``onnxexternal.references``: never a file outside the
+    model's folder), and the side files a dump reads beside it; name (relative to the model's folder)
+    -> sha256."""
+    from ascendpipe import onnxexternal
+
     model = Path(model)
     files = {model.name: hash_file(str(model))}
-    for rel in _external_data(model):
-        path = model.parent / rel
-        files[rel] = hash_file(str(path)) if path.is_file() else "missing"
+    for ref in onnxexternal.references(model):
+        if ref.location not in files:
+            files[ref.location] = hash_file(ref.path)
     for name in SIDE_FILES:
         path = model.parent / name
         if path.is_file():
             files[name] = hash_file(str(path))
     return files
-
-
-def _external_data(model: Path) -> list[str]:
-    """Locations of external weights (parsing the model without them; cheap for such models)."""
-    with open(model, "rb") as handle:
-        head = handle.read()
-    if b"location" not in head:  # external data entries carry the key "location"
-        return []
-    import onnx
-
-    try:
-        proto = onnx.load_model_from_string(head)
-    except Exception:
-        return []  # the dump reports the unreadable model
-    locations = set()
-    for init in proto.graph.initializer:
-        if init.data_location == onnx.TensorProto.EXTERNAL:
-            locations.update(e.value for e in init.external_data if e.key == "location")
-    return sorted(locations)
 
 
 def dump_key(model: Path, feeds: dict, *, settings: dict, tools: dict) -> str:

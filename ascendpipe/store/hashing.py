@@ -53,6 +53,9 @@ class Hasher:
         self._memo: dict[str, str | None] = {}
         self._lock = threading.Lock()
         self._pending: list[tuple] = []
+        # (device, inode, size, mtime, ctime) -> digest: one file under several names (an output hard-linked
+        # to a cache object and to another stage's output, store/objects.py) is read once per process
+        self._by_inode: dict[tuple, str] = {}
         # abspath -> the stat each hash was decided from (engine/noop_memo.py), when asked to keep them
         self.observed: dict[str, list | None] | None = None
 
@@ -68,7 +71,14 @@ class Hasher:
         row = self.db.stat_get(abspath)
         if row and row[:4] == (st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size):
             return row[4]
-        digest = hash_file(abspath)
+        same = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+        settled = st.st_nlink > 1 and time.time_ns() - max(st.st_mtime_ns, st.st_ctime_ns) > RACY_WINDOW_NS
+        digest = self._by_inode.get(same) if settled else None
+        if digest is None:
+            digest = hash_file(abspath)
+            if settled:
+                with self._lock:
+                    self._by_inode[same] = digest
         # "Racily clean" files (git's term): timestamps are only as fine as the kernel's clock tick,
         # and inodes are reused at once, so a file rewritten within the same tick with the same size
         # can look unchanged. Only files whose timestamps are safely in the past enter the cache;

@@ -4,6 +4,15 @@ Files are stored by their sha256 (``ab/cdef...``); a folder is stored as its man
 named ``<hash>.dir`` listing relative paths and file hashes) plus each file. Objects are written to a
 temporary name and renamed, so a half-written object never carries a valid name. Every restore
 re-hashes what it copies: a corrupted object is detected, deleted and reported, never used.
+
+A file of at least ``SHARE_MIN`` bytes shares its bytes between the workspace and the store (a
+reflink where the file system shares blocks, else a hard link): a 2.4 GB model's weights cost the
+disk once, in ``build/`` and ``cache/`` together. Outputs are never written in place (a stage writes
+a fresh folder and renames it over the old one; a ``run`` stage's outputs are removed before its
+command runs), so a link never lets a later write reach an object; and a restore re-hashes the
+object first, as before. onnx refuses to load a hard-linked external weights file ("a potential
+hardlink attack"); ascendpipe reads them with its own reader and onnxruntime, which take them
+(docs/emulation.md, "Models past 2 GB").
 """
 
 from __future__ import annotations
@@ -11,7 +20,7 @@ from __future__ import annotations
 import json
 import os
 
-from ascendpipe.fsutil import copy_atomic, write_bytes_atomic
+from ascendpipe.fsutil import copy_atomic, hard_links_allowed, link_atomic, share_file, write_bytes_atomic
 from ascendpipe.store.hashing import DIR_SUFFIX, hash_file, manifest_bytes, hash_bytes
 
 
@@ -118,17 +127,29 @@ class ObjectStore:
         refuse_linked_dirs(os.path.dirname(self.root), path, "a folder of the cache")
         return path
 
-    def put_file(self, src: str, digest: str) -> None:
+    def put_file(self, src: str, digest: str, *, share: bool = False) -> None:
+        """Store ``src`` as the object ``digest``. With ``share`` (``src`` is a stage's output: ours,
+        never written in place; never a user's file), a big file (``SHARE_MIN``) shares its bytes with
+        the object (``share_file``: a reflink, else a hard link), so an output and its cache entry
+        cost the disk once; and a big output whose object is there already, as another inode, becomes
+        a link to it (once the object is checked), so equal outputs of several stages cost it once."""
         dst = self.target(digest)
+        big = share and _big(src) and not os.path.islink(src)  # a link an output holds may reach a user's file
         if not os.path.exists(dst):
-            copy_atomic(src, dst)
+            if big:
+                share_file(src, dst, link=True)
+            else:
+                copy_atomic(src, dst)
+            return
+        if big and hard_links_allowed() and not os.path.samefile(src, dst) and hash_file(dst) == digest:
+            link_atomic(dst, src)
 
-    def put_dir(self, src: str, digest: str, entries: list[dict]) -> None:
+    def put_dir(self, src: str, digest: str, entries: list[dict], *, share: bool = False) -> None:
         why = manifest_problem(entries)
         if why:
             raise UnsafeName(f"{src}: the folder {why}; the cache stores only plain relative names: rename it")
         for e in entries:
-            self.put_file(os.path.join(src, e["path"]), e["hash"])
+            self.put_file(os.path.join(src, e["path"]), e["hash"], share=share)
         dst = self.target(digest)
         if not os.path.exists(dst):
             write_bytes_atomic(dst, manifest_bytes(entries))
@@ -185,7 +206,7 @@ class ObjectStore:
                 for e in entries:
                     target = os.path.join(tmp, e["path"])
                     os.makedirs(os.path.dirname(target), exist_ok=True)
-                    shutil.copyfile(self.path_of(e["hash"]), target)
+                    _materialise(self.path_of(e["hash"]), target)
                 replace_path(tmp, dest)
             except BaseException:
                 shutil.rmtree(tmp, ignore_errors=True)
@@ -194,7 +215,7 @@ class ObjectStore:
             src = self._checked_file(digest)
             if os.path.isdir(dest):
                 shutil.rmtree(dest)
-            copy_atomic(src, dest)
+            _materialise(src, dest)
 
     def all_digests(self):
         if not os.path.isdir(self.root):
@@ -211,6 +232,22 @@ class ObjectStore:
         """A folder's entries, in the store's shape (``UnsafeName``, a ValueError, if not)."""
         with open(self.path_of(digest), "rb") as f:
             return parse_manifest(f.read(), digest)
+
+
+SHARE_MIN = 1 << 20  # files this big share their bytes between outputs and objects (smaller: a copy, cheap)
+
+
+def _big(path: str) -> bool:
+    return os.path.getsize(path) >= SHARE_MIN
+
+
+def _materialise(obj: str, dest: str) -> None:
+    """An object's bytes at ``dest`` (checked already): shared where it is big (a reflink, else a
+    hard link: a restored output costs no disk), else a copy."""
+    if _big(obj):
+        share_file(obj, dest, link=True)
+    else:
+        copy_atomic(obj, dest)
 
 
 def replace_path(src: str, dest: str) -> None:

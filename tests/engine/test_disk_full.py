@@ -46,7 +46,7 @@ RUNS = """\
 stages:
   a:
     kind: run
-    cmd: head -c 1500000 /dev/urandom > a.bin
+    cmd: head -c {size} /dev/urandom > a.bin
     outs: [a.bin]
   b:
     kind: run
@@ -58,8 +58,9 @@ stages:
 
 def test_disk_full_while_storing_is_one_line_then_recovers(small_fs):
     (small_fs / ".ascendpipe").mkdir()
-    (small_fs / "pipeline.yaml").write_text(RUNS)
-    # a: 1.5 MB + its object; b: 3 MB written, then its object does not fit in what is left
+    (small_fs / "pipeline.yaml").write_text(RUNS.format(size=500_000))
+    # files under 1 MiB are copied into the cache (bigger ones share their bytes: the next test)
+    _grow(small_fs, "2600k")  # a: 0.5 MB + its object; b: 1 MB written, then its object does not fit
     proc = _build(small_fs)
     assert proc.returncode == 1, (proc.returncode, proc.stdout, proc.stderr)
     assert "Traceback" not in proc.stdout + proc.stderr
@@ -80,7 +81,23 @@ def test_disk_full_while_storing_is_one_line_then_recovers(small_fs):
     latest = ascendpipe.show("latest", workspace=str(small_fs))
     assert latest["state"] == "done"
     assert {n: s["state"] for n, s in latest["stages"].items()} == {"a": "fresh", "b": "ran"}
-    assert (small_fs / "b.bin").stat().st_size == 3_000_000
+    assert (small_fs / "b.bin").stat().st_size == 1_000_000
+
+
+def test_big_outputs_share_their_bytes_with_the_cache_and_fit_where_copies_did_not(small_fs):
+    """1.5 MB and 3 MB outputs on 6 MB: as copies in cache/ (9 MB) they filled the disk while storing;
+    hard-linked (or reflinked) to their objects they cost it once, and restoring them costs nothing."""
+    (small_fs / ".ascendpipe").mkdir()
+    (small_fs / "pipeline.yaml").write_text(RUNS.format(size=1_500_000))
+    proc = _build(small_fs)
+    assert proc.returncode == 0, (proc.stdout, proc.stderr)
+    objects = [p for p in (small_fs / "cache" / "objects").rglob("*") if p.is_file()]
+    b_object = next(p for p in objects if p.stat().st_size == 3_000_000)
+    assert os.path.samefile(b_object, small_fs / "b.bin") or os.stat(b_object).st_nlink == 1  # linked, or a reflink
+    os.unlink(small_fs / "b.bin")
+    again = _build(small_fs)
+    assert again.returncode == 0 and "restored" in again.stdout, again.stdout + again.stderr
+    assert (small_fs / "b.bin").read_bytes() == b_object.read_bytes()
 
 
 def test_disk_full_in_a_memory_mapped_output_is_an_error_not_sigbus(small_fs):

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from tests.train_threads import train_threads
 
 pytest.importorskip("torch", reason="the detection example trains a torch model: pip install -e '.[examples]'")
 
@@ -44,7 +45,7 @@ def detect(tmp_path_factory):
         mp.chdir(ws)
         mp.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
         mp.setenv("PYTHONPATH", f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
-        record = ascendpipe.build(str(ws / "pipelines/detect.yaml"), stream=out)
+        record = ascendpipe.build(str(ws / "pipelines/detect.yaml"), set=train_threads(), stream=out)
     metrics = {name: _json(ws / "build" / name.replace("@", "__") / "metrics.json") for name in EVALS}
     return {"ws": ws, "record": record, "printed": out.getvalue(), "metrics": metrics}
 

@@ -22,9 +22,10 @@ pytest.importorskip("torch", reason="the ReID example trains a torch model: pip 
 pytest.importorskip("sklearn", reason="the ReID example reads scikit-learn's digits: pip install -e '.[examples]'")
 
 from tests.examples.reid_story import overflow_chain  # noqa: E402
+from tests.train_threads import train_threads  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
-EPOCHS = ["params.epochs=4"]
+EPOCHS = ["params.epochs=4", *train_threads()]
 ASCEND = ["stages.convert.params.soc_version=Ascend310P3"]
 VARIANTS = ("fp32", "fp16", "fp16_keep", "mixed")
 CHANGED = "stages.convert.matrix.fp16_keep.keep_dtype=[/ReduceSum]"

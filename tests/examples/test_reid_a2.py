@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from tests.train_threads import train_threads
 
 pytest.importorskip("torch", reason="the ReID example trains a torch model: pip install -e '.[examples]'")
 pytest.importorskip("sklearn", reason="the ReID example reads scikit-learn's digits: pip install -e '.[examples]'")
@@ -39,7 +40,7 @@ def story(tmp_path_factory):
     with pytest.MonkeyPatch.context() as mp:
         mp.chdir(ws)
         mp.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
-        seen["ort"] = ascendpipe.build(pipeline, jobs=2, set=["params.epochs=4"], quiet=True)
+        seen["ort"] = ascendpipe.build(pipeline, jobs=2, set=["params.epochs=4", *train_threads()], quiet=True)
         seen["eval"] = {v: _json(build / f"eval__{v}/metrics.json") for v in VARIANTS}
         seen["golden"] = _json(build / "eval_golden/metrics.json")
         seen["compare"] = {v: _json(build / f"compare__{v}/result.json") for v in VARIANTS}
@@ -47,7 +48,7 @@ def story(tmp_path_factory):
         seen["outputs"] = {v: build / f"infer__{v}" for v in VARIANTS}
         _point_at_doubles(mp)
         seen["ascend"] = ascendpipe.build(pipeline, [f"convert@{v}" for v in VARIANTS], jobs=2,
-                                          set=["params.epochs=4"], backend="ascend", quiet=True)
+                                          set=["params.epochs=4", *train_threads()], backend="ascend", quiet=True)
     yield seen
 
 

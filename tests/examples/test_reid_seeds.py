@@ -26,6 +26,7 @@ pytest.importorskip("torch", reason="the ReID example trains a torch model: pip 
 pytest.importorskip("sklearn", reason="the ReID example reads scikit-learn's digits: pip install -e '.[examples]'")
 
 from tests.examples.reid_story import overflow_chain  # noqa: E402
+from tests.train_threads import train_threads  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 SEEDS = (1, 2, 3, 4, 5)  # seed 2 failed the fp32 control under msit's rule (KL 0.81 on the square)
@@ -58,7 +59,7 @@ def story(request, tmp_path_factory):
     shutil.copytree(REPO / "pipelines", ws / "pipelines")
     (ws / ".ascendpipe").mkdir()
     pipeline = str(ws / "pipelines/reid.yaml")
-    base = ["params.epochs=4", f"params.seed={seed}"]
+    base = ["params.epochs=4", f"params.seed={seed}", *train_threads()]
     seen: dict = {"seed": seed, "ws": ws}
     with pytest.MonkeyPatch.context() as mp:
         mp.chdir(ws)

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 import ascendpipe
+from tests.train_threads import train_threads
 
 pytest.importorskip("torch", reason="the examples train with torch: pip install -e '.[examples]'")
 pytest.importorskip("sklearn", reason="the ReID example's data is scikit-learn's digits: pip install -e '.[examples]'")
@@ -24,7 +25,7 @@ def clone(tmp_path_factory):
     shutil.copytree(REPO / "pipelines", ws / "pipelines")
     (ws / ".ascendpipe").mkdir()
     for name in ("reid", "classify"):
-        (ws / "pipelines" / f"{name}.overrides").write_text("params.epochs=1\n")
+        (ws / "pipelines" / f"{name}.overrides").write_text("".join(f"{line}\n" for line in ["params.epochs=1", *train_threads()]))
     with pytest.MonkeyPatch.context() as mp:
         mp.chdir(ws)
         runs = {name: ascendpipe.build(f"pipelines/{name}.yaml", jobs=2, quiet=True) for name in ("reid", "classify")}

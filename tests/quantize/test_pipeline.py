@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from tests.quantize.workspace import LAYERS, SENSITIVE, make_workspace
+from tests.train_threads import train_threads
 
 REPO = Path(__file__).resolve().parents[2]
 BUILD = "build/classify"  # pipelines/classify.yaml's build_dir
@@ -30,17 +31,28 @@ def classify(tmp_path_factory):
     (ws / ".ascendpipe").mkdir()
     with pytest.MonkeyPatch.context() as mp:
         mp.chdir(ws)
-        record = ascendpipe.build(str(ws / "pipelines/classify.yaml"), ["eval_int8", "compare_int8"], quiet=True)
+        record = ascendpipe.build(str(ws / "pipelines/classify.yaml"), ["eval_int8", "compare_int8"], set=train_threads(),
+                                  quiet=True)
     return ws, record
 
 
-def test_classify_int8_keeps_top1_within_one_point_with_the_default_calibration(classify):
+# How far the trained weights, and so these Top-1 figures, move with the machine (bench/classify_spread.py,
+# 2026-12-07: 5 seeds x 2 training threads x 3 torch instruction sets, 30 trainings; torch's kernels per
+# instruction set and thread count stand in for other CPUs): golden Top-1 0.601..0.888 (seed 0, the
+# pipeline's, 0.835..0.865; issue 50's CPU 0.846), int8 - golden -0.0167..+0.0100 with a standard deviation
+# of 0.0057 (issue 50's CPU -0.0100, which a one-point bound failed). The bounds hold every measured run:
+# 0.025 is about four standard deviations (15 of the 599 images); a broken quantizer loses tens of points.
+INT8_TOP1_BOUND = 0.025
+GOLDEN_TOP1_FLOOR = 0.5  # a trained model (chance is 0.1); the worst measured training reached 0.601
+
+
+def test_classify_int8_keeps_top1_within_the_measured_spread_with_the_default_calibration(classify):
     ws, record = classify
     golden = _json(ws / BUILD / "eval_golden/metrics.json")["top1"]
     int8 = _json(ws / BUILD / "eval_int8/metrics.json")
-    assert golden > 0.75  # a trained model, not chance
-    assert abs(int8["top1"] - golden) <= 0.01
-    assert abs(int8["delta_top1"]) <= 0.01
+    assert golden > GOLDEN_TOP1_FLOOR
+    assert abs(int8["top1"] - golden) <= INT8_TOP1_BOUND
+    assert int8["delta_top1"] == pytest.approx(int8["top1"] - golden)
 
 
 def test_classify_record_names_data_hash_layers_and_scales(classify):

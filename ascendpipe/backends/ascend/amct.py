@@ -126,9 +126,12 @@ def commands(ctx) -> list[list[str]]:
 
 
 def _model_file(path: Path) -> Path:
+    from ascendpipe import onnxexternal
     from ascendpipe.contract import find_model_file
 
-    return find_model_file(path, what="input model")
+    model = find_model_file(path, what="input model")
+    onnxexternal.check_model(model)  # its external data, strictly, before amct_onnx is handed the path
+    return model
 
 
 def _specs(model: Path):

@@ -67,7 +67,15 @@ def onnx_model(ctx, strict: bool = True) -> Path:
     source = ctx.inputs.get("model")
     if source is None:
         raise UserError("convert needs a 'model' input (an .onnx file or an export stage)")
-    return find_model_file(Path(source)) if strict else placeholder_model(source, ".onnx")
+    if not strict:
+        return placeholder_model(source, ".onnx")
+    from ascendpipe import onnxexternal
+
+    model = find_model_file(Path(source))
+    # its external data checked as our reader checks it (inside the model's folder after links are
+    # resolved, regular files, whole offsets and lengths within them) before a path is handed to atc
+    onnxexternal.check_model(model)
+    return model
 
 
 def bank_dir(ctx, settings) -> Path | None:

@@ -211,18 +211,22 @@ def _kernel_fp16(groups, infos: list[NodeInfo], policy: str, op_lists: Lists, gr
 
 def convert_model(model_path: Path, out_dir: Path, settings: ConvertSettings, *,
                   workspace: Path | None = None, allow_custom_ops: bool = False,
-                  shape_params: dict | None = None, examples: dict | None = None) -> ConvertResult:
+                  link_weights: bool = False, shape_params: dict | None = None,
+                  examples: dict | None = None) -> ConvertResult:
     """Write the emulated device model and its records to ``out_dir``. Paths under ``workspace``
     are recorded relative to it, so the outputs do not depend on where the workspace lives.
     ``allow_custom_ops``: emulate ops ATC cannot convert (outside ai.onnx) instead of refusing them.
+    ``link_weights``: the source is a file of ours (a stage's output, never written in place), so a
+    weights file the converted model references unrounded may be a hard link to it, not a copy.
     ``shape_params`` (the stage's input_shape and gear options) and ``examples`` (the shapes an export
     stage feeds it): what the recorded atc line's --input_shape is made of (``ascend.board``)."""
     import onnx
 
+    from ascendpipe import onnxexternal
     from ascendpipe.backends.onnxruntime import fusion
 
     model_path, out_dir = Path(model_path), Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    onnxexternal.check_model(model_path)  # every external reference, strictly, before a byte is read or written
     fusion.check_rules(settings.fusion_switch)
     try:
         original, model, external = _read_source(model_path)
@@ -230,6 +234,7 @@ def convert_model(model_path: Path, out_dir: Path, settings: ConvertSettings, *,
         raise
     except Exception as exc:
         raise UserError(f"cannot read ONNX model: {exc}", Location(file=str(model_path))) from None
+    out_dir.mkdir(parents=True, exist_ok=True)
     _name_nodes(original.graph)  # (named as the refusal and the plan name them; naming again changes nothing)
     _refuse_custom_ops(original, allow_custom_ops)  # before anything is written
     _check_input_shape(settings, original)
@@ -278,12 +283,18 @@ def convert_model(model_path: Path, out_dir: Path, settings: ConvertSettings, *,
     entry = model.metadata_props.add()
     entry.key, entry.value = "ascendpipe.emulation", json.dumps(meta)
 
-    weights = _write_weights(model, out_dir, model_path, rounding) if external else None
+    weights, expected = _write_weights(model, out_dir, model_path, rounding, link_weights) if external else (None, [])
     with atomic_path(out_dir / MODEL_FILE) as tmp:
-        weights = _save_model(model, tmp) or weights
+        saved = _save_model(model, tmp)
+        if saved is not None:
+            weights, expected = saved
         # never leave a model that does not load: the error names the op (onnx's checker knows no op
         # outside its schemas, an allowed onnxruntime op in the default domain included: onnxruntime's load decides)
         check_loads(tmp, producer, check_schemas=not (allow_custom_ops and _off_schema_default(original)))
+        if expected:  # and never one whose weights are not the bytes meant for them
+            from ascendpipe.backends.onnxruntime.external_weights import verify
+
+            verify(Path(tmp), out_dir, expected, rounding, str(model_path))
 
     custom = custom_domain_ops([*((n.name, n.op_type, n.domain) for n in graph.node),
                                 *((n.name, n.op_type, n.domain) for n, _ in body_nodes)], model_opsets(original))
@@ -363,11 +374,12 @@ def _rounding(settings: ConvertSettings, opset: int, external_dir: Path | None) 
     return ExternalRounding(saturate=saturate, opset=opset, hf32_bits=bits, base_dir=external_dir)
 
 
-def _write_weights(model, out_dir: Path, model_path: Path, rounding) -> dict:
-    """An external model's weights beside the converted one (``external_weights.write``)."""
+def _write_weights(model, out_dir: Path, model_path: Path, rounding, link: bool) -> tuple[dict, list]:
+    """An external model's weights beside the converted one (``external_weights.write``), under the
+    converted model's own name (never one the source uses)."""
     from ascendpipe.backends.onnxruntime import external_weights
 
-    return external_weights.write(model, out_dir, model_path.parent, rounding, f"{MODEL_FILE}.data")
+    return external_weights.write(model, out_dir, model_path.parent, rounding, link=link, label=str(model_path))
 
 
 # An inline model whose weights the conversion took past this (an fp16 copy of a weight also read in
@@ -375,23 +387,30 @@ def _write_weights(model, out_dir: Path, model_path: Path, rounding) -> dict:
 INLINE_LIMIT = (2 << 30) - (64 << 20)
 
 
-def _save_model(model, path: str) -> dict | None:
-    """``onnx.save``; an inline model past ``INLINE_LIMIT`` is saved with its weights in
-    ``model.onnx.data`` beside it (the record for convert.json), never meeting protobuf's limit."""
+def _save_model(model, path: str) -> tuple[dict, list] | None:
+    """``onnx.save``; an inline model past ``INLINE_LIMIT`` is saved with its weights in the converted
+    model's own data file beside it (the record for convert.json, and each weight's digest for
+    ``external_weights.verify``), never meeting protobuf's limit."""
+    import hashlib
+
     import onnx
 
     from ascendpipe import onnxexternal
+    from ascendpipe.backends.onnxruntime.external_weights import OWN_DATA
 
     inline = (t for t in onnxexternal.initializers(model) if not onnxexternal.is_external(t))
     if sum(onnxexternal.tensor_nbytes(t) for t in inline) < INLINE_LIMIT:  # from dims: reading raw_data copies it
         onnx.save(model, path)
         return None
-    data = f"{MODEL_FILE}.data"
-    (Path(path).parent / data).unlink(missing_ok=True)  # onnx appends to an existing data file
-    onnx.save_model(model, path, save_as_external_data=True, all_tensors_to_one_file=True, location=data,
+    expected = [(t.name, "own", hashlib.sha256(t.raw_data).hexdigest(), len(t.raw_data))
+                for t in onnxexternal.initializers(model)
+                if not onnxexternal.is_external(t) and t.HasField("raw_data") and len(t.raw_data) >= 1024]
+    (Path(path).parent / OWN_DATA).unlink(missing_ok=True)  # onnx appends to an existing data file
+    onnx.save_model(model, path, save_as_external_data=True, all_tensors_to_one_file=True, location=OWN_DATA,
                     size_threshold=1024)
-    return {"data_file": data, "rounded": 0, "own": sum(1 for t in onnxexternal.initializers(model)
-                                                        if onnxexternal.is_external(t)), "source_files": {}}
+    record = {"data_file": OWN_DATA, "rounded": 0, "own": sum(1 for t in onnxexternal.initializers(model)
+                                                              if onnxexternal.is_external(t)), "source_files": {}}
+    return record, expected
 
 
 def _keep_changes(info: NodeInfo, decision: Decision, policy: str, op_lists: Lists, cube: CubeRules) -> bool:
@@ -495,9 +514,11 @@ def check_loads(path: str, producer: dict | None = None, *, check_schemas: bool 
     import onnx
     import onnxruntime as ort
 
+    from ascendpipe import onnxexternal
+
     try:
         if check_schemas:
-            onnx.checker.check_model(path)
+            onnxexternal.check_structure(onnx.load(str(path), load_external_data=False))  # its weights: our reader's
         options = ort.SessionOptions()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL  # load checks, no work
         options.log_severity_level = 3

@@ -408,6 +408,10 @@ def _load(model_path: Path, where: Location) -> tuple:
 
     if not model_path.is_file():
         raise UserError("model file does not exist", where)
+    from ascendpipe import onnxexternal
+
+    # its external data, strictly, from the folder onnxruntime is given (the model file's, links resolved)
+    onnxexternal.check_model(model_path, folder=model_path.resolve().parent, label=where.file)
     raw, weights_dir, identity = _model_bytes(model_path)
     try:
         return onnx.load_model_from_string(raw), raw, weights_dir, identity

@@ -2,14 +2,18 @@
 
 convert reads the graph without the weights (each a reference into its file), inlines only the small
 ones a graph edit reads, and writes the emulated model beside its weights: a weight no fp16 op reads
-keeps referencing the source's file (reflinked, else copied, under ``source_weights/``); a weight
-the device reads in fp16 is rounded as it is streamed, chunk by chunk, into the model's own
-``model.onnx.data``, as is every other weight the conversion made (folds, AIPP). The protobuf stays
-the graph's size, and the whole model is never in memory at once.
+keeps referencing the source's file (under ``source_weights/``: reflinked, else hard-linked where the
+source is a stage's output, else copied); a weight the device reads in fp16 is rounded as it is
+streamed, chunk by chunk, into the model's own ``model.emulated.data`` (never a name the source
+uses), as is every other weight the conversion made (folds, AIPP). Every source reference is checked
+by the strict reader, and the disk's free space against what is written, before a byte is written;
+after writing, each weight is compared with what was meant (``verify``). The protobuf stays the
+graph's size, and the whole model is never in memory at once.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,6 +23,8 @@ from ascendpipe.errors import Location, UserError
 from ascendpipe.fsutil import atomic_path
 
 SOURCE_PREFIX = "source_weights/"  # the source's weights files, under their own names (no clash with ours)
+OWN_DATA = "model.emulated.data"  # the converted model's own weights file: never a name the source uses
+# (the source's files all go under SOURCE_PREFIX), never "model.onnx.data" (the name of the source stage's)
 INLINE_MAX = 64 << 10  # external weights this small are read into the graph: shapes, norms, biases
 OWN_MIN = 1024  # weights the conversion made at least this big go to the model's own data file
 CHUNK = 1 << 23  # elements rounded at a time (32 MB of fp32)
@@ -68,59 +74,159 @@ class ExternalRounding(Rounding):
         return rounded
 
 
-def write(model, out_dir: Path, source_dir: Path, rounding: ExternalRounding, data_name: str) -> dict:
+def write(model, out_dir: Path, source_dir: Path, rounding: ExternalRounding, data_name: str = OWN_DATA, *,
+          link: bool = False, label: str | None = None) -> dict:
     """Write ``out_dir/data_name`` (the rounded weights and the conversion's own big ones) and place the
-    source's weights files the model still references; point every reference there. Returns a record:
-    {"data_file", "rounded", "own", "source_files": {location: reflinked|copied}}."""
+    source's weights files the model still references under ``source_weights/`` (``link``: hard-linked
+    where no reflink is possible, for a source that is a file of ours); point every reference there.
+    Every source reference is checked (the strict reader) and the disk's free space against what will
+    be written, before a byte is written. Returns (the record for convert.json: {"data_file",
+    "rounded", "own", "source_files": {location: reflinked|linked|copied}}, what ``verify`` checks)."""
+    import hashlib
+
     import numpy as np
     from onnx import numpy_helper
 
+    label = label or str(source_dir)
+    rounded_tensors, own_tensors = [], []
+    for tensor in onnxexternal.initializers(model):
+        if _ours(tensor, rounding):
+            (rounded_tensors if onnxexternal.is_external(tensor) else own_tensors).append(tensor)
+    # every other external tensor, a Constant's value included, still reads the source's bytes
+    source_tensors = [t for t in onnxexternal.external_tensors(model) if not _ours(t, rounding)]
+    sources = {id(t): onnxexternal.resolve_tensor(t, source_dir, label) for t in source_tensors}
+    pending = {t.name: onnxexternal.resolve_tensor(rounding.pending[t.name], source_dir, label)
+               for t in rounded_tensors}
+    _check_disk(out_dir, rounded_tensors, own_tensors, sources.values(), link, label)
+    expected: list[tuple] = []
     rounded = own = 0
     offset = 0
-    if not any(_ours(t, rounding) for t in onnxexternal.initializers(model)):  # no file of our own to write
+    if not rounded_tensors and not own_tensors:  # no file of our own to write
         (out_dir / data_name).unlink(missing_ok=True)  # an earlier conversion's, in a reused folder
-        placed = onnxexternal.place_weights(model, source_dir, out_dir, SOURCE_PREFIX)
-        return {"data_file": None, "rounded": 0, "own": 0, "source_files": placed}
-    with atomic_path(out_dir / data_name) as tmp, open(tmp, "wb") as handle, _Writer(handle) as data:
-        def start(nbytes: int) -> int:
-            nonlocal offset
-            align = PAGE if nbytes >= PAGE else 16
-            pad = -offset % align
-            data.write(b"\0" * pad)
-            offset += pad
-            return offset
+    else:
+        with atomic_path(out_dir / data_name) as tmp, open(tmp, "wb") as handle, _Writer(handle) as data:
+            def start(nbytes: int) -> int:
+                nonlocal offset
+                align = PAGE if nbytes >= PAGE else 16
+                pad = -offset % align
+                data.write(b"\0" * pad)
+                offset += pad
+                return offset
 
-        def refer(tensor, at: int, nbytes: int) -> None:
-            del tensor.external_data[:]
-            tensor.data_location = onnxexternal.EXTERNAL
-            for key, value in (("location", data_name), ("offset", str(at)), ("length", str(nbytes))):
-                tensor.external_data.add(key=key, value=value)
+            def refer(tensor, at: int, nbytes: int) -> None:
+                del tensor.external_data[:]
+                tensor.data_location = onnxexternal.EXTERNAL
+                for key, value in (("location", data_name), ("offset", str(at)), ("length", str(nbytes))):
+                    tensor.external_data.add(key=key, value=value)
 
-        buffers = None
-        for tensor in onnxexternal.initializers(model):
-            source = rounding.pending.get(tensor.name)
-            if not _ours(tensor, rounding):
-                continue
-            if source is not None and onnxexternal.is_external(tensor):
-                nbytes = onnxexternal.tensor_nbytes(source)
-                at = start(nbytes)
+            buffers = None
+            for tensor in rounded_tensors:
+                ref = pending[tensor.name]
+                fmt = rounding.formats.get(tensor.name, "float16")
+                at = start(ref.length)
                 buffers = buffers or _Buffers()
-                _round_stream(source, source_dir, rounding, data, nbytes, buffers,
-                              rounding.formats.get(tensor.name, "float16"))
-                offset += nbytes
-                refer(tensor, at, nbytes)
+                _round_stream(ref, rounding, data, buffers, fmt)
+                offset += ref.length
+                refer(tensor, at, ref.length)
+                expected.append((tensor.name, "rounded", ref, fmt))
                 rounded += 1
-            else:
-                raw = np.ascontiguousarray(numpy_helper.to_array(tensor)).tobytes()
+            for tensor in own_tensors:
+                # raw_data as ONNX stores it (4-bit types packed, little-endian); else the values' bytes
+                raw = tensor.raw_data if tensor.HasField("raw_data") else \
+                    np.ascontiguousarray(numpy_helper.to_array(tensor)).tobytes()
                 at = start(len(raw))
                 data.write(raw)
                 offset += len(raw)
                 for kind in ("raw_data", "float_data", "int32_data", "int64_data", "double_data", "uint64_data"):
                     tensor.ClearField(kind)
                 refer(tensor, at, len(raw))
+                expected.append((tensor.name, "own", hashlib.sha256(raw).hexdigest(), len(raw)))
                 own += 1
-    placed = onnxexternal.place_weights(model, source_dir, out_dir, SOURCE_PREFIX, keep={data_name})
-    return {"data_file": data_name, "rounded": rounded, "own": own, "source_files": placed}
+    # each file placed once, however many tensors read it
+    placed = onnxexternal.place_weights(source_tensors, source_dir, out_dir, SOURCE_PREFIX, link=link, label=label)
+    expected += [(tensor.name, "source", sources[id(tensor)], None) for tensor in source_tensors]
+    record = {"data_file": data_name if rounded or own else None, "rounded": rounded, "own": own,
+              "source_files": placed}
+    return record, expected
+
+
+def _check_disk(out_dir: Path, rounded, own, sources, link: bool, label: str) -> None:
+    """A UserError, one line with the numbers, where the bytes this conversion writes are past the
+    free space of ``out_dir``'s file system (a source file linked or reflinked costs none; counted
+    as a copy where neither may work)."""
+    import shutil
+
+    from ascendpipe.onnxexternal import size_text
+
+    files = {ref.path: os.path.getsize(ref.path) for ref in sources}
+    writing = sum(onnxexternal.tensor_nbytes(t) for t in rounded) + sum(onnxexternal.tensor_nbytes(t) for t in own)
+    copying = 0 if link else sum(files.values())
+    try:
+        free = shutil.disk_usage(out_dir).free
+    except OSError:
+        return
+    if writing + copying > free:
+        raise UserError(f"convert needs {size_text(writing + copying)} of disk in {out_dir} (weights written: "
+                        f"{size_text(writing)}, weights files copied: {size_text(copying)}) and {size_text(free)} "
+                        "is free: free space there or convert to another disk", Location(file=label))
+
+
+WINDOW = 4096  # bytes compared at the start, middle and end of each weight (all of a smaller one)
+
+
+def _windows(nbytes: int, align: int = 16) -> list[tuple[int, int]]:
+    """(start, size) of the parts of a weight of ``nbytes`` that ``verify`` compares."""
+    if nbytes <= 3 * WINDOW:
+        return [(0, nbytes)]
+    middle = (nbytes // 2) // align * align
+    last = (nbytes - WINDOW) // align * align
+    return [(0, WINDOW), (middle, WINDOW), (last, nbytes - last)]
+
+
+def verify(model_file: Path, out_dir: Path, expected: list[tuple], rounding: Rounding, label: str) -> None:
+    """The written model's weights hold the bytes meant for them: each reference of ``model_file``
+    (re-read from disk, through the strict reader, against ``out_dir``) compared, at its start, middle
+    and end, with the source's bytes (a weight placed unrounded), the source's bytes rounded (a weight
+    rounded as it was streamed), or, whole, with the digest of what was written (a weight the
+    conversion made). A difference is a bug of ours and says so: no model is left that loads and
+    reads another weight's bytes."""
+    import hashlib
+
+    import numpy as np
+
+    written: dict[str, list] = {}
+    for ref in onnxexternal.references(model_file, folder=out_dir, label=label):
+        written.setdefault(ref.tensor, []).append(ref)
+    for name, kind, meant, fmt in expected:
+        refs = written.get(name) or []
+        if not refs:
+            raise _mismatch(name, "is not external data in the written model", label)
+        ref = refs.pop(0)
+        with open(ref.path, "rb") as handle:
+            if kind == "own":
+                digest, nbytes = meant, fmt
+                handle.seek(ref.offset)
+                if ref.length != nbytes or hashlib.sha256(handle.read(ref.length)).hexdigest() != digest:
+                    raise _mismatch(name, f"does not hold the {nbytes} bytes written for it", label)
+                continue
+            if ref.length != meant.length:
+                raise _mismatch(name, f"has {ref.length} bytes where {meant.length} were meant", label)
+            with open(meant.path, "rb") as source:
+                for at, size in _windows(ref.length):
+                    handle.seek(ref.offset + at)
+                    got = handle.read(size)
+                    source.seek(meant.offset + at)
+                    want = source.read(size)
+                    if kind == "rounded":
+                        values = np.frombuffer(want, dtype="<f4").copy()
+                        want = np.ascontiguousarray(rounding.values(values, fmt), dtype="<f4").tobytes()
+                    if got != want:
+                        raise _mismatch(name, f"holds other bytes than its {kind} values at byte {at}", label)
+
+
+def _mismatch(name: str, what: str, label: str) -> UserError:
+    return UserError(f"the converted model's weight '{name}' {what}: a bug in ascendpipe's convert (please report "
+                     "it); the model is not written", Location(file=label))
 
 
 class _Writer:
@@ -180,26 +286,21 @@ class _Buffers:
         return self.ring[self.turn][:size]
 
 
-def _round_stream(source, source_dir: Path, rounding: Rounding, out, nbytes: int, buffers: _Buffers,
-                  fmt: str = "float16") -> None:
-    """Read ``source``'s fp32 bytes from its file a chunk at a time, round them to ``fmt``, write them to
-    ``out``. fp16 goes through onnxruntime's Cast where it gives the rounding's own bits; bf16 and HF32
-    through ``Rounding.values`` (numpy)."""
+def _round_stream(ref, rounding: Rounding, out, buffers: _Buffers, fmt: str = "float16") -> None:
+    """Read a source weight's fp32 bytes (``ref``: resolved by the strict reader) from its file a chunk
+    at a time, round them to ``fmt``, write them to ``out``. fp16 goes through onnxruntime's Cast where
+    it gives the rounding's own bits; bf16 and HF32 through ``Rounding.values`` (numpy)."""
     import numpy as np
 
-    location, offset, length = onnxexternal.external_info(source)
-    if length is not None and length != nbytes:
-        raise UserError(f"weight '{source.name}': external data length {length} is not its {nbytes} bytes",
-                        Location(op=source.name))
-    with open(onnxexternal.resolve(source_dir, location), "rb") as handle:
-        handle.seek(offset)
-        left = nbytes // 4
+    with open(ref.path, "rb") as handle:
+        handle.seek(ref.offset)
+        left = ref.length // 4
         while left:
             view = buffers.read[:min(left, CHUNK)]
             got = handle.readinto(memoryview(view).cast("B"))
             if got != view.nbytes:
-                raise UserError(f"the weights file '{location}' is shorter than weight '{source.name}' needs",
-                                Location(file=str(source_dir / location)))
+                raise UserError(f"the weights file '{ref.location}' is shorter than weight '{ref.tensor}' needs "
+                                "(it changed while it was read)", Location(file=str(ref.path)))
             if fmt != "float16":
                 rounded = rounding.values(view, fmt)
             elif buffers.fast is False:

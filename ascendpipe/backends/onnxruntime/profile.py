@@ -195,8 +195,10 @@ def open_session(model_path: Path, settings: dict | None = None, *, profile_pref
         return make_session(Path(model_path), runtime=resolve_settings(settings), profile_prefix=profile_prefix)
     import onnxruntime as ort
 
+    from ascendpipe import onnxexternal
     from ascendpipe.errors import Location, UserError
 
+    onnxexternal.check_model(model_path)  # its external data, strictly, before onnxruntime reads it
     opts, disabled = session_options(resolve_settings(settings), fusions=True, profile_prefix=profile_prefix)
     opts.optimized_model_filepath = optimized_path
     opts.log_severity_level = 3  # its warning that an NCHWc graph is machine-specific: known, a temp file

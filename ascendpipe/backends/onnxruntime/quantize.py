@@ -17,12 +17,29 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+from ascendpipe import onnxexternal
 from ascendpipe.errors import Location, UserError
 from ascendpipe.quantize.config import QUANTIZABLE_TYPES, QuantSettings, per_channel_weights
 
 
+WORK_DIR = ".quantize-input"  # the copy of the model the quantizer is given, inside the output, removed after
+# onnxruntime's quantizer holds the model in memory several times over: its ModelProto, the shape-inferred
+# copy it loads back, the calibration session's weights and the quantized model. Measured (onnxruntime
+# 1.32, external-data MatMul stacks): peak RSS above the process before it 3.00x the weights at 302 MB,
+# 2.93x at 604 MB (docs/benchmarks.md, "Issues 48 and 49")
+MEMORY_FACTOR = 3.0
+
+
 def quantize_model(model: Path, batches: list[dict], out_path: Path, settings: QuantSettings) -> dict:
-    """Write the QDQ int8 model of ``model`` calibrated on ``batches`` to ``out_path``; returns what was used."""
+    """Write the QDQ int8 model of ``model`` calibrated on ``batches`` to ``out_path``; returns what was used.
+
+    The quantizer is given a copy of the model inside ``out_path``'s folder (``WORK_DIR``), never the
+    user's file: onnxruntime writes ``<model>-inferred.onnx`` beside the model it is given and deletes it
+    after (a user's own file of that name would go, a read-only folder would fail). The model's external
+    data is checked by the strict reader first, and a model the quantizer could not hold in memory is
+    refused with the numbers before anything is written."""
+    import shutil
+
     from onnxruntime.quantization import (CalibrationDataReader, CalibrationMethod, QuantFormat, QuantType,
                                           quantize_static)
 
@@ -33,6 +50,11 @@ def quantize_model(model: Path, batches: list[dict], out_path: Path, settings: Q
         def get_next(self):
             return next(self._feeds, None)
 
+    refs = onnxexternal.check_model(model)
+    weight_bytes = _weight_bytes(model, refs)
+    onnxexternal.check_memory(weight_bytes, f"quantizing this model ({onnxexternal.size_text(weight_bytes)} of "
+                              f"weights; onnxruntime's quantizer holds them about {MEMORY_FACTOR:.0f} times)", model,
+                              MEMORY_FACTOR)
     methods = {"minmax": CalibrationMethod.MinMax, "entropy": CalibrationMethod.Entropy,
                "percentile": CalibrationMethod.Percentile}
     types = [t for t in QUANTIZABLE_TYPES if t not in settings.skip_layer_types]
@@ -42,22 +64,96 @@ def quantize_model(model: Path, batches: list[dict], out_path: Path, settings: Q
     # per-channel scales layer by layer (AMCT's channel_wise precedence): per-tensor by default, and an
     # axis override on each weight that is per channel
     extra["TensorQuantOverrides"] = {w: [{"axis": axis}] for w, axis in per_channel.items()}
+    work = Path(out_path).parent / WORK_DIR
     quiet = logging.getLogger()
     level = quiet.level
     quiet.setLevel(logging.ERROR)  # onnxruntime logs a pre-processing suggestion on the root logger
     try:
-        quantize_static(str(model), str(out_path), _Reader([dict(b) for b in batches]),
+        given = _work_copy(model, refs, work)
+        quantize_static(str(given), str(out_path), _Reader([dict(b) for b in batches]),
                         quant_format=QuantFormat.QDQ, op_types_to_quantize=types,
                         per_channel=False, activation_type=QuantType.QInt8,
                         weight_type=QuantType.QInt8, nodes_to_exclude=list(settings.skip_layers),
                         calibrate_method=methods[settings.calibrate_method],
-                        calibration_providers=["CPUExecutionProvider"], extra_options=extra)
+                        calibration_providers=["CPUExecutionProvider"], extra_options=extra,
+                        use_external_data_format=bool(refs) or weight_bytes >= EXTERNAL_FROM)
     finally:
         quiet.setLevel(level)
+        shutil.rmtree(work, ignore_errors=True)
+    adopt_weights(Path(out_path))
     return {"calibration_method": {"minmax": "MinMax", "entropy": "Entropy",
                                    "percentile": "Percentile"}[settings.calibrate_method],
             "activation_type": "int8", "weight_type": "int8", "per_channel_weights": sorted(per_channel),
             "activation_symmetric": not settings.activation_offset, "op_types": types}
+
+
+OWN_DATA = "model.qdq.data"  # a quantized model's own weights file (onnxruntime names it <model>.onnx.data)
+
+
+def adopt_weights(model_path: Path) -> None:
+    """A quantized model onnxruntime wrote with external data: its weights file renamed to the
+    model's own name (``OWN_DATA``, never a name the source uses) and the references with it; then
+    checked: every reference resolves (the strict reader) and the model loads in onnxruntime."""
+    import os
+
+    import onnx
+
+    from ascendpipe.quantize.artifacts import save_atomic
+
+    model_path = Path(model_path)
+    refs = onnxexternal.check_model(model_path)
+    if not refs:
+        return
+    model = onnx.load(str(model_path), load_external_data=False)
+    renamed = {}
+    for tensor in onnxexternal.external_tensors(model):
+        for entry in tensor.external_data:
+            if entry.key == "location" and entry.value != OWN_DATA:
+                renamed.setdefault(entry.value, OWN_DATA)
+                entry.value = OWN_DATA
+    if len(renamed) > 1:
+        raise UserError(f"the quantized model's weights lie in {len(renamed)} files, not one: {sorted(renamed)}",
+                        Location(file=str(model_path)))
+    for old in renamed:
+        os.replace(model_path.parent / old, model_path.parent / OWN_DATA)
+    save_atomic(model, model_path)
+    onnxexternal.check_model(model_path)
+    from ascendpipe.backends.onnxruntime.convert import check_loads
+
+    check_loads(str(model_path))  # never a model that does not load
+
+
+EXTERNAL_FROM = 1 << 30  # weights past this are written as external data (protobuf holds at most 2 GiB)
+
+
+def _weight_bytes(model: Path, refs) -> int:
+    """The model's weights: its file (inline weights) and its external data."""
+    import os
+
+    return os.path.getsize(model) + sum(ref.length for ref in refs)
+
+
+def _work_copy(model: Path, refs, work: Path) -> Path:
+    """A copy of ``model`` in ``work`` for the quantizer: the .onnx file, and each external weights
+    file under the name the model gives it (a reflink where the file system shares blocks, else a
+    copy: onnx, which the quantizer loads it with, refuses a hard-linked or symbolic-linked weights
+    file). A copy past the free space says so, with the numbers, before a byte is written."""
+    import os
+    import shutil
+
+    files = {ref.location: ref.path for ref in refs}
+    need = os.path.getsize(model) + sum(os.path.getsize(p) for p in set(files.values()))
+    work.mkdir(parents=True, exist_ok=True)
+    free = shutil.disk_usage(work).free
+    if need > free:
+        raise UserError(f"quantize works on a copy of the model in its output folder: {onnxexternal.size_text(need)} "
+                        f"of disk, and {onnxexternal.size_text(free)} is free there: free space or write the output "
+                        "to another disk", Location(file=str(model)))
+    target = work / "model.onnx"
+    onnxexternal.place_file(Path(model), target)
+    for location, path in files.items():
+        onnxexternal.place_file(Path(path), work / location)
+    return target
 
 
 def _weights(model: Path, types) -> list[tuple[str, str, str | None, bool]]:
@@ -86,6 +182,7 @@ def quantize(ctx):
     try:
         settings = resolve(ctx.params, lambda p: ctx.path(p).read_text(), where)
         model = find_model_file(Path(ctx.inputs["model"]), what="input model")
+        onnxexternal.check_model(model)  # as convert checks it, before anything is read or written
         layers = artifacts.quantizable_layers(model, QUANTIZABLE_TYPES)
         artifacts.check_skip_layers(settings, layers, where)
         batches, calibration = artifacts.calibration_batches(ctx.inputs["calibration"], input_specs(model),
@@ -94,7 +191,10 @@ def quantize(ctx):
         raise err.with_location(stage=ctx.name) from None
     out = Path(ctx.out_dir)
     qdq = out / artifacts.MODEL
-    used = quantize_model(model, batches, qdq, settings)
+    try:
+        used = quantize_model(model, batches, qdq, settings)
+    except UserError as err:
+        raise err.with_location(stage=ctx.name) from None
     settings.batch_size = calibration["batch_size"]
     config_text = format_simple_config(settings.amct_config(), header="AMCT simple config (calibration_config_onnx.proto) of this calibration")
     metrics, record = artifacts.write_outputs(

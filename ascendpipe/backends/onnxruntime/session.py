@@ -144,6 +144,9 @@ def make_session(model_path: str | Path | bytes, *, fusions: bool = True, runtim
         runtime_file = Path(model_path)
         if not runtime_file.is_file():
             raise UserError("model file does not exist", Location(file=label))
+        from ascendpipe import onnxexternal
+
+        onnxexternal.check_model(runtime_file, label=label)  # its external data, strictly, before onnxruntime reads it
     if runtime is None and runtime_file is not None:
         runtime = read_runtime(runtime_file)
     where = Location(file=str(runtime_file.parent / RUNTIME_FILE) if runtime_file else None)

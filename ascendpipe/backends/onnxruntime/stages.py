@@ -18,8 +18,10 @@ def convert(ctx: StageContext) -> StageResult:
         model = find_model_file(ctx.inputs["model"], what="input model")
         from ascendpipe.backends.ascend.convert_settings import example_shapes
 
+        # an upstream stage's model is ours, never written in place: its weights may be hard-linked
         result = convert_model(model, ctx.out_dir, settings, workspace=ctx.workspace,
                                allow_custom_ops=bool(ctx.params.get("allow_custom_ops")),
+                               link_weights="model" in ctx.upstream,
                                shape_params=ctx.params, examples=example_shapes(ctx))  # the atc line's shapes
         from ascendpipe.precision.dynamic_shapes import record_emulated_shapes  # ATC's gears (docs/ascend.md)
 

@@ -57,7 +57,7 @@ def test_an_external_model_converts_to_the_same_model_as_its_inline_twin(tmp_pat
     assert big and all(onnxexternal.is_external(t) for t in big)
     onnx.checker.check_model(str(result.model_path))  # onnx reads it too (no hard link, locations inside)
     record = json.loads((result.out_dir / "convert.json").read_text())["external_data"]
-    assert record["data_file"] == "model.onnx.data" and (result.out_dir / "model.onnx.data").is_file()
+    assert record["data_file"] == "model.emulated.data" and (result.out_dir / "model.emulated.data").is_file()
     assert json.loads((result.out_dir / "precision_plan.json").read_text())["counts"] == twin.counts
 
 
@@ -74,7 +74,7 @@ def test_a_weight_no_fp16_op_reads_references_the_source_file_unrounded(tmp_path
     graph = onnx.load(str(result.model_path), load_external_data=False).graph
     locations = {t.name: onnxexternal.external_info(t)[0] for t in graph.initializer if onnxexternal.is_external(t)}
     assert locations["w_up"] == "source_weights/ffn.onnx.data"  # the fp32 reader's, unrounded
-    assert locations["ascendpipe_emu/fp16_init/w_up"] == "model.onnx.data"  # the fp16 reader's copy
+    assert locations["ascendpipe_emu/fp16_init/w_up"] == "model.emulated.data"  # the fp16 reader's copy
     loaded = {t.name: onnx.numpy_helper.to_array(t) for t in onnx.load(str(result.model_path)).graph.initializer}
     source = onnx.numpy_helper.to_array(next(t for t in onnx.load(str(external)).graph.initializer if t.name == "w_up"))
     np.testing.assert_array_equal(loaded["w_up"], source)
@@ -133,7 +133,7 @@ def test_a_missing_or_escaping_weights_file_is_one_located_line(tmp_path):
     os.rename(tmp_path / "src" / "ffn.onnx.data", tmp_path / "elsewhere.data")
     with pytest.raises(UserError) as err:
         convert_model(external, tmp_path / "out", resolve({}))
-    assert "weights file 'ffn.onnx.data' is missing" in err.value.message
+    assert "tensor 'w_up': external data file 'ffn.onnx.data' is missing" in err.value.message
     model = onnx.load(str(external), load_external_data=False)
     for tensor in model.graph.initializer:
         for entry in tensor.external_data:
@@ -142,7 +142,7 @@ def test_a_missing_or_escaping_weights_file_is_one_located_line(tmp_path):
     onnx.save(model, str(external))
     with pytest.raises(UserError) as err:
         convert_model(external, tmp_path / "out", resolve({}))
-    assert "'../elsewhere.data' must be a path inside the model's folder" in err.value.message
+    assert "location '../elsewhere.data' is not a file inside the model's folder" in err.value.message
 
 
 def test_a_session_runs_a_model_whose_small_weights_are_external_too(tmp_path):
@@ -182,7 +182,7 @@ def test_a_whole_run_over_big_weights_runs_alone_in_the_gate(tmp_path, monkeypat
 
 def test_an_inline_model_the_conversion_takes_past_the_limit_is_written_with_external_data(tmp_path, monkeypatch):
     """An fp16 copy of a weight also read in fp32 makes the converted model bigger than its source: past
-    protobuf's limit (here lowered) its weights go to model.onnx.data instead of failing to serialise."""
+    protobuf's limit (here lowered) its weights go to model.emulated.data instead of failing to serialise."""
     from ascendpipe.backends.onnxruntime import convert as C
 
     inline = _inline_copy(modelzoo.external_ffn_model(tmp_path / "src" / "ffn.onnx"), tmp_path / "inline.onnx")
@@ -190,7 +190,8 @@ def test_an_inline_model_the_conversion_takes_past_the_limit_is_written_with_ext
     small = convert_model(inline, tmp_path / "small", params)
     monkeypatch.setattr(C, "INLINE_LIMIT", 200 << 10)  # the source's 260 KB fit; the converted 390 KB do not
     big = convert_model(inline, tmp_path / "big", params)
-    assert not (tmp_path / "small" / "model.onnx.data").exists()
-    assert (tmp_path / "big" / "model.onnx.data").is_file() and big.model_path.stat().st_size < 8 << 10
-    assert json.loads((tmp_path / "big" / "convert.json").read_text())["external_data"]["data_file"] == "model.onnx.data"
+    assert not (tmp_path / "small" / "model.emulated.data").exists()
+    assert (tmp_path / "big" / "model.emulated.data").is_file() and big.model_path.stat().st_size < 8 << 10
+    record = json.loads((tmp_path / "big" / "convert.json").read_text())["external_data"]
+    assert record["data_file"] == "model.emulated.data"
     np.testing.assert_array_equal(_run(big.model_path, FEEDS), _run(small.model_path, FEEDS))

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ascendpipe.backends.dump_budget import StatisticsFirst, parse_budget  # noqa: F401 (stages read it here)
 from ascendpipe.backends.dump_retention import folder_bytes, prune_dumps
 from ascendpipe.contract import OM_MODEL_FILE as OM_FILE
 from ascendpipe.contract import QUANTIZE_RECORD
@@ -158,10 +159,11 @@ def make_feeds(model: Path | None, input_path: Path | None, seed: int, *, field:
     return batches[0], note
 
 
-def dump(model: Path, feeds: dict, out_dir: Path, *, fusions: bool, gate=None) -> Path:
+def dump(model: Path, feeds: dict, out_dir: Path, *, fusions: bool, gate=None, full=None) -> Path:
+    """``full``: the tensors written in full, the rest as statistics (None: every one in full)."""
     from ascendpipe.backends.onnxruntime.dump import dump_model
 
-    index = Path(dump_model(model, feeds, out_dir, fusions=fusions, gate=gate))
+    index = Path(dump_model(model, feeds, out_dir, fusions=fusions, gate=gate, full=full))
     return index.parent if index.name == "index.json" else index
 
 
@@ -277,23 +279,25 @@ def _batch_dir(work_dir: Path, name: str, k: int) -> Path:
     return Path(work_dir) / (name if k == 0 else f"{name}_b{k}")
 
 
-def golden_dump(model: Path, feeds: dict, folder: Path, cache, gate=None) -> tuple[object, bool]:
+def golden_dump(model: Path, feeds: dict, folder: Path, cache, gate=None, full=None) -> tuple[object, bool]:
     """The golden's dump for ``feeds``: from the shared cache (``store.dump_cache.DumpCache``: made
     once for every compare stage that wants it), or, without a cache, dumped into ``folder``.
-    Returns (the dump: a folder or a ``CachedDump``, whether this call ran the model)."""
+    Returns (the dump: a folder or a ``CachedDump``, whether this call ran the model). ``full``: as ``dump``."""
+    some = {} if full is None else {"full": full}
     if cache is None:
-        return dump(model, feeds, folder, fusions=False, gate=gate), True
+        return dump(model, feeds, folder, fusions=False, gate=gate, **some), True
     from ascendpipe.backends.onnxruntime.dump import cache_key
 
-    return cache.get_or_make(cache_key(model, feeds, fusions=False),
-                             lambda scratch: dump(model, feeds, scratch, fusions=False, gate=gate))
+    return cache.get_or_make(cache_key(model, feeds, fusions=False, **some),
+                             lambda scratch: dump(model, feeds, scratch, fusions=False, gate=gate, **some))
 
 
 def run_compare(golden: Path, target: Path, *, input_path: Path | None, work_dir: Path, limits: dict,
                 strategy: str = "first-overall", seed: int = 0, convert_stage: str | None = "convert",
                 golden_inputs: Path | None = None, backend: str = "onnxruntime", log=None, run_command=None,
                 stage: str = "compare", batch_axes: dict | None = None, dump_cache=None, keep: str = "all",
-                keep_max: int | None = None, events: dict | None = None) -> tuple[dict, str | None]:
+                keep_max: int | None = None, events: dict | None = None,
+                dump_budget="auto") -> tuple[dict, str | None]:
     """Resolve both sides, dump what needs dumping under ``work_dir``, compare. Returns (result, input note).
 
     ``convert_stage``: the stage the advice's paste lines name; None: the one a dump target's
@@ -304,7 +308,10 @@ def run_compare(golden: Path, target: Path, *, input_path: Path | None, work_dir
     ``dump_cache``: golden dumps come from (and go to) this shared cache instead of ``work_dir``.
     ``keep`` / ``keep_max``: which tensors of the dumps under ``work_dir`` stay after the compare
     (``dump_retention.prune_dumps``). ``summary.dumps`` says what was kept and its bytes; ``events`` (if given)
-    receives what varies from run to run: whether this call dumped each golden batch itself."""
+    receives what varies from run to run: whether this call dumped each golden batch itself.
+    ``dump_budget``: the disk the dumps may take (``dump_budget.parse_budget``: bytes, 'auto', None for no
+    limit); past it both ONNX sides are dumped as statistics and only the tensors around the first failure
+    in full (``statistics_first``); ``summary.statistics_first`` says so."""
     from ascendpipe.compare.runner import compare_dumps, graph_info
     from ascendpipe.store.objects import CorruptObject
 
@@ -355,20 +362,22 @@ def run_compare(golden: Path, target: Path, *, input_path: Path | None, work_dir
         pre_rows.append(pre.rows)
     graph = graph_info(g.model) if g.model else None
     made = []
+    budgeted = StatisticsFirst.start(g, t, batches, golden_feeds_by_batch, dump_budget, work_dir)
 
     def golden_dumps(gate=None):
         if g.dump_dir is not None:
             return [g.dump_dir] * len(batches)
         dumps = []
         for k, feeds in enumerate(golden_feeds_by_batch):
-            found, ran = golden_dump(g.model, feeds, _batch_dir(work_dir, "golden_dump", k), dump_cache, gate)
+            found, ran = golden_dump(g.model, feeds, _batch_dir(work_dir, "golden_dump", k), dump_cache, gate,
+                                     **budgeted.dump_kwargs())
             dumps.append(found)
             made.append(ran)
         return dumps
 
     def target_model_dumps(gate=None):
-        return [dump(t.model, feeds, _batch_dir(work_dir, "target_dump", k), fusions=True, gate=gate)
-                for k, feeds in enumerate(batches)]
+        return [dump(t.model, feeds, _batch_dir(work_dir, "target_dump", k), fusions=True, gate=gate,
+                     **budgeted.dump_kwargs()) for k, feeds in enumerate(batches)]
 
     def compare(goldens):
         return compare_dumps(goldens, target_dumps, limits=limits, strategy=strategy, fused_map=t.fused_map,
@@ -393,6 +402,12 @@ def run_compare(golden: Path, target: Path, *, input_path: Path | None, work_dir
         made.clear()
         goldens = golden_dumps()
         result = compare(goldens)
+    if budgeted.active:  # statistics first: the first failure's neighbourhood dumped again in full
+        budgeted.narrow(result, (graph or {}).get("producers"), len(batches))
+        made.clear()
+        target_dumps, goldens = target_model_dumps(), golden_dumps()
+        result = compare(goldens)
+        result["summary"]["statistics_first"] = budgeted.record(target_dumps + goldens)
     _refuse_nothing_compared(result, target)
     if t.quantization:
         from ascendpipe.compare.quant_advice import quantization_report

@@ -58,6 +58,7 @@ def prune_dumps(rows: list[dict], folders: list[Path], *, keep: str, keep_max: i
         index["kept"] = {"rule": keep, "max": keep_max, "tensors": len(stay), "of": len(tensors)}
         write_json_atomic(index_path, index, allow_nan=False)
         for entry in gone:
-            (Path(folder) / entry["file"]).unlink(missing_ok=True)
+            if entry.get("file"):  # a statistics-only entry has none
+                (Path(folder) / entry["file"]).unlink(missing_ok=True)
         kept_count += len(stay)
     return {"tensors": kept_count, "of": total}

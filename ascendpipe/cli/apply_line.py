@@ -21,6 +21,7 @@ _CONVERT_TAKES = {"soc_version", "input_shape", "input_format", "precision_mode"
                   "fusion_switch_file", "insert_op_conf", "modify_mixlist", "dynamic_batch_size",
                   "dynamic_image_size", "dynamic_dims", "input_shape_range"}
 _FILE_OPTIONS = ("keep_dtype", "fusion_switch_file", "insert_op_conf", "modify_mixlist")
+_SHAPE_OPTIONS = ("input_shape", "dynamic_batch_size", "dynamic_image_size", "dynamic_dims", "input_shape_range")
 
 
 def remedy_items(advice: list[dict]) -> dict[str, str]:
@@ -61,6 +62,8 @@ def _atc_options(record: dict | None, folder: Path) -> tuple[str | None, list[tu
     """(model, [(option, value)]) of the recorded atc argv, remedy paths relative to the convert
     folder made absolute."""
     argv = (record or {}).get("atc_argv") or []
+    # shape options the emulator derived for the board line (batch 1, a placeholder) were not the user's
+    derived = ((record or {}).get("atc_shapes") or {}).get("source") not in (None, "given")
     model, options = None, []
     for arg in argv[1:] if argv else []:
         if not isinstance(arg, str) or not arg.startswith("--") or "=" not in arg:
@@ -68,7 +71,7 @@ def _atc_options(record: dict | None, folder: Path) -> tuple[str | None, list[tu
         name, value = arg[2:].split("=", 1)
         if name == "model":
             model = value
-        elif name in ("framework", "output"):
+        elif name in ("framework", "output") or (derived and name in _SHAPE_OPTIONS):
             continue
         else:
             if name in _FILE_OPTIONS and value.startswith("./"):

@@ -30,6 +30,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dump-keep", "--dump_keep", dest="dump_keep", choices=["rerun", "failing", "all"], default="rerun",
                         help="with --output, the dumps' tensors kept there: rerun (default: the failing ops' and those "
                         "feeding the first failure), failing, or all")
+    parser.add_argument("--dump-budget", "--dump_budget", dest="dump_budget", default="auto",
+                        help="the disk the dumps may take (500M, 2G, bytes; none: no limit; default auto: half the "
+                        "free space): past it both sides are dumped as statistics and only the tensors around the "
+                        "first failure in full")
     parser.add_argument("--json", action="store_true", help="print the result JSON on stdout and nothing else")
     parser.add_argument("--strategy", default="first-overall", choices=["first-overall", "first-per-output", "all"])
     parser.add_argument("--seed", type=int, default=0, help="seed of the random input (default 0)")
@@ -75,12 +79,17 @@ def main(args: argparse.Namespace) -> int:
     if golden is not None and args.input is None:
         guard.random_input_size(golden, None, flag="--golden")
     limits = thr.resolve(_parse_thresholds(args.threshold))
+    from ascendpipe.backends.dump_budget import parse_budget
+    from ascendpipe.errors import Location
+
+    budget = parse_budget(args.dump_budget, Location(field="--dump-budget"))  # a bad size: refused before any dump
     with tempfile.TemporaryDirectory(prefix="ascendpipe-compare-") as scratch:
         work = args.output or Path(scratch)
         result, note = run_compare(args.golden, args.target, input_path=args.input, work_dir=work, limits=limits,
                                    strategy=args.strategy, seed=args.seed, convert_stage=args.convert_stage,
                                    golden_inputs=args.golden_input, backend=args.backend, log=sys.stderr,
-                                   batch_axes=batch_axes(args), keep=args.dump_keep if args.output else "all")
+                                   batch_axes=batch_axes(args), keep=args.dump_keep if args.output else "all",
+                                   dump_budget=budget)
         if args.output:
             write_results(result, args.output, note)
     apply = _apply(result, args)

@@ -40,7 +40,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="ATC's framework: 5 (ONNX), the only one ascendpipe converts; accepted so that an atc "
                         "command line pastes as it is")
     parser.add_argument("--allow-custom-ops", "--allow_custom_ops", dest="allow_custom_ops", action="store_true",
-                        help="emulate ops outside the ai.onnx domain (onnxruntime contrib ops) that ATC cannot convert, "
+                        help="emulate ops outside ONNX's published schemas (onnxruntime contrib ops, its own ops "
+                        "in the default domain) that ATC cannot convert, "
                         "instead of refusing them (onnxruntime backend only; recorded in convert.json)")
     parser.add_argument("--json", action="store_true",
                         help='print {"model", "output", "precision_mode", "ops": {"float16", "float32", "other"}, "remedy_files", "atc_argv"}')
@@ -120,7 +121,8 @@ def main(args: argparse.Namespace) -> int:
     params = params_from_args(args)
     try:
         settings = resolve(params)
-        result = convert_model(Path(args.model), Path(args.output), settings, allow_custom_ops=args.allow_custom_ops)
+        result = convert_model(Path(args.model), Path(args.output), settings, allow_custom_ops=args.allow_custom_ops,
+                               shape_params=params)
     except UserError as err:  # about one flag's value (keep_dtype names ops the model lacks): named by the flag
         field = (err.location.field or "").split(".")[0]
         if err.location.file or field not in params:

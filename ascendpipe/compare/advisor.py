@@ -23,7 +23,7 @@ keep_dtype list or fusion_switch mapping replaces the stage's, so it carries the
 
 from __future__ import annotations
 
-from ascendpipe.compare import mechanism, paste
+from ascendpipe.compare import mechanism, paste, wording
 from ascendpipe.compare.mechanism import FP16_MIN_NORMAL  # below it fp16 loses precision (subnormals); below 5.96e-8 it is 0
 from ascendpipe.compare.metrics import FP16_MAX
 
@@ -52,14 +52,17 @@ def describe_failure(
     existing_keep = [str(k) for k in settings.get("keep_dtype") or []]
     mode = settings.get("precision_mode") or (precision_plan or {}).get("precision_mode")
     cause = row.get("mechanism")
+    overflow_mode = wording.overflow_mode(precision_plan, settings)  # what the chip stores for an overflow
     if row.get("advice_ready") is not None:  # a preprocessing row (AIPP) brings its own advice
         kind, advice = row.get("failure_kind", "preprocessing"), list(row["advice_ready"])
     elif cause == "underflow" and (row.get("golden_op_type") or row["op_type"]) in mechanism.ZERO_TO_INF_OPS:
-        kind, advice = "underflow", [_zero_to_inf_advice(rows, position, producers, plan_nodes, stage, existing_keep)]
+        kind, advice = "underflow", [_zero_to_inf_advice(rows, position, producers, plan_nodes, stage, existing_keep,
+                                                         overflow_mode)]
     elif cause == "cancellation":
         kind, advice = "cancellation", _cancellation_advice(rows, position, producers, plan_nodes, stage, existing_keep)
     elif row["overflow"] == "target":
-        kind, advice = "overflow", _overflow_advice(rows, position, producers, plan_nodes, stage, existing_keep)
+        kind, advice = "overflow", _overflow_advice(rows, position, producers, plan_nodes, stage, existing_keep,
+                                                    overflow_mode)
         passes = _fp16_kernel_passes((fusion_rules or {}).get(row["op_name"]) if row.get("fused") else None)
         if passes:  # the fused kernel keeps its intermediates in fp16: keep_dtype alone cannot reach them
             advice.append(_fusion_advice(row, passes, True, stage, settings.get("fusion_switch"), overflow=True))
@@ -175,7 +178,7 @@ def _float_names(rows, plan_nodes, names: list[str]) -> list[str]:
     return [n for n in names if n not in skip]
 
 
-def _zero_to_inf_advice(rows, position, producers, plan_nodes, stage, existing_keep) -> dict:
+def _zero_to_inf_advice(rows, position, producers, plan_nodes, stage, existing_keep, mode=None) -> dict:
     """An underflow into Log/Div/Sqrt/Reciprocal: the op feeding it (the one adding the epsilon) flushed
     to 0 in fp16, and the op turned 0 into inf. Keep both in fp32, or raise the epsilon."""
     row = rows[position]
@@ -190,7 +193,8 @@ def _zero_to_inf_advice(rows, position, producers, plan_nodes, stage, existing_k
     source = ", ".join(repr(f) for f in feeding) or "its input"
     message = (f"op '{row['op_name']}' ({row['op_type']}) reads 0 where the golden is small but not 0: fp16 flushed "
                f"{source}'s values below {FP16_MIN_NORMAL:.3g} (an epsilon such as 1e-10 too) to 0 or to subnormals, "
-               f"and {row['op_type']} turns 0 into inf: an underflow, not an overflow. Keep the op adding the epsilon "
+               f"and {wording.zero_to_inf(row['op_type'], mode)}: an underflow, not an overflow. Keep the op adding "
+               "the epsilon "
                f"and its consumer in fp32, or raise the epsilon to at least {FP16_MIN_NORMAL:.3g} (fp16's smallest "
                "normal value)")
     return _keep_dtype_item(_unique(list(existing_keep or []) + names), stage, message, added=names,
@@ -294,7 +298,7 @@ def non_float_ops(rows: list[dict], plan_nodes: dict) -> set[str]:
     return ops | {op for op, node in plan_nodes.items() if node.get("dtype") == "other"}
 
 
-def _overflow_advice(rows, position, producers, plan_nodes, stage, existing_keep) -> list[dict]:
+def _overflow_advice(rows, position, producers, plan_nodes, stage, existing_keep, mode=None) -> list[dict]:
     row = rows[position]
     upstream, keep, later = overflow_chain(rows, position, producers)
     skip = non_float_ops(rows, plan_nodes)
@@ -302,7 +306,7 @@ def _overflow_advice(rows, position, producers, plan_nodes, stage, existing_keep
     names = _unique(upstream + keep + later)
     if plan_nodes:  # an op the plan already keeps in fp32 (and not by keep_dtype, which is listed) needs no entry
         names = [n for n in names if plan_nodes.get(n, {}).get("dtype") != "float32"] or names
-    why = f"op '{row['op_name']}' overflows fp16 (values beyond 65504 become inf)"
+    why = f"op '{row['op_name']}' overflows fp16 ({wording.beyond_fp16(mode)})"
     if upstream:
         why += f"; its input from {', '.join(repr(u) for u in upstream)} already exceeds fp16's range"
     if later:

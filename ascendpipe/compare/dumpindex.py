@@ -44,11 +44,13 @@ def _check_entries(index: dict, path) -> None:
     for i, entry in enumerate(index["tensors"]):
         if not isinstance(entry, dict):
             raise UserError(f"tensors[{i}]: expected an object, got {json.dumps(entry)[:40]}", where)
-        for key in ("name", "file"):
+        # a statistics-only entry (a dump within a disk budget: ``dump_model(full=...)``) has no file
+        keys = ("name",) if entry.get("statistics") is True and "file" not in entry else ("name", "file")
+        for key in keys:
             if not isinstance(entry.get(key), str) or not entry.get(key):
                 raise UserError(f"tensors[{i}].{key}: {json.dumps(entry.get(key))[:40]} is not a name", where)
-        parts = Path(entry["file"]).parts
-        if Path(entry["file"]).is_absolute() or ".." in parts:
+        parts = Path(entry["file"]).parts if "file" in entry else ()
+        if "file" in entry and (Path(entry["file"]).is_absolute() or ".." in parts):
             raise UserError(f"tensors[{i}].file: '{entry['file']}' is outside the dump folder; a dump "
                             "names its tensors inside it (tensors/00001.npy)", where)
         shape = entry.get("shape")

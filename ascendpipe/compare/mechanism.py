@@ -1,7 +1,8 @@
 """Why an op diverges, and whether that divergence reaches an output. Pure: rows (graph order) + op edges.
 
 A row beyond the thresholds is one of:
-- ``overflow``: its values leave fp16's range (beyond 65504 they become inf), its own or carried in; also
+- ``overflow``: its values leave fp16's range (beyond 65504 they become inf, or ±65504 in saturation
+  mode: ``compare.wording`` words it by the target's mode), its own or carried in; also
   a failing row that holds no inf where the golden of a member of its fused kernel (whose
   intermediates stay fp16) lies beyond 65504, or of the op whose target saturates at 65504: what fp16
   cannot hold overflowed, whatever the relative error of what comes out (``beyond_range``: 1/sqrt(inf)
@@ -9,8 +10,11 @@ A row beyond the thresholds is one of:
 - ``underflow``: values (or a constant, such as the epsilon of ``Log(x + 1e-10)``) flushed to 0 or to
   fp16's subnormals; an op that turns a flushed 0 into inf (Log, Div, Reciprocal, Sqrt's gradient-free
   forms, Pow) shows it as a non-finite value, yet nothing overflowed;
-- ``saturated_mask``: the golden holds ±float32's largest value (an additive attention mask), which
-  fp16 can only hold as ±inf; a Softmax downstream absorbs it;
+- ``saturated_mask``: the golden holds ±float32's largest value or another fill constant beyond 65504
+  (an additive attention mask, ``compare.fills``), which fp16 can only hold as ±inf (±65504 in saturation
+  mode); a Softmax downstream absorbs it. Where the target holds the fill's fp16 image at every fill
+  position, every other value passes and a Softmax reads it (through ops that only move, add or select
+  values), the row is not a failure: ``contained`` says so (``fills``);
 - ``cancellation``: the op subtracts near-equal operands, so their fp16 rounding is all that is left;
 - ``quantisation``: a quantised tensor (a DequantizeLinear output, a QuantizeLinear output, or the
   float tensor a QuantizeLinear reads) judged against its QDQ pair's step: within it, not a failure;
@@ -27,6 +31,8 @@ columns are not touched here: only our decision (``failed``) and these keys.
 
 from __future__ import annotations
 
+from ascendpipe.compare import fills as fill_values
+from ascendpipe.compare import wording
 from ascendpipe.compare.metrics import FP16_MAX
 
 FP16_MIN_NORMAL = 6.103515625e-05  # below: fp16 subnormals (fewer bits); below 2.98e-8: 0
@@ -104,7 +110,8 @@ def beyond_range(rows: list[dict], precision_plan: dict | None = None) -> None:
     peak = golden_peaks(rows)
     for r in rows:
         if (not r.get("failed") or r.get("overflow") == "target" or r.get("side") != "both" or r.get("pre")
-                or r.get("float_tensor") is False or _saturated(r) or _low_format(r, plan_nodes)):
+                or r.get("float_tensor") is False or _saturated(r) or fill_values.is_fill(r)
+                or _low_format(r, plan_nodes)):
             continue
         if r.get("fused"):
             over = [op for op in ops_of(r) if peak.get(op, 0.0) > FP16_MAX and not _saturated({"golden_abs_max": peak[op]})]
@@ -126,6 +133,74 @@ def beyond_range(rows: list[dict], precision_plan: dict | None = None) -> None:
 
 def _saturated(row: dict) -> bool:
     return (row.get("golden_abs_max") or 0.0) >= SATURATED
+
+
+def _mask_like(row: dict) -> bool:
+    """A sentinel (float32's largest) or a fill constant beyond fp16's range stored as its fp16 image."""
+    return _saturated(row) or fill_values.is_fill(row)
+
+
+# what carries a mask's fill to a Softmax unchanged in kind: ops that move or select values, and the
+# additions of the scores (the fill stays the most negative value a Softmax reads, weighed 0 either way)
+FILL_CARRIERS = MOVE_OPS | {"Add", "Sub", "Where", "Min", "Max", "Expand"}
+FILL_ABSORBERS = frozenset({"Softmax", "LogSoftmax"})
+
+
+def fills(rows: list[dict], producers: dict[str, list[str]] | None, mode: str | None = None) -> None:
+    """A failing row whose golden holds a mask's fill beyond fp16's range (``row["fill"]``,
+    ``compare.fills``) is no cause where the target holds the fill's fp16 image at every fill position,
+    every other value passes the thresholds, the row is no graph output, and a Softmax reads it through
+    ops that carry the fill unchanged in kind (``FILL_CARRIERS``): the Softmax weighs -65504 (or -inf) and
+    the golden's -3.4e38 alike as 0. Such a row keeps ``failed`` (the thresholds' word, as msit's) and gets
+    mechanism ``saturated_mask`` and ``contained`` (why): its divergence reaches no output (``reaching``
+    treats it as passing), so no verdict, advice or ``also_failing`` names it. Without the graph nothing
+    is contained (the side that shows the failure)."""
+    if producers is None:
+        return
+    consumers = consumers_of(producers)
+    types = op_types(rows)
+    for r in rows:
+        fill = r.get("fill")
+        if (not r.get("failed") or r.get("pre") or r.get("is_output") or not fill_values.is_fill(r)
+                or fill["rest"]["reasons"]):
+            continue
+        absorber = _fill_absorber(ops_of(r), consumers, types)
+        if absorber is None:
+            continue
+        rest = fill["rest"]
+        others = ("; every other value matches (cosine {:.6g}, relative Euclidean {:.3g})".format(
+            rest["exact_cosine"], rest["relative_euclidean"]) if rest["compared"] and rest["exact_cosine"] is not None
+            else "")
+        r.update(mechanism="saturated_mask", contained=(
+            f"a mask fill: the golden's {fill['value']:.3g} at {fill['count']} position"
+            f"{'s' if fill['count'] != 1 else ''} is stored as {_held(fill['stored_as'])} in fp16"
+            f"{wording.mode_note(mode)}"
+            f"{others}; '{absorber[0]}' ({absorber[1]}) absorbs it: it weighs both as 0, so it is no cause"))
+
+
+def _held(value: float) -> str:
+    if value != value:  # NaN: never a fill's image (is_fill refuses it)
+        return "NaN"
+    if value in (float("inf"), float("-inf")):
+        return "-inf" if value < 0 else "inf"
+    return f"{value:.6g}"
+
+
+def _fill_absorber(ops: list[str], consumers: dict[str, list[str]], types: dict[str, str]) -> tuple | None:
+    """(op, type) of the first Softmax reached from ``ops`` through ``FILL_CARRIERS``, or None."""
+    seen, frontier = set(ops), list(ops)
+    while frontier:
+        op = frontier.pop(0)
+        for c in consumers.get(op, ()):
+            if c in seen:
+                continue
+            seen.add(c)
+            kind = types.get(c)
+            if kind in FILL_ABSORBERS:
+                return c, kind
+            if kind in FILL_CARRIERS:
+                frontier.append(c)
+    return None
 
 
 def _rows_by_op(rows: list[dict]) -> dict[str, int]:
@@ -213,10 +288,13 @@ def classify(rows: list[dict], producers: dict[str, list[str]] | None, precision
             continue
         inputs = _input_rows(rows, i, producers, by_op, types)
         kind = r.get("golden_op_type") or r.get("op_type")
-        peak = r.get("golden_abs_max") or 0.0
-        carried = [x.get("mechanism") for x in inputs if x.get("overflow") == "target" and x.get("mechanism")]
-        if r.get("overflow") == "target":
-            if _saturated(r) or any(_saturated(x) and x.get("overflow") == "target" for x in inputs):
+        peak = fill_values.value_peak(r)  # a mask fill's other values: the fill itself is no computed value
+        carried = [x.get("mechanism") for x in inputs if x.get("overflow") == "target" and x.get("mechanism")
+                   and not x.get("contained")]
+        # a fill's fp16 image alone (the other values in range) is no overflow of what this row computes
+        if r.get("overflow") == "target" and not fill_values.fill_only(r):
+            if _mask_like(r) or any(_mask_like(x) and x.get("overflow") == "target" and not x.get("contained")
+                                    for x in inputs):
                 r["mechanism"] = "saturated_mask"
             elif peak > FP16_MAX:
                 r["mechanism"] = "overflow"
@@ -229,7 +307,7 @@ def classify(rows: list[dict], producers: dict[str, list[str]] | None, precision
         elif _mostly_flushed(r) or 0.0 < peak < FP16_MIN_NORMAL:
             r["mechanism"] = "underflow"
         elif kind in CANCELLING_OPS and peak > 0 and any(
-                (x.get("golden_abs_max") or 0.0) >= CANCELLATION_RATIO * peak for x in inputs):
+                fill_values.value_peak(x) >= CANCELLATION_RATIO * peak for x in inputs if not x.get("contained")):
             r["mechanism"] = "cancellation"
         else:
             low = _low_format(r, plan_nodes)
@@ -267,8 +345,11 @@ def reaching(rows: list[dict], producers: dict[str, list[str]] | None) -> tuple[
     output passes: None when no output was compared). Without op edges, every failing row before a
     failing output reaches it (graph order)."""
     # a device tensor not laid out as the golden (acl_dump's not_compared) has no number: not a compared output
-    outputs = [i for i, r in enumerate(rows) if r.get("is_output") and r.get("side") == "both" and not r.get("not_compared")]
-    failing = {i for i, r in enumerate(rows) if r.get("failed")}
+    # an output compared by statistics only counts where they fail it; unfailed, it is not known to pass
+    outputs = [i for i, r in enumerate(rows) if r.get("is_output") and r.get("side") == "both"
+               and not r.get("not_compared") and not (r.get("stats_only") and not r.get("failed"))]
+    # a row already contained (a mask fill absorbed downstream: ``fills``) passes on nothing
+    failing = {i for i, r in enumerate(rows) if r.get("failed") and not r.get("contained")}
     if not outputs:
         return failing, None
     bad_outputs = [i for i in outputs if i in failing]
@@ -314,18 +395,19 @@ def _absorber(rows, i, producers, by_op) -> dict | None:
     return rows[min(found)] if found else None
 
 
-def contain(rows: list[dict], producers: dict[str, list[str]] | None, reach: set[int]) -> None:
-    """``contained`` (why) on each failing row whose divergence does not reach a failing output."""
+def contain(rows: list[dict], producers: dict[str, list[str]] | None, reach: set[int], mode: str | None = None) -> None:
+    """``contained`` (why) on each failing row whose divergence does not reach a failing output; ``mode``:
+    the target's overflow mode (``compare.wording``), for what a mask's value becomes."""
     by_op = _rows_by_op(rows)
     for i, r in enumerate(rows):
         r["reaches_output"] = i in reach
-        if not r.get("failed") or i in reach or r.get("pre"):
-            continue
+        if not r.get("failed") or i in reach or r.get("pre") or r.get("contained"):
+            continue  # (a row ``fills`` contained keeps its why)
         absorber = _absorber(rows, i, producers, by_op)
         where = (f"'{absorber['op_name']}' ({absorber['op_type']}) downstream passes" if absorber
                  else "no failing output depends on it")
         if r.get("mechanism") == "saturated_mask":
-            why = (f"a saturated mask value (±float32's largest, {r.get('golden_abs_max') or 0:.3g}) is ±inf in fp16; "
+            why = (f"a saturated mask value ({r.get('golden_abs_max') or 0:.3g}): {wording.mask_value(mode)}; "
                    + (f"'{absorber['op_name']}' ({absorber['op_type']}) absorbs it and passes" if absorber
                       else "no failing output depends on it"))
         else:
@@ -342,25 +424,28 @@ def contained_items(rows: list[dict]) -> list[dict]:
 
 
 def annotate(rows: list[dict], producers: dict[str, list[str]] | None,
-             precision_plan: dict | None = None) -> tuple[set[int], bool | None]:
-    """Quantisation steps, mechanisms, reach and containment on ``rows`` (in place); returns ``reaching``'s
-    answer. ``precision_plan``: the target's (bf16 / HF32 ops get their own mechanism)."""
+             precision_plan: dict | None = None, mode: str | None = None) -> tuple[set[int], bool | None]:
+    """Quantisation steps, mask fills, mechanisms, reach and containment on ``rows`` (in place); returns
+    ``reaching``'s answer. ``precision_plan``: the target's (bf16 / HF32 ops get their own mechanism);
+    ``mode``: the target's overflow mode (default: the plan's; ``compare.wording``)."""
+    mode = mode or wording.overflow_mode(precision_plan)
     for r in rows:
         r.setdefault("mechanism", None)
         r.setdefault("contained", None)
     quantisation(rows, producers)
+    fills(rows, producers, mode)
     beyond_range(rows, precision_plan)
     classify(rows, producers, precision_plan)
-    reword(rows)
+    reword(rows, mode)
     reach, outputs_pass = reaching(rows, producers)
-    contain(rows, producers, reach)
+    contain(rows, producers, reach, mode)
     return reach, outputs_pass
 
 
-MECHANISM_TEXT = {
-    "overflow": "overflow (values beyond fp16's 65504 become inf)",
+MECHANISM_TEXT = {  # mode-neutral; ``mechanism_text`` words overflow and masks by the target's mode
+    "overflow": f"overflow ({wording.beyond_fp16(None)})",
     "underflow": "underflow (values or a constant flushed to 0 or subnormal in fp16)",
-    "saturated_mask": "saturated mask (±float32's largest value is ±inf in fp16)",
+    "saturated_mask": f"saturated mask ({wording.mask_value(None)})",
     "cancellation": "cancellation (near-equal operands subtracted: their fp16 rounding is what is left)",
     "quantisation": "quantisation error beyond its QDQ step",
     "precision_loss": "fp16 rounding",
@@ -370,13 +455,24 @@ MECHANISM_TEXT = {
 }
 
 
-def reword(rows: list[dict]) -> None:
-    """A non-finite target caused by an underflow or a saturated mask is not said to be an overflow."""
+def mechanism_text(name: str | None, mode: str | None = None) -> str | None:
+    """The words for a mechanism, an overflow's and a mask's by the target's overflow mode."""
+    if name == "overflow":
+        return f"overflow ({wording.beyond_fp16(mode)})"
+    if name == "saturated_mask":
+        return f"saturated mask ({wording.mask_value(mode)})"
+    return MECHANISM_TEXT.get(name or "")
+
+
+def reword(rows: list[dict], mode: str | None = None) -> None:
+    """A non-finite (or saturated) target caused by an underflow or a saturated mask is not said to be an
+    overflow; what the target holds is read from its values."""
     for r in rows:
         reasons = r.get("reasons") or []
         if reasons and reasons[0].startswith("target overflows fp16") and r.get("mechanism") in ("underflow",
                                                                                                  "saturated_mask"):
-            reasons[0] = ("target is inf/NaN where the golden is finite: " + MECHANISM_TEXT[r["mechanism"]])
+            held = "inf/NaN" if r.get("target_nan") or r.get("target_inf") else "±65504 (saturated)"
+            reasons[0] = f"target is {held} where the golden is finite: " + mechanism_text(r["mechanism"], mode)
 
 
 def divergence(row: dict) -> dict:
@@ -386,10 +482,16 @@ def divergence(row: dict) -> dict:
             "reaches_output": bool(row.get("reaches_output")), "contained": row.get("contained")}
 
 
-def verdict(rows: list[dict], failures: list[dict], outputs_pass: bool | None) -> str:
-    """One line, what matters first: do the outputs pass; if not, the failure that reaches them."""
+def contained_tail(rows: list[dict]) -> str:
     contained = sum(1 for r in rows if r.get("contained"))
-    tail = f"; {contained} op{'s' if contained != 1 else ''} beyond thresholds contained (listed apart)" if contained else ""
+    if not contained:
+        return ""
+    return f"; {contained} op{'s' if contained != 1 else ''} beyond thresholds contained (listed apart)"
+
+
+def verdict(rows: list[dict], failures: list[dict], outputs_pass: bool | None, mode: str | None = None) -> str:
+    """One line, what matters first: do the outputs pass; if not, the failure that reaches them."""
+    tail = contained_tail(rows)
     paired = [r for r in rows if r.get("side") == "both"]
     unread = [r for r in paired if r.get("not_compared")]
     if paired and len(unread) == len(paired) and not failures:
@@ -397,9 +499,13 @@ def verdict(rows: list[dict], failures: list[dict], outputs_pass: bool | None) -
                 f"(first: #{unread[0]['index']} {unread[0]['op_name']}, {unread[0]['not_compared']}): no verdict")
     if unread:
         tail += f"; {len(unread)} tensor{'s' if len(unread) != 1 else ''} not compared (device layout)"
+    summarised = [r for r in paired if r.get("stats_only")]
+    if summarised:
+        tail += (f"; {len(summarised)} tensor{'s' if len(summarised) != 1 else ''} compared by statistics only, not "
+                 "in full (disk budget)")
     if failures:
         first = failures[0]
-        what = MECHANISM_TEXT.get(first.get("mechanism") or "", first.get("kind", "failed"))
+        what = mechanism_text(first.get("mechanism"), mode) or first.get("kind", "failed")
         row = next((r for r in rows if r["index"] == first["index"]), {})
         if row.get("reaches_output") is False:  # an own overflow whose error is absorbed on the way (runner)
             return (f"outputs fail: first failure #{first['index']} {first['op_name']} ({first['op_type']}), {what}: "

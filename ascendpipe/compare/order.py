@@ -71,14 +71,18 @@ def overflow_origins(rows: list[dict], producers: dict[str, list[str]] | None = 
 
     ``producers``: op -> the ops it reads (the golden graph); without it the row before stands for the
     input (graph order)."""
+    from ascendpipe.compare.fills import fill_only, is_fill, value_peak
     from ascendpipe.compare.mechanism import golden_peaks
 
+    # (a mask fill's image is carried to its consumers like any overflow: they are not origins for it)
     overflowing = {op for r in rows if r.get("overflow") == "target" for op in _ops(r)}
     failing = {op for r in rows if r.get("failed") for op in _ops(r)}
     peaks = golden_peaks(rows)
     origins = []
     for i, row in enumerate(rows):
-        if not row.get("failed") or row.get("overflow") != "target":
+        # a mask fill's fp16 image alone (``fills.fill_only``) is no overflow of a computed value
+        if not row.get("failed") or row.get("overflow") != "target" or fill_only(row) or (
+                row.get("contained") and is_fill(row)):
             continue
         ops = set(_ops(row))
         if producers is not None:
@@ -87,7 +91,7 @@ def overflow_origins(rows: list[dict], producers: dict[str, list[str]] | None = 
             inputs = set(_ops(rows[i - 1])) - ops if i > 0 else set()
         if inputs & overflowing:
             continue  # carried in from upstream: the origin is there
-        beyond = (row.get("golden_abs_max") or 0.0) > FP16_MAX or (
+        beyond = value_peak(row) > FP16_MAX or (
             row.get("fused") and any(peaks.get(op, 0.0) > FP16_MAX for op in ops))
         if beyond or not inputs & failing:
             origins.append(i)

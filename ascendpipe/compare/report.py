@@ -7,6 +7,8 @@ import html
 import math
 from pathlib import Path
 
+from ascendpipe.compare import shown
+
 TEMPLATE = Path(__file__).resolve().parent.parent / "report" / "templates" / "compare.html.j2"
 WIDTH, HEIGHT, PAD_L, PAD_R, PAD_T, PAD_B = 1000, 350, 74, 84, 34, 74
 _RED, _BLUE = "#d62728", "#1f77b4"
@@ -47,13 +49,14 @@ def rel_scale(points: list[dict]) -> tuple[int, int, int | None]:
 
 
 def _tip(r: dict) -> str:
-    def val(v, what):
-        if _finite(v) is not None:
-            return f"{v:.6g}"
-        return f"{'NaN' if v is None else v} ({what})"
+    number = shown.values(r)
+
+    def val(key):
+        v = number[key]
+        return f"{v:.6g}" if v is not None else f"{shown.NA} ({shown.why_missing(r, key)})"
     why = "; ".join(r.get("reasons") or []) or r.get("note") or ""
-    return html.escape(f"#{r['index']} {r['op_name']} ({r['op_type']})\ncosine {val(r['cosine'], 'the tensor holds inf/NaN')}"
-                       f"\nmax relative error {val(r['max_rel_error'], 'not computed: inf/NaN')}"
+    return html.escape(f"#{r['index']} {r['op_name']} ({r['op_type']})\ncosine {val('cosine')}"
+                       f"\nmax relative error {val('max_rel_error')}"
                        + ("\nFAILS the thresholds" + (f": {why}" if why else "") if r["failed"] else ""))
 
 
@@ -93,14 +96,15 @@ def chart_svg(rows: list[dict], first_index: int | None) -> str:
     def x(i: int) -> float:
         return PAD_L + (plot_w * i / (n - 1) if n > 1 else plot_w / 2)
 
-    cos_vals = [_finite(r["cosine"]) for r in points]
+    numbers = [shown.values(r) for r in points]
+    cos_vals = [n["cosine"] for n in numbers]
     lo, cos_ticks, decimals = cosine_ticks(min([c for c in cos_vals if c is not None] + [0.9]))
 
     def y_cos(c: float) -> float:
         return PAD_T + plot_h * (1.0 - (c - lo) / (1.0 - lo))
 
     rmin, rmax, clipped = rel_scale(points)
-    rel = [_finite(r["max_rel_error"]) for r in points]
+    rel = [n["max_rel_error"] for n in numbers]
     shown_rel = [v if v is not None and (clipped is None or math.log10(max(v, 1e-8)) <= clipped) else None for v in rel]
 
     def y_rel(v: float) -> float:
@@ -151,7 +155,8 @@ def chart_svg(rows: list[dict], first_index: int | None) -> str:
             parts.append(f'<rect class="rel-mark{fail}" data-index="{r["index"]}" x="{x(i) - 3.5:.1f}" y="{y_rel(shown_rel[i]) - 3.5:.1f}" '
                          f'width="7" height="7" fill="{_RED}" stroke="#fff" stroke-width="0.8"><title>{tip}</title></rect>')
     mid = PAD_T + plot_h / 2
-    notes = ["a mark at the bottom edge: no cosine (the tensor holds inf/NaN); at the top edge: max relative error inf/NaN"
+    notes = ["a mark at the bottom edge: no cosine (a side holds inf/NaN, or one side is all zeros); at the top edge: "
+             "no max relative error"
              + (f" or beyond 1e{clipped}" if clipped is not None else "") + "; the lines break there; hover a mark for its values"]
     if clipped is not None:
         beyond = sum(1 for v in rel if v is not None and math.log10(max(v, 1e-8)) > clipped)
@@ -203,13 +208,14 @@ def report_html(result: dict, doc: dict) -> str:
     env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)
     template = env.from_string(TEMPLATE.read_text(encoding="utf-8"))
     device = device_dtypes(doc["rows"], result.get("precision_plan"))
-    rows = [{**row, "device_dtype": d} for row, d in zip(doc["rows"], device)]
+    rows = [{**row, "device_dtype": d, "shown": shown.values(row)} for row, d in zip(doc["rows"], device)]
     return template.render(
         chart=chart_svg(result["rows"], first["index"] if first else None),
         rows=rows,
         first=first,
         verdict=doc.get("verdict"),
         contained=doc.get("contained") or [],
+        standard=doc.get("standard") or {},
         golden_only=doc.get("golden_only") or {},
         summary=doc["summary"],
         thresholds=doc["thresholds"],
@@ -220,8 +226,8 @@ def report_html(result: dict, doc: dict) -> str:
 
 
 def _fmt(v) -> str:
-    if v is None:
-        return "NaN"
+    if v is None or (isinstance(v, float) and not math.isfinite(v)):
+        return shown.NA  # no value: never printed as a number
     if isinstance(v, float):
         return f"{v:.6g}"
     return str(v)

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ascendpipe.compare import advisor, cube, mapping, mechanism, msaccucmp, order, pairpass, thresholds as thr
+from ascendpipe.compare import (advisor, cube, fills, mapping, mechanism, msaccucmp, order, pairpass, standard,
+                                statistics, thresholds as thr, wording)
 from ascendpipe.compare.mechanism import FP16_MIN_NORMAL
 from ascendpipe.compare.metrics import FP16_MAX, magnitude_max, tensor_metrics
 from ascendpipe.compare.dumpindex import (  # noqa: F401  (graph_info: the compare's callers import it from here)
@@ -43,6 +44,18 @@ def _overflow(target_entry: dict, m: dict | None, golden_max: float | None, targ
     if golden_max is not None and golden_max > FP16_MAX:
         return "fp16_range"
     return None
+
+
+def _overflow_reason(target_entry: dict | None, m: dict | None) -> str:
+    """What the overflowing target holds, as read from its values: inf/NaN where the golden is finite
+    (inf_nan mode), or fp16's largest value (saturation mode stores an overflow as +-65504)."""
+    if m is not None:
+        nonfinite = m["nonfinite_mismatch"] > 0
+    else:
+        nonfinite = bool(target_entry and (target_entry.get("nan") or target_entry.get("inf")))
+    if nonfinite:
+        return "target overflows fp16: it holds inf/NaN where the golden is finite"
+    return "target overflows fp16: it holds ±65504, fp16's largest value (saturated)"
 
 
 def _widened(array: np.ndarray) -> np.ndarray:
@@ -88,9 +101,18 @@ def _row(pos: int, pair: mapping.Pair, golden_dir, target_dir, limits: dict, out
     m = None
     golden_max = target_max = None
     cells, messages = dict.fromkeys(msaccucmp.ALGORITHMS, msaccucmp.NAN), []  # msaccucmp's cells for a one-sided row
+    stat = None
     if g and t and t.get("not_compared"):  # a device tensor not laid out as the golden: no number (acl_dump)
         row["note"] = "; ".join(x for x in (row["note"], f"not compared ({t['not_compared']})") if x)
         row["not_compared"] = t["not_compared"]  # no verdict reads this row as passing (summary, terminal)
+    elif g and t and (statistics.summarised(g) or statistics.summarised(t)):
+        # a dump within a disk budget kept this pair as statistics: what they prove, never a cosine
+        stat = statistics.pair(g, t, limits)
+        golden_max, target_max = statistics.abs_max(g), statistics.abs_max(t)
+        row.update(stats_only=True, statistics={k: stat[k] for k in ("golden", "target", "diff", "relative", "warning",
+                                                                     "bounds")})
+        row["note"] = "; ".join(x for x in (row["note"], statistics.NOTE) if x)
+        messages = [statistics.NOTE]
     elif g and t and _one_pass((golden_map := _load_tensor(golden_dir, g)).array,
                                (target_map := _load_tensor(target_dir, t)).array):
         # float16/float32 beyond a block: msaccucmp's cells and our metrics in one streamed pass
@@ -108,6 +130,7 @@ def _row(pos: int, pair: mapping.Pair, golden_dir, target_dir, limits: dict, out
         if m["fail_reason"]:
             row["note"] = "; ".join(x for x in (row["note"], m["fail_reason"]) if x)
         row.update(_value_facts(golden, target, row, flushed=flushed))
+        row["fill"] = _fill(golden, target, golden_max, limits)
         del golden, target, golden_map, target_map, drop
     elif g and t:
         # a float16 side is read as float32 once: both metric modules widen it anyway, each pass would
@@ -129,6 +152,7 @@ def _row(pos: int, pair: mapping.Pair, golden_dir, target_dir, limits: dict, out
                 if m["fail_reason"]:  # why our decision has no metric for this tensor (inf/NaN)
                     row["note"] = "; ".join(x for x in (row["note"], m["fail_reason"]) if x)
                 row.update(_value_facts(golden, target, row))
+                row["fill"] = _fill(golden, target, golden_max, limits)
         del golden, target
     elif g:
         golden_max = max(abs(float(g.get("min", 0.0) or 0.0)), abs(float(g.get("max", 0.0) or 0.0)))
@@ -139,11 +163,19 @@ def _row(pos: int, pair: mapping.Pair, golden_dir, target_dir, limits: dict, out
     row["float_tensor"] = is_float_dtype((g or t).get("dtype"))
     if not row["float_tensor"]:  # an int32 accumulator beyond 65504 is not an fp16 overflow: fp16 never holds it
         golden_max = target_max = None
-    overflow = _overflow(t, m, golden_max, target_max)
-    reasons = thr.violations(m, limits) if m else []
-    if overflow == "target":
-        reasons.insert(0, "target overflows fp16 (inf/NaN or 65504)")
+    if stat is not None:
+        overflow, reasons = stat["overflow"], list(stat["reasons"])
+        if overflow is None and golden_max is not None and golden_max > FP16_MAX:
+            overflow = "fp16_range"
+    else:
+        overflow = _overflow(t, m, golden_max, target_max)
+        reasons = thr.violations(m, limits) if m else []
+        if overflow == "target":
+            reasons.insert(0, _overflow_reason(t, m))
     row.update(_metric_fields(m, cells))
+    if stat is not None:  # the counts the full compare reads from the tensors, from the entries
+        row.update(golden_nan=stat["golden"]["nan"], golden_inf=stat["golden"]["inf"],
+                   target_nan=stat["target"]["nan"], target_inf=stat["target"]["inf"])
     row.update(overflow=overflow, golden_abs_max=golden_max, target_abs_max=target_max, failed=bool(reasons) and pair.side == "both" or overflow == "target",
                reasons=reasons)
     # what our decision read (see thresholds): its own keys, apart from msaccucmp's values
@@ -155,6 +187,15 @@ def _row(pos: int, pair: mapping.Pair, golden_dir, target_dir, limits: dict, out
 
 
 EMPTY_NOTE = "not compared (empty)"
+
+
+def _fill(golden: np.ndarray, target: np.ndarray, golden_max: float | None, limits: dict) -> dict | None:
+    """A mask's fill value beyond fp16's range (``compare.fills``), looked for only where the golden
+    goes beyond 65504 (the one extra pass is then paid)."""
+    if golden_max is None or golden_max <= FP16_MAX or not (is_float_dtype(golden.dtype.name)
+                                                              and is_float_dtype(target.dtype.name)):
+        return None
+    return fills.fill_facts(golden, target, limits)
 
 
 # a pair above this many bytes hands its pages back as it is read (npymap): two 100 MB rows at once
@@ -357,7 +398,8 @@ def compare_dumps(
     for r in rows:  # the ATC fusion pass that made a fused op (fused_map.json "rules", the OM's pass_name)
         r["pass_name"] = rules.get(r["op_name"]) if r.get("fused") else None
     producers = graph.get("producers")
-    reach, outputs_pass = mechanism.annotate(rows, producers, precision_plan)
+    mode = wording.overflow_mode(precision_plan, target_settings)  # what an overflow becomes on the target
+    reach, outputs_pass = mechanism.annotate(rows, producers, precision_plan, mode)
     pre_failed = [i for i, r in enumerate(rows) if r.get("pre") and r["failed"]]
     # a failing preprocessing check feeds every input: it is picked ahead of the ops, as before
     picked = order.select_failures(rows, strategy, output_ops=graph.get("output_ops"), producers=producers,
@@ -385,13 +427,20 @@ def compare_dumps(
     # the first op beyond thresholds, whether or not it reaches an output (msit's order would name it first)
     diverged = order.select_failures(rows, "first-overall", producers=producers)
     first_divergence = mechanism.divergence(rows[diverged[0]]) if diverged else None
+    # outputs beyond the thresholds that meet the device's own accuracy standard: no cause is blamed
+    judged = standard.judge(rows)
+    verdict = mechanism.verdict(rows, failures, outputs_pass, mode)
+    if outputs_pass is False and judged and judged["met"] and not any(r.get("pre") and r["failed"] for r in rows):
+        failures, reaching_failure = [], None
+        verdict = standard.verdict_text(judged, rows, mechanism.contained_tail(rows))
     summary = summarize(rows, failures)
     summary["batches"] = len(golden_dirs)
     summary["outputs_pass"] = outputs_pass
+    summary["outputs_meet_standard"] = judged["met"] if judged else None
     return {"rows": rows, "first_failure": failures[0] if failures else None, "failures": failures,
-            "first_reaching_failure": reaching_failure,
+            "first_reaching_failure": reaching_failure, "standard": judged,
             "first_divergence": first_divergence, "contained": mechanism.contained_items(rows),
-            "verdict": mechanism.verdict(rows, failures, outputs_pass),
+            "verdict": verdict, "overflow_mode": mode,
             "summary": summary, "thresholds": limits, "strategy": strategy, "golden_is_npu_dump": golden_npu,
             "precision_plan": precision_plan}  # for report.html's device dtypes; not in result.json
 
@@ -465,6 +514,8 @@ def summarize(rows: list[dict], failures: list[dict]) -> dict:
         "golden_nonfinite": sum(1 for r in rows if _golden_nonfinite(r)),
         # paired device tensors whose layout could not be read as the golden's (acl_dump): no number for them
         "not_compared": sum(1 for r in rows if r.get("not_compared")),
+        # pairs of a dump within a disk budget kept as statistics: no cosine, failed only where they prove it
+        "statistics_only": sum(1 for r in rows if r.get("stats_only")),
         "golden_only": sum(1 for r in rows if r["side"] == "golden_only"),
         "target_only": sum(1 for r in rows if r["side"] == "target_only"),
     }

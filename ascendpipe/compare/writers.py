@@ -12,6 +12,7 @@ from ascendpipe.contract import COMPARE_CSV, COMPARE_RESULT
 from ascendpipe.fsutil import write_text_atomic
 
 from ascendpipe.compare import msaccucmp
+from ascendpipe.compare import shown as printed
 
 # msaccucmp's header (msprobe/msaccucmp: vector_cmp/fusion_manager/compare_result.py:241-255, the op part
 # const_manager.py:270-273) with msit's three columns appended (msit cmp_process.py:163-165). msaccucmp
@@ -35,7 +36,8 @@ EXTRA_ROW_KEYS = ("golden_tensor", "golden_ops", "golden_dtype", "side", "fused"
                   "golden_mean", "golden_std", "golden_nan", "golden_inf", "target_nan", "target_inf", "golden_abs_max",
                   "exact_cosine", "significant_mean_rel_error", "batch", "batches", "failed_batches",
                   "output_index", "compare_fail_reason", "msit_precision_error", "decision",
-                  "mechanism", "reaches_output", "contained", "flushed", "quant_step", "empty", "not_compared")
+                  "mechanism", "reaches_output", "contained", "flushed", "quant_step", "empty", "not_compared",
+                  "target_abs_max", "fill", "stats_only", "statistics")
 
 
 def _num(value) -> str:
@@ -51,9 +53,10 @@ def _num(value) -> str:
 
 
 def _short(value) -> str:
-    if isinstance(value, float) and math.isfinite(value):
+    """A table cell: a finite number, else "n/a" (``compare.shown``: never inf/NaN printed as a number)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
         return f"{value:.6f}" if 0.01 <= abs(value) < 1000 or value == 0 else f"{value:.3e}"
-    return _num(value)
+    return printed.NA
 
 
 def _cells(row: dict) -> dict[str, str]:
@@ -78,6 +81,13 @@ def _msit_precision_error(row: dict) -> bool | None:
     if row.get("side", "both") != "both":
         return None
     return msaccucmp.msit_precision_error(row.get("op_type") or "", _cells(row))
+
+
+def _within_standard(result: dict) -> bool:
+    """The outputs fail compare's thresholds but meet the device's accuracy standard (``compare.standard``)."""
+    summary = result.get("summary") or {}
+    return summary.get("outputs_pass") is False and summary.get("outputs_meet_standard") is True and (
+        result.get("first_failure") is None)
 
 
 def csv_header(result: dict) -> list[str]:
@@ -197,7 +207,8 @@ def contract(result: dict, input_note: str | None = None) -> dict:
     doc = {"verdict": result.get("verdict"), "rows": rows, "first_failure": result["first_failure"],
            "failures": result["failures"], "first_divergence": result.get("first_divergence"),
            "first_reaching_failure": result.get("first_reaching_failure", result["first_failure"]),
-           "contained": result.get("contained") or [],
+           "contained": result.get("contained") or [], "standard": result.get("standard"),
+           "overflow_mode": result.get("overflow_mode"),
            "summary": result["summary"], "thresholds": result["thresholds"], "strategy": result["strategy"],
            "golden_only": golden_only_summary(result["rows"])}
     if result.get("quantization"):
@@ -271,16 +282,19 @@ def terminal_text(result: dict, *, color: bool = False, worst: int = 10, input_n
     paint = (lambda code, text: f"{code}{text}{_RESET}") if color else (lambda code, text: text)
     rows = [r for r in result["rows"] if r["side"] == "both"]
 
+    numbers = {id(r): printed.values(r) for r in rows}
+
     def badness(r):
-        c = r["cosine"]
-        return (not r["failed"], 0.0 if c is None or math.isnan(c) else c)
+        c = numbers[id(r)]["cosine"]
+        return (not r["failed"], 0.0 if c is None else c)
 
     lines = []
     if input_note:
         lines.append(input_note)
+    within = _within_standard(result)
     if result.get("verdict"):  # what matters first: do the outputs pass
         ok = result["first_failure"] is None and (result["summary"].get("outputs_pass") is not False)
-        lines.append(paint(_GREEN if ok else _RED, result["verdict"]))
+        lines.append(paint(_GREEN if ok else (_YELLOW if within else _RED), result["verdict"]))
     s = result["summary"]
     batches = s.get("batches") or 1
     lines.append(f"compared {s['compared_tensors']} tensors ({s['golden_only']} golden-only, {s['target_only']} target-only)"
@@ -293,7 +307,9 @@ def terminal_text(result: dict, *, color: bool = False, worst: int = 10, input_n
     lines.append(f"{'#':>4}  {'op':<{width}} {'type':<18} {'cosine':>10} {'max_rel':>10} {'rmse':>10}  status")
     for r, name in zip(shown, names):
         cause = r.get("mechanism") or ("overflow" if r["overflow"] == "target" else "")
-        status = ("FAIL" + (f" {cause}" if cause and cause != "precision_loss" else "")) if r["failed"] else "ok"
+        # beyond the thresholds while the outputs meet the device's standard: a divergence, not a failure
+        label = "beyond" if within else "FAIL"
+        status = (label + (f" {cause}" if cause and cause != "precision_loss" else "")) if r["failed"] else "ok"
         if r.get("contained"):
             status = ("contained" if r["failed"] else "ok") + (f" ({cause})" if cause else "")
         if r["overflow"] == "fp16_range" and not r["failed"]:
@@ -302,8 +318,11 @@ def terminal_text(result: dict, *, color: bool = False, worst: int = 10, input_n
             status = "not compared (golden NaN/inf)"
         if r.get("empty"):
             status = "not compared (empty)"
-        line = (f"{r['index']:>4}  {name:<{width}} {r['op_type'][:18]:<18} {_short(r['cosine']):>10} "
-                f"{_short(r['max_rel_error']):>10} {_short(r['rmse']):>10}  {status}")
+        if r.get("stats_only"):  # a dump within a disk budget: no cosine exists for it
+            status = (status + " (statistics)") if r["failed"] else "statistics only"
+        number = numbers[id(r)]
+        line = (f"{r['index']:>4}  {name:<{width}} {r['op_type'][:18]:<18} {_short(number['cosine']):>10} "
+                f"{_short(number['max_rel_error']):>10} {_short(number['rmse']):>10}  {status}")
         lines.append(paint(_RED if r["failed"] else (_YELLOW if r["overflow"] else _GREEN), line))
     unread = s.get("not_compared") or 0
     if unread:
@@ -311,6 +330,14 @@ def terminal_text(result: dict, *, color: bool = False, worst: int = 10, input_n
         lines.append(paint(_YELLOW, f"{unread} tensors not compared: the device dump's layout was not read as the "
                                     f"golden's (first: #{first_unread['index']} {first_unread['op_name']}, "
                                     f"{first_unread['not_compared']})"))
+    summarised = s.get("statistics_only") or 0
+    if summarised:
+        budget = s.get("statistics_first") or {}
+        window = budget.get("window") or {}
+        around = (f"; in full: {len(window.get('rows') or [])} rows around #{window['first']}"
+                  if window.get("first") is not None else "")
+        lines.append(paint(_YELLOW, f"{summarised} tensors compared by statistics only (max, min, mean, L2 norm, "
+                                    f"inf/NaN: the dumps' disk budget), not in full: no cosine for them{around}"))
     unmeasured = s.get("golden_nonfinite") or 0
     if unmeasured:
         from ascendpipe.compare.runner import first_golden_nonfinite
@@ -325,14 +352,18 @@ def terminal_text(result: dict, *, color: bool = False, worst: int = 10, input_n
     if len(contained) > 5:
         lines.append(paint(_YELLOW, f"  ... and {len(contained) - 5} more contained (result.json 'contained')"))
     first = result["first_failure"]
-    if first is None and any(r["failed"] for r in rows):
+    if first is None and within:
+        lines.append(paint(_YELLOW, "no cause blamed: the outputs meet the device's accuracy standard; the ops marked "
+                                    "'beyond' diverge past compare's thresholds within it (no precision setting is "
+                                    "needed for them)"))
+    elif first is None and any(r["failed"] for r in rows):
         divergence = result.get("first_divergence") or {}
         lines.append(paint(_GREEN, "no failure reaches an output" + (
             f" (first divergence #{divergence['index']} {divergence['op_name']}, contained)" if divergence else "")))
     elif first is None and s.get("compared_tensors") and unread >= s["compared_tensors"]:
         lines.append(paint(_YELLOW, "nothing could be compared: no op is known to pass or fail"))
     elif first is None:
-        unmeasured += unread
+        unmeasured += unread + summarised
         lines.append(paint(_YELLOW, f"no op fails the thresholds, but {unmeasured} tensors were not compared")
                      if unmeasured else paint(_GREEN, "no op fails the thresholds"))
     else:

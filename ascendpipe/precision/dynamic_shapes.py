@@ -13,7 +13,9 @@ ATC's rules, each checked here with its source:
   (1, 100] gears; with ``--input_format``; not with ``--insert_op_conf`` (``atlasatcparam_16_0020``);
 - ``--input_shape_range`` / ranges ``lo~hi`` in ``--input_shape``: not with the gears (``atlasatc_16_0051``);
   not on Atlas 200/300/500 inference products, i.e. Ascend310 (``aclpythondevg_0047``: "Atlas 200/300/500
-  推理产品不支持该特性").
+  推理产品不支持该特性"), nor on Atlas 200I/500 A2 inference products, i.e. Ascend310B* (CANN 8.0
+  ``atlasatcparam_16_0016``, --input_shape: "设置shape范围(动态shape)。Atlas 200/300/500 推理产品、Atlas
+  200I/500 A2 推理产品不支持设置shape范围"; the same in 8.0.RC2 ``atlasatc_16_0050``).
 """
 
 from __future__ import annotations
@@ -25,7 +27,13 @@ GEAR_OPTIONS = ("dynamic_batch_size", "dynamic_image_size", "dynamic_dims")
 SHAPE_OPTIONS = ("input_shape", *GEAR_OPTIONS, "input_shape_range")
 MAX_GEARS = 100
 MAX_BATCH = 2048
-NO_RANGE_SOCS = ("Ascend310",)  # exactly: Ascend310P / Ascend310B are other families
+NO_RANGE_SOCS = ("Ascend310",)  # exactly: Ascend310P is another family (it takes ranges)
+NO_RANGE_PREFIXES = ("Ascend310B",)  # Atlas 200I/500 A2 (the Orange Pi AIpro's Ascend310B1): no ranges either
+
+
+def takes_ranges(soc_version: str | None) -> bool:
+    """Whether ATC builds a shape-range (dynamic shape) OM for this SoC (see the module docstring)."""
+    return not (soc_version in NO_RANGE_SOCS or str(soc_version or "").startswith(NO_RANGE_PREFIXES))
 
 
 class ShapePlan:
@@ -178,9 +186,11 @@ def resolve(specs, params: dict, *, soc_version: str | None = None, examples: di
                                 f"{few(names)}", at("input_shape_range"))
     if (shape_range or (shape and has_range(shape)) or (shape and not option and
                                                          not all(map(is_fixed, shape.values())))) \
-            and soc_version in NO_RANGE_SOCS:
-        raise UserError(f"{soc_version} (Atlas 200/300/500 inference) does not run a shape-range model (-1 or lo~hi "
-                        f"without a gear option; aclpythondevg_0047): give fixed dims or a gear option",
+            and not takes_ranges(soc_version):
+        product = "Atlas 200I/500 A2 inference" if str(soc_version).startswith("Ascend310B") else \
+            "Atlas 200/300/500 inference"
+        raise UserError(f"{soc_version} ({product}) does not run a shape-range model (-1 or lo~hi without a gear "
+                        f"option; aclpythondevg_0047, atlasatcparam_16_0016): give fixed dims or a gear option",
                         at("input_shape"))
     gears: list[list[int]] = []
     accepted: list[dict[str, list[int]]] = []

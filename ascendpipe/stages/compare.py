@@ -31,7 +31,10 @@ _THRESHOLD_PROPS = {name: {"type": "number"} for name in ("cosine", "relative_eu
 
 class CompareKind(StageKind):
     name = "compare"
-    version = "4"  # 4: the golden's dump shared in cache/ (object_refs.json), dumps kept as dump_keep says (default rerun)
+    # 4: the golden's dump shared in cache/ (object_refs.json), dumps kept as dump_keep says (default rerun)
+    # 5: issue 49: words by the overflow mode, a mask's fill contained, no cause blamed where the outputs meet
+    #    the device's accuracy standard, statistics first past the dumps' disk budget (dump_budget)
+    version = "5"
     summary = "per-op accuracy vs the fp32 golden (msit metrics), first failure and advice"
     input_fields = ("golden", "target", "inputs", "golden_inputs")
     required_inputs = ("golden", "target")
@@ -49,6 +52,12 @@ class CompareKind(StageKind):
             # rerun (default) the failing ops' and those feeding the first failure; failing; all
             "dump_keep": {"enum": ["rerun", "failing", "all"], "default": "rerun"},
             "dump_keep_max": {"type": "integer", "minimum": 0},  # at most the first K of them, in graph order
+            # the disk the dumps may take ("2G", "500M", bytes; none: no limit; auto, when absent: half the free
+            # space): past it, statistics first and only the first failure's neighbourhood in full
+            "dump_budget": {"type": ["string", "integer"],
+                            "description": "the disk the dumps may take (`2G`, `500M`, bytes; `none`: no limit; "
+                                           "absent: `auto`, half the free space): past it, both sides as statistics "
+                                           "and only the first failure's neighbourhood in full (docs/decoders.md)"},
         },
     }
 
@@ -74,6 +83,7 @@ class CompareKind(StageKind):
             batch_axes=ctx.params.get("batch_axes"),
             dump_cache=DumpCache.for_workspace(ctx.workspace), keep=ctx.params.get("dump_keep", "rerun"),
             keep_max=ctx.params.get("dump_keep_max"), events=events,
+            dump_budget=_budget(ctx),
         )
         dumps = result["summary"]["dumps"]
         if dumps["golden_shared"]:  # gc keeps the shared golden while this output is recorded
@@ -120,3 +130,10 @@ def dumps_line(dumps: dict, dumped_here: list[bool]) -> str:
         how = "dumped by this stage" if any(dumped_here) else "dumped once, by another stage or build"
         line += f"; golden shared in cache/: {dumps['golden_shared_bytes'] / mb:.1f} MB ({how})"
     return line
+
+
+def _budget(ctx):
+    """The dump_budget param as bytes, 'auto' or None (none), refused in one located line when not a size."""
+    from ascendpipe.backends.compare_sources import parse_budget
+
+    return parse_budget(ctx.params.get("dump_budget"), Location(stage=ctx.name, field="params.dump_budget"))

@@ -43,3 +43,18 @@ def test_tool_changes_are_said_once_and_the_emulated_convert_runs_no_atc(ws, cap
     shown = [line.strip() for line in lines if line.strip().startswith(("$ ", "= "))]
     assert shown == ["= onnxruntime emulation of atc, in-process (no atc runs); atc options on --backend ascend: "
                      "--precision_mode=force_fp32"]
+
+
+def test_a_decoder_without_shapes_gets_the_board_recipe(ws, capsys):
+    """Issue 49: the dry run names every input with an open dim and the prefill/decode OMs (or gears), the
+    words the emulated convert warns with (tests/backends/ascend/test_board_line.py)."""
+    from tests.fix import transformer_models as tm
+
+    tm.build("llama", ws.root / "models" / "llama.onnx")
+    ws.pipeline("stages:\n  convert: {kind: convert, model: models/llama.onnx, params: {soc_version: Ascend310B1}}\n")
+    lines = _dry_run(ws, capsys, "--backend", "ascend")
+    problems = [line.strip() for line in lines if line.strip().startswith("! ")]
+    assert len(problems) == 1
+    assert "atc needs --input_shape for every input with a non-fixed dim: input_ids [1,seq], position_ids [1,seq]" \
+        in problems[0]
+    assert 'a decode OM, --input_shape="input_ids:1,1;position_ids:1,1;past_key:1,2,CACHE,16' in problems[0]

@@ -299,22 +299,63 @@ ONNX_DOMAINS = ("", "ai.onnx")
 ALLOW_CUSTOM_OPS = "--allow-custom-ops"
 
 
-def unconvertible_ops(nodes) -> list[dict[str, str]]:
-    """The (name, op_type, domain) triples ATC cannot convert (a domain other than ai.onnx)."""
-    return [{"op_name": name, "op_type": op_type, "domain": domain}
-            for name, op_type, domain in nodes if domain not in ONNX_DOMAINS]
+_FIRST_VERSIONS: dict[tuple[str, str], int] | None = None
 
 
-def unconvertible_error(ops: list[dict[str, str]], *, emulated: bool) -> UserError:
+def published_since(op_type: str, domain: str = "") -> int | None:
+    """The first opset in which ONNX's published schemas (``onnx.defs``, every version of the ONNX
+    release installed) define ``op_type`` in ``domain`` ('' and 'ai.onnx' alike), or None: ONNX defines
+    no such op."""
+    global _FIRST_VERSIONS
+    if _FIRST_VERSIONS is None:
+        import onnx
+
+        first: dict[tuple[str, str], int] = {}
+        for schema in onnx.defs.get_all_schemas_with_history():
+            key = ("" if schema.domain in ONNX_DOMAINS else schema.domain, schema.name)
+            first[key] = min(first.get(key, schema.since_version), schema.since_version)
+        _FIRST_VERSIONS = first
+    return _FIRST_VERSIONS.get(("" if domain in ONNX_DOMAINS else domain, op_type))
+
+
+def unconvertible_ops(nodes, opsets: dict[str, int] | None = None) -> list[dict]:
+    """The (name, op_type, domain) triples ATC cannot convert: a domain other than ai.onnx, or an op in it
+    outside ONNX's published schemas (issue 49: onnxruntime's optimiser saves SimplifiedLayerNormalization,
+    its own op, in the default domain), at the model's opset when ``opsets`` (domain -> version) gives it
+    (an op ONNX defines only from a later opset has no parser at the model's: E19010 names
+    ``ai.onnx::<opset>::<type>``). Each: {"op_name", "op_type", "domain"}, and for a default-domain op
+    "since": the opset ONNX defines it from (None: never) and "opset": the model's."""
+    found = []
+    for name, op_type, domain in nodes:
+        if domain not in ONNX_DOMAINS:
+            found.append({"op_name": name, "op_type": op_type, "domain": domain})
+            continue
+        since = published_since(op_type)
+        opset = (opsets or {}).get("", (opsets or {}).get("ai.onnx"))
+        if since is None or (opset is not None and since > opset):
+            found.append({"op_name": name, "op_type": op_type, "domain": domain, "since": since, "opset": opset})
+    return found
+
+
+def _kind(op: dict) -> str:
+    """How the refusal names an op type: domain.type, or for the default domain why it is no ONNX op."""
+    if op["domain"] not in ONNX_DOMAINS:
+        return f"{op['domain']}.{op['op_type']}"
+    if op.get("since") is None:
+        return f"{op['op_type']} (default domain: not an ONNX op)"
+    return f"{op['op_type']} (default domain: an ONNX op from opset {op['since']}, the model imports {op['opset']})"
+
+
+def unconvertible_error(ops: list[dict], *, emulated: bool) -> UserError:
     """One line naming each op type ATC cannot convert, its domain and its nodes (three, then a count).
     ``emulated``: on the onnxruntime backend, where ``--allow-custom-ops`` emulates them anyway."""
     groups: dict[str, list[str]] = {}
     for op in ops:
-        groups.setdefault(f"{op['domain']}.{op['op_type']}", []).append(op["op_name"])
+        groups.setdefault(_kind(op), []).append(op["op_name"])
     parts = [f"{kind} at {', '.join(repr(n) for n in names[:3])}" + (f" and {len(names) - 3} more" if len(names) > 3 else "")
              for kind, names in groups.items()]
     how = (f"; emulate them anyway with {ALLOW_CUSTOM_OPS} (param allow_custom_ops: true), which ATC will not do"
            if emulated else "")
-    return UserError(f"ATC cannot convert {len(ops)} op(s) outside the ai.onnx domain (E19010, no parser): "
+    return UserError(f"ATC cannot convert {len(ops)} op(s) outside ONNX's published schemas (E19010, no parser): "
                      f"{'; '.join(parts)}: export them as standard ONNX ops{how}",
                      Location(op=ops[0]["op_name"], field="model"))

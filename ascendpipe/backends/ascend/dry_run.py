@@ -35,4 +35,23 @@ def commands(kind: str, ctx) -> list[list[str]]:
         # what the run will decide without a command line of its own (a dynamic model made static)
         return [InProcess(n) for n in plan.data.get("notes", [])] + plan.argvs
     except UserError as err:
+        if kind in ("convert", "tune"):
+            err = _board_words(ctx, err)
         raise err.with_location(stage=ctx.name) from None
+
+
+def _board_words(ctx, err: UserError) -> UserError:
+    """An input with an open dim and no shape for it: name every such input and what to give (a decoder's
+    prefill and decode OMs, or gears: ``board``), the words the emulated convert warns with."""
+    from ascendpipe.backends.ascend import board
+    from ascendpipe.backends.ascend.convert_settings import model_specs, onnx_model
+
+    if board.NEEDS not in err.message:
+        return err
+    try:
+        specs = model_specs(ctx, onnx_model(ctx, False))
+    except UserError:
+        return err
+    if not specs or not board.open_inputs(specs):
+        return err
+    return UserError(f"{board.needs_shapes(specs)}: {board.advice(specs)}", err.location, hint=err.hint)

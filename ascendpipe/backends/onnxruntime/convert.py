@@ -21,7 +21,8 @@ from ascendpipe.errors import Location, UserError, few
 from ascendpipe.fsutil import atomic_path, workspace_relative, write_json_atomic, write_text_atomic
 from ascendpipe.onnxgraph import name_nodes as _name_nodes
 from ascendpipe.onnxgraph import subgraphs as _subgraphs
-from ascendpipe.backends.ascend.atc import settings_argv
+from ascendpipe.backends.ascend.board import equivalent_argv
+from ascendpipe.onnxgraph import graph_input_specs
 from ascendpipe.backends.onnxruntime.tune_bank import bank_runtime, sha256_file
 from ascendpipe.precision import remedy
 from ascendpipe.precision.chips import hf32_bits
@@ -173,12 +174,15 @@ def _kernel_fp16(groups, infos: list[NodeInfo], policy: str, op_lists: Lists, gr
 
 def convert_model(model_path: Path, out_dir: Path, settings: ConvertSettings, *,
                   workspace: Path | None = None, allow_custom_ops: bool = False,
-                  link_weights: bool = False) -> ConvertResult:
+                  link_weights: bool = False, shape_params: dict | None = None,
+                  examples: dict | None = None) -> ConvertResult:
     """Write the emulated device model and its records to ``out_dir``. Paths under ``workspace``
     are recorded relative to it, so the outputs do not depend on where the workspace lives.
     ``allow_custom_ops``: emulate ops ATC cannot convert (outside ai.onnx) instead of refusing them.
     ``link_weights``: the source is a file of ours (a stage's output, never written in place), so a
-    weights file the converted model references unrounded may be a hard link to it, not a copy."""
+    weights file the converted model references unrounded may be a hard link to it, not a copy.
+    ``shape_params`` (the stage's input_shape and gear options) and ``examples`` (the shapes an export
+    stage feeds it): what the recorded atc line's --input_shape is made of (``ascend.board``)."""
     import onnx
 
     from ascendpipe import onnxexternal
@@ -195,7 +199,7 @@ def convert_model(model_path: Path, out_dir: Path, settings: ConvertSettings, *,
         raise UserError(f"cannot read ONNX model: {exc}", Location(file=str(model_path))) from None
     out_dir.mkdir(parents=True, exist_ok=True)
     _name_nodes(original.graph)  # (named as the refusal and the plan name them; naming again changes nothing)
-    _refuse_custom_ops(original.graph, allow_custom_ops)  # before anything is written
+    _refuse_custom_ops(original, allow_custom_ops)  # before anything is written
     _check_input_shape(settings, original)
     source_sha = sha256_file(model_path)  # a tune bank names the model it belongs to (docs/profile-tune.md)
     runtime = bank_runtime(settings.tune_bank, out_dir, model_path, source_sha)  # another model's: refused
@@ -252,14 +256,16 @@ def convert_model(model_path: Path, out_dir: Path, settings: ConvertSettings, *,
         saved = _save_model(model, tmp)
         if saved is not None:
             weights, expected = saved
-        check_loads(tmp, producer)  # never leave a model that does not load: the error names the op
+        # never leave a model that does not load: the error names the op (onnx's checker knows no op
+        # outside its schemas, an allowed onnxruntime op in the default domain included: onnxruntime's load decides)
+        check_loads(tmp, producer, check_schemas=not (allow_custom_ops and _off_schema_default(original)))
         if expected:  # and never one whose weights are not the bytes meant for them
             from ascendpipe.backends.onnxruntime.external_weights import verify
 
             verify(Path(tmp), out_dir, expected, rounding, str(model_path))
 
     custom = custom_domain_ops([*((n.name, n.op_type, n.domain) for n in graph.node),
-                                *((n.name, n.op_type, n.domain) for n, _ in body_nodes)])
+                                *((n.name, n.op_type, n.domain) for n, _ in body_nodes)], model_opsets(original))
     body_of = {n.name: path for n, path in body_nodes}
     plan_nodes = {}
     for info in (*infos, *body_infos):
@@ -296,9 +302,11 @@ def convert_model(model_path: Path, out_dir: Path, settings: ConvertSettings, *,
     remedy_paths = {}
     for name, text in settings.remedy_files(soc_lists).items():
         remedy_paths[name] = write_text_atomic(out_dir / REMEDY_NAMES[name], text)
-    argv = settings_argv(settings, str(model_path), "model")
-    record = {**settings.record(), "atc_argv": argv, "fusion": fusion_info, "runtime": runtime,
-              "custom_domain_ops": custom, "op_lists": soc_lists.record}
+    # the atc line the board takes: --input_shape for every open dim, or gears (ascend/board.py)
+    argv, board_lines, atc_shapes = equivalent_argv(settings, str(model_path), "model",
+                                                    graph_input_specs(original.graph), shape_params, examples=examples)
+    record = {**settings.record(), "atc_argv": argv, "atc_shapes": atc_shapes, "fusion": fusion_info,
+              "runtime": runtime, "custom_domain_ops": custom, "op_lists": soc_lists.record}
     if remedies.translated:
         record["remedy_names"] = remedies.translated
     if weights is not None:
@@ -313,6 +321,7 @@ def convert_model(model_path: Path, out_dir: Path, settings: ConvertSettings, *,
         warnings.append(f"warning: fusion_switch names ATC pass(es) the emulation does not model: "
                         f"{', '.join(unmodelled)}; atc gets the switch, the emulated model is as without it "
                         "(precision_plan.json fusion_switch_not_modelled)")
+    warnings += board_lines
     if untyped:
         warnings.append(f"warning: {len(untyped)} output(s) of ops outside ai.onnx left unrounded, their type "
                         f"unknown here: {', '.join(sorted(untyped)[:5])}{' ...' if len(untyped) > 5 else ''} "
@@ -408,15 +417,37 @@ def count_dtypes(plan_nodes: dict[str, dict]) -> dict[str, int]:
     return counts
 
 
-def _refuse_custom_ops(graph, allow: bool) -> None:
-    """Ops ATC cannot convert (outside ai.onnx, bodies included) are refused, one line naming each,
-    unless ``allow`` (``--allow-custom-ops``) emulates them anyway."""
+def _refuse_custom_ops(model, allow: bool) -> None:
+    """Ops ATC cannot convert (outside ONNX's published schemas at the model's opsets, any domain, the
+    default one included; bodies included) are refused, one line naming each, unless ``allow``
+    (``--allow-custom-ops``) emulates them anyway: then only those onnxruntime does not run either
+    (``custom_ops.not_run``) are refused, as nothing could run them."""
     from ascendpipe.backends.ascend.atc import unconvertible_error, unconvertible_ops
+    from ascendpipe.backends.onnxruntime.custom_ops import not_run, not_run_error
 
+    graph = model.graph
     nodes = [*graph.node, *(n for n, _ in _body_nodes(graph))]
-    ops = unconvertible_ops((n.name, n.op_type, n.domain) for n in nodes)
+    ops = unconvertible_ops(((n.name, n.op_type, n.domain) for n in nodes), model_opsets(model))
     if ops and not allow:
         raise unconvertible_error(ops, emulated=True)
+    missing = not_run(ops, model_opsets(model))
+    if missing:
+        raise not_run_error(missing)
+
+
+def model_opsets(model) -> dict[str, int]:
+    """The model's opset imports, domain -> version ('' for ai.onnx)."""
+    return {("" if o.domain == "ai.onnx" else o.domain): int(o.version) for o in model.opset_import}
+
+
+def _off_schema_default(model) -> bool:
+    """Whether the model holds an op in the default domain outside ONNX's published schemas."""
+    from ascendpipe.backends.ascend.atc import ONNX_DOMAINS, unconvertible_ops
+
+    graph = model.graph
+    nodes = [*graph.node, *(n for n, _ in _body_nodes(graph))]
+    return any(op["domain"] in ONNX_DOMAINS
+               for op in unconvertible_ops(((n.name, n.op_type, n.domain) for n in nodes), model_opsets(model)))
 
 
 def _custom_op_floats(model, floats: set[str]) -> tuple[set[str], dict]:
@@ -434,33 +465,41 @@ def _untyped_entries(untyped: dict[str, dict]) -> dict[str, dict]:
             for name, op in sorted(untyped.items())}
 
 
-def custom_domain_ops(nodes) -> list[dict[str, str]]:
-    """Ops outside the default ONNX domain ((name, op_type, domain) triples). ATC would refuse them:
+def custom_domain_ops(nodes, opsets: dict[str, int] | None = None) -> list[dict]:
+    """Ops outside ONNX's published schemas ((name, op_type, domain) triples; ``opsets``: the model's,
+    domain -> version): another domain, or an op the default domain does not define at the model's
+    opset (``atc.unconvertible_ops``). ATC would refuse them:
     its ONNX parsers are registered per ``domain::version::type`` (E19010 "No parser is registered for
     Op [..., optype [pkg.onnxscript.torch_lib.common::1::Cast]]", hiascend forum thread
     0292174974303120058), and a model importing a second opset domain fails with E16005 ("only one
     [--domain_version] is allowed", CANN error reference atlaserrorcode_15_0095)."""
-    return [{"op_name": name, "op_type": op_type, "domain": domain}
-            for name, op_type, domain in nodes if domain not in ("", "ai.onnx")]
+    from ascendpipe.backends.ascend.atc import unconvertible_ops
+
+    return unconvertible_ops(nodes, opsets)
 
 
 def custom_domain_warning(custom: list[dict[str, str]]) -> str:
-    shown = ", ".join(f"{c['op_name']} ({c['domain']}.{c['op_type']})" for c in custom[:5])
+    shown = ", ".join(f"{c['op_name']} ({(c['domain'] + '.') if c['domain'] else ''}{c['op_type']})"
+                      for c in custom[:5])
     more = f" and {len(custom) - 5} more" if len(custom) > 5 else ""
-    return (f"warning: {len(custom)} op(s) outside the ai.onnx domain emulated (allow_custom_ops): {shown}{more}; "
+    return (f"warning: {len(custom)} op(s) outside ONNX's published schemas emulated (allow_custom_ops): "
+            f"{shown}{more}; "
             "emulated with onnxruntime's kernels, but ATC would reject them (E19010 no parser / E16005 a second "
             "opset domain): export them as standard ONNX ops")
 
 
-def check_loads(path: str, producer: dict | None = None) -> None:
-    """The written model passes onnx's checker and loads in onnxruntime, else a UserError naming the op."""
+def check_loads(path: str, producer: dict | None = None, *, check_schemas: bool = True) -> None:
+    """The written model passes onnx's checker and loads in onnxruntime, else a UserError naming the op.
+    ``check_schemas`` False: onnx's checker is skipped (a model holding onnxruntime's own ops in the
+    default domain, emulated by ``--allow-custom-ops``: onnx knows no schema for them, onnxruntime runs them)."""
     import onnx
     import onnxruntime as ort
 
     from ascendpipe import onnxexternal
 
     try:
-        onnxexternal.check_structure(onnx.load(str(path), load_external_data=False))  # its weights: our reader's
+        if check_schemas:
+            onnxexternal.check_structure(onnx.load(str(path), load_external_data=False))  # its weights: our reader's
         options = ort.SessionOptions()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL  # load checks, no work
         options.log_severity_level = 3

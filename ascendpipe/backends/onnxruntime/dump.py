@@ -72,7 +72,14 @@ EXTERNAL_GRAPH_MAX = 256 << 20  # an .onnx file this big holds weights inline, w
 # Bump when the bytes of a dump change for the same model and feeds (part of a shared dump's key).
 # 2: no path or run count in index.json, graph facts in it, fp16 ops' outputs stored as fp16
 # 3: an unnamed op is named as convert names it (<OpType>_<index>), not by its tensor or node_<index>
-DUMP_VERSION = 3
+# 4: an emulated model's dump carries its conversion's fused_map.json, precision_plan.json, convert.json
+DUMP_VERSION = 4
+# What a compare of an emulated model's dump needs of its conversion (issue 49): the fused kernels' members
+# (a fused kernel's overflow is judged on its members' golden peaks), the precision plan (the overflow
+# mode, bf16/HF32 ops) and the settings (SoC, keep_dtype); without them a compare of the two dumps named
+# another first failure than a compare of the model (`/ln1/Mul`, precision loss, for `/ln1/ReduceMean`'s
+# overflow inside its fused kernel).
+CONVERSION_FILES = ("fused_map.json", "precision_plan.json", "convert.json")
 
 _FLOAT = 1  # onnx.TensorProto.FLOAT
 _FLOAT16 = 10  # onnx.TensorProto.FLOAT16
@@ -176,13 +183,16 @@ def _is_fp16_round_trip(node, made_by: dict) -> bool:
 
 # --- I/O ----------------------------------------------------------------------------------------
 
-def cache_key(model: Path, feeds: dict[str, np.ndarray], *, fusions: bool) -> str:
-    """The key of this model's dump for ``feeds`` in the shared dump cache (``store.dump_cache``)."""
+def cache_key(model: Path, feeds: dict[str, np.ndarray], *, fusions: bool, full: set[str] | None = None) -> str:
+    """The key of this model's dump for ``feeds`` in the shared dump cache (``store.dump_cache``);
+    ``full``: a dump that writes only these tensors in full (the rest as statistics)."""
     from ascendpipe.store.dump_cache import dump_key
     from ascendpipe.versions import package_version
 
     tools = {dist: package_version(dist) for dist in ("onnxruntime", "onnx", "numpy")}
     settings = {"format": FORMAT, "version": DUMP_VERSION, "fusions": bool(fusions)}
+    if full is not None:
+        settings["full"] = sorted(full)
     return dump_key(Path(model), feeds, settings=settings, tools=tools)
 
 
@@ -261,7 +271,7 @@ def marked_model_bytes(model_bytes: bytes, names: Sequence[str]) -> bytes:
 
 def dump_model(model_path, feeds: dict[str, np.ndarray], out_dir, *, fusions: bool,
                memory_budget_bytes: int | str | None = AUTO, log=None, stats: dict | None = None,
-               gate=None) -> Path:
+               gate=None, full: set[str] | frozenset[str] | None = None) -> Path:
     """Dump every op output of the model for ``feeds``; return the path of ``index.json``.
 
     The index depends only on the model's content and the feeds (no path, time or process id in
@@ -272,6 +282,9 @@ def dump_model(model_path, feeds: dict[str, np.ndarray], out_dir, *, fusions: bo
     dump's tensors total at most ``ONE_RUN_BYTES``, else segments of ``DEFAULT_MEMORY_BUDGET``.
     ``gate``: a ``memory_gate.MemoryGate`` shared with a dump made at the same time (each run holds
     its estimated bytes there; the dump's content is the same with or without).
+    ``full``: the op outputs written as ``.npy`` files; every other one gets a statistics-only entry
+    (``dump_write.summary_entry``: no file; msprobe's statistics level, for a compare that must stay
+    within a disk budget). None: every tensor in full. Graph inputs are always written.
     """
     import time
 
@@ -318,8 +331,9 @@ def dump_model(model_path, feeds: dict[str, np.ndarray], out_dir, *, fusions: bo
     input_entries: dict[str, dict] = {}
     entries: list[dict | None] = _write_inputs(specs, feeds, out_dir / TENSORS_DIR, input_entries)
     entries.extend([None] * len(plan))
+    write = _write_tensor if full is None else _write_or_summarise(frozenset(full))
     run = _Runner(plan, feeds, out_dir, entries, first_position=len(specs), fusions=fusions,
-                  runtime_dir=model_path.parent, weights_dir=weights_dir, log=log, write=_write_tensor, gate=gate)
+                  runtime_dir=model_path.parent, weights_dir=weights_dir, log=log, write=write, gate=gate)
     if len(segments) > 1:
         builder = _SegmentBuilder(model, model.SerializeToString() if external else raw)
         del model, raw  # the weights stay in memory once (or in the file), as the bytes each segment slices
@@ -337,6 +351,11 @@ def dump_model(model_path, feeds: dict[str, np.ndarray], out_dir, *, fusions: bo
         raise UserError("the model file changed while it was dumped (its weights are read from the file as "
                         "the dump runs); dump it again", where)
     runs = max(len(segments), 1)
+    if full is not None:  # no file of an earlier dump here outlives its index
+        kept = {e["file"] for e in entries if e is not None and e.get("file")}
+        for stale in (out_dir / TENSORS_DIR).glob("*.npy"):
+            if f"{TENSORS_DIR}/{stale.name}" not in kept:
+                stale.unlink(missing_ok=True)
     index = {
         "format": FORMAT,
         "model": model_path.name,  # the file name only: a path would differ between clones and folders
@@ -347,11 +366,32 @@ def dump_model(model_path, feeds: dict[str, np.ndarray], out_dir, *, fusions: bo
         "graph": summary,
         "tensors": [e for e in entries if e is not None],
     }
+    carry_conversion(model_path.parent, out_dir, emulated=emulated)
     write_json_atomic(out_dir / INDEX_FILE, index)
     if stats is not None:
         stats.update(chunks=runs, plan_seconds=planned_at - started, session_seconds=run.session_seconds,
                      seconds=time.perf_counter() - started)
     return out_dir / INDEX_FILE
+
+
+def carry_conversion(model_dir: Path, out_dir: Path, *, emulated: bool) -> list[str]:
+    """Copy the conversion's files (``CONVERSION_FILES``) found beside an emulated model (in ``model_dir``)
+    into its dump folder, so the dump describes itself wherever it is compared
+    (``compare_sources.resolve_side`` reads them beside index.json); one left there by an earlier dump
+    of another model goes. Returns the names copied."""
+    from ascendpipe.fsutil import copy_atomic
+
+    copied: list[str] = []
+    if Path(model_dir).resolve() == Path(out_dir).resolve():
+        return copied  # dumped into the model's own folder: its files are its own
+    for name in CONVERSION_FILES:
+        source = Path(model_dir) / name
+        if emulated and source.is_file():
+            copy_atomic(source, Path(out_dir) / name)
+            copied.append(name)
+        else:
+            (Path(out_dir) / name).unlink(missing_ok=True)  # a stale file from an earlier dump here
+    return copied
 
 
 def model_input_specs(model_path) -> list:
@@ -462,6 +502,20 @@ def _write_tensor(item: Planned, value, out_dir: Path, position: int) -> dict | 
     # then), and numpy's float16 min/max are scalar loops (the 430-node detector's target dump: 0.55 s
     # of its writers' 1.1 s)
     return _entry(item, item.name, stored, file, values=value)
+
+
+def _write_or_summarise(full: frozenset[str]):
+    """The writer of a dump that writes ``full``'s tensors and summarises the rest (``summary_entry``)."""
+    from ascendpipe.backends.onnxruntime.dump_write import summary_entry
+
+    def write(item: Planned, value, out_dir: Path, position: int) -> dict | None:
+        if item.name in full:
+            return _write_tensor(item, value, out_dir, position)
+        if not isinstance(value, np.ndarray):
+            return None
+        return summary_entry(item, item.name, value)
+
+    return write
 
 
 def _check_feeds(specs, feeds: dict, where: Location) -> None:

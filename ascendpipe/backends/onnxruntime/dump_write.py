@@ -71,6 +71,50 @@ def _entry(planned: Planned | None, name: str, array: np.ndarray, file: str, val
     return entry
 
 
+STATS_CHUNK = 1 << 16  # elements per float64 block of the sums
+
+
+def summary_stats(array: np.ndarray) -> dict:
+    """msprobe's statistics level (``TensorStatInfo``: max, min, mean, L2 norm; mindstudio-probe 26.2.0
+    ``core/dump/data_dump/data_processor/pytorch_processor.py:380-432``) with the NaN/inf counts compare
+    reads: min/max, mean and norm over the finite values, in float64 (msprobe's NaN would propagate into
+    all four; the counts say where it is)."""
+    stats = tensor_stats(array)
+    stats.update(mean=None, norm=None, finite=0)
+    if array.size == 0 or array.dtype.kind not in "fiub":
+        return stats
+    flat = array.reshape(-1)
+    total = squares = 0.0
+    count = 0
+    # float64 work arrays reused per block, numpy's own pairwise sums (never BLAS: its result depends on
+    # its build and threads, and the index must be the same everywhere; np.dot here was 30x slower too)
+    wide, square = np.empty(min(STATS_CHUNK, flat.size)), np.empty(min(STATS_CHUNK, flat.size))
+    masked = bool(stats["nan"] or stats["inf"])
+    for start in range(0, flat.size, STATS_CHUNK):
+        part = flat[start:start + STATS_CHUNK]
+        if masked:
+            part = part[np.isfinite(part)]
+        block, sq = wide[:part.size], square[:part.size]
+        np.copyto(block, part, casting="unsafe")
+        np.multiply(block, block, out=sq)
+        total += float(np.add.reduce(block))
+        squares += float(np.add.reduce(sq))
+        count += part.size
+    if count:
+        stats.update(mean=total / count, norm=float(np.sqrt(squares)), finite=count)
+    return stats
+
+
+def summary_entry(planned: Planned, name: str, value: np.ndarray) -> dict:
+    """The index entry of a tensor dumped as statistics only (no file): its stored dtype (``compact``) and
+    shape, ``statistics`` true, and ``summary_stats``."""
+    stored = compact(value, planned) if isinstance(value, np.ndarray) else value
+    entry = {"name": name, "op_name": planned.op_name, "op_type": planned.op_type, "topo_index": planned.topo_index,
+             "dtype": str(stored.dtype), "shape": list(stored.shape), "statistics": True}
+    entry.update(summary_stats(value))
+    return entry
+
+
 def _save_npy(path: Path, array: np.ndarray) -> None:
     """One tensor file, written in place: the dump's index is removed before and written last
     (atomically), so no index ever names a half-written file; a temp file and rename per tensor

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shlex
+
 from ascendpipe.contract import StageContext, StageResult, find_model_file, write_metrics
 
 
@@ -14,10 +16,13 @@ def convert(ctx: StageContext) -> StageResult:
     try:
         settings = resolve(ctx.params, ctx.path, where)
         model = find_model_file(ctx.inputs["model"], what="input model")
+        from ascendpipe.backends.ascend.convert_settings import example_shapes
+
         # an upstream stage's model is ours, never written in place: its weights may be hard-linked
         result = convert_model(model, ctx.out_dir, settings, workspace=ctx.workspace,
                                allow_custom_ops=bool(ctx.params.get("allow_custom_ops")),
-                               link_weights="model" in ctx.upstream)
+                               link_weights="model" in ctx.upstream,
+                               shape_params=ctx.params, examples=example_shapes(ctx))  # the atc line's shapes
         from ascendpipe.precision.dynamic_shapes import record_emulated_shapes  # ATC's gears (docs/ascend.md)
 
         record_emulated_shapes(model, ctx.params, ctx.out_dir, settings.soc_version)
@@ -32,7 +37,7 @@ def convert(ctx: StageContext) -> StageResult:
         ctx.say(line)
     bf16 = f", {metrics['ops_bf16']} bf16" if "ops_bf16" in metrics else ""
     ctx.say(f"converted {model} -> {result.model_path} ({metrics['ops_fp16']} ops fp16, {metrics['ops_fp32']} fp32{bf16})")
-    ctx.say("equivalent: " + " ".join(result.atc_argv))
+    ctx.say("equivalent: " + shlex.join(result.atc_argv))  # quoted: an --input_shape holds ';'
     return StageResult(
         metrics=metrics,
         remedy_files={name: path.relative_to(ctx.out_dir) for name, path in result.remedy_files.items()},

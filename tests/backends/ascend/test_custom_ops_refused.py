@@ -21,7 +21,7 @@ def test_fused_contrib_ops_are_refused_before_atc_runs(cann_env, make_ctx, tmp_p
     with pytest.raises(UserError) as err:
         stages.convert(ctx)
     message = err.value.message
-    assert "ATC cannot convert 4 op(s) outside the ai.onnx domain" in message
+    assert "ATC cannot convert 4 op(s) outside ONNX's published schemas" in message
     assert "com.microsoft.EmbedLayerNormalization at 'embed'" in message and "--allow-custom-ops" not in message
     assert err.value.location.stage == "convert" and err.value.location.op == "embed"
     assert runner.calls == []  # atc never ran

@@ -95,6 +95,9 @@ def test_dynamic_dims_not_with_aipp_and_ranges_not_on_ascend310():
         resolve(DETECTOR, {"input_shape": "images:1,3,-1,-1", "dynamic_dims": "1,2;3,4"}, aipp=True)
     with pytest.raises(UserError, match="Ascend310 .*shape-range"):
         resolve(DETECTOR, {"input_shape": "images:1,3,224~640,-1"}, soc_version="Ascend310")
+    # Atlas 200I/500 A2 (Ascend310B*) takes none either (CANN 8.0 atlasatcparam_16_0016)
+    with pytest.raises(UserError, match=r"Ascend310B1 \(Atlas 200I/500 A2 inference\) .*shape-range"):
+        resolve(DETECTOR, {"input_shape": "images:1,3,-1,-1"}, soc_version="Ascend310B1")
     plan = resolve(DETECTOR, {"input_shape": "images:1,3,224~640,-1"}, soc_version="Ascend310P3")
     record = plan.record()
     assert record["mode"] == "range" and record["range"] == {"images": [[1, 1], [3, 3], [224, 640], [1, None]]}

@@ -112,7 +112,7 @@ def test_a_dynamic_model_without_shapes_is_a_located_error_in_the_dry_run(tmp_pa
     pipeline = _workspace(tmp_path / "ws", PIPELINE.replace(', dynamic_image_size: "32,48;64,64"', ""))
     proc = _dry_run(pipeline)
     (line,) = [l for l in proc.stdout.splitlines() if l.strip().startswith("!")]
-    assert "atc needs --input_shape: input 'images' has a non-fixed dim ([1,3,height,width])" in line
+    assert "atc needs --input_shape for every input with a non-fixed dim: images [1,3,height,width]" in line
     assert "stage 'convert'" in line and "input_shape" in line
 
 

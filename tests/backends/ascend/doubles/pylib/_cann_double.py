@@ -285,8 +285,11 @@ def check_shapes(tool: str, o: dict[str, str]) -> dict:
     option = next((g for g in given if g in GEARS), None)
     ranged = "input_shape_range" in o or any(isinstance(d, str) for v in shape.values() for d in v) or (
         not option and any(d == -1 for v in shape.values() for d in v))
-    if ranged and o["soc_version"] == "Ascend310":
-        fail(tool, "dynamic shape range is not supported on Ascend310 (aclpythondevg_0047)")
+    # Atlas 200/300/500 (Ascend310, aclpythondevg_0047) and Atlas 200I/500 A2 (Ascend310B*: CANN 8.0
+    # atlasatcparam_16_0016, "Atlas 200I/500 A2 推理产品不支持设置shape范围") take no shape range
+    if ranged and (o["soc_version"] == "Ascend310" or o["soc_version"].startswith("Ascend310B")):
+        fail(tool, f"dynamic shape range is not supported on {o['soc_version']} (aclpythondevg_0047, "
+                   "atlasatcparam_16_0016)")
     gears: list[list[int]] = []
     if option:
         if not shape:

@@ -47,6 +47,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     alone.add_argument("--seed", type=int, default=0, help="seed of the random input (default 0)")
     alone.add_argument("--soc-version", "--soc_version", dest="soc_version",
                        help="SoC to convert for, e.g. Ascend910B1 (a kept cube op reads fp32 only on Atlas A2/A3)")
+    alone.add_argument("--op-select-implmode", "--op_select_implmode", dest="op_select_implmode",
+                       help="ATC's --op_select_implmode for the conversions (default: high_performance)")
+    alone.add_argument("--op-precision-mode", "--op_precision_mode", dest="op_precision_mode",
+                       help="ATC's --op_precision_mode ini (OpType=mode lines) for the conversions")
+    alone.add_argument("--optypelist-for-implmode", "--optypelist_for_implmode", dest="optypelist_for_implmode",
+                       help="op types that alone take --op-select-implmode")
     alone.add_argument("--input-shape", "--input_shape", dest="input_shape",
                        help="ATC --input_shape for the conversion and the random input, e.g. "
                        "'ids:1,8;past_key_0:2,2,0,16' (0: an empty KV cache)")
@@ -101,7 +107,7 @@ def main(args: argparse.Namespace) -> int:
         result = fix_standalone(args.golden, input_path=args.input, precision_mode=args.precision_mode,
                                 min_cosine=args.min_cosine, max_attempts=args.max_attempts, output=args.output,
                                 seed=args.seed, soc_version=args.soc_version, batch_axes=batch_axes(args),
-                                params={"input_shape": args.input_shape} if args.input_shape else None,
+                                params=_convert_params(args) or None,
                                 cases=cases)
     elif args.pipeline:
         from ascendpipe.cli import guard
@@ -123,6 +129,12 @@ def main(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(result.text())
     return 0 if result.outcome.passed else 1
+
+
+def _convert_params(args: argparse.Namespace) -> dict:
+    """The convert settings standalone mode takes besides --precision-mode and --soc-version."""
+    names = ("input_shape", "op_select_implmode", "op_precision_mode", "optypelist_for_implmode")
+    return {name: getattr(args, name) for name in names if getattr(args, name, None)}
 
 
 def _cases(args: argparse.Namespace) -> list:

@@ -77,9 +77,10 @@ def describe_failure(
         kind, advice = "precision_loss", _loss_advice(rows, position, plan_nodes, stage, existing_keep, known, mode)
         advice.insert(1, _fusion_advice(row, _fp16_kernel_passes(rule), True, stage, settings.get("fusion_switch"),
                                         overflow=True, fixed=[r for r in rule.split("+") if not _switchable(r)]))
-    elif row.get("fused"):
+    elif row.get("fused") and _value_changing(row, rows, fusion_rules):
         rule = (fusion_rules or {}).get(row["op_name"])
         rules = rule.split("+") if rule else guess_rules(row["op_type"], _original_types(rows, row))
+        rules = [r for r in rules if _changes_values(r)]  # a UB fusion changes no value: never proposed
         fixed = [r for r in rules if not _switchable(r)]
         rules = [r for r in rules if _switchable(r)]
         if rules or not fixed:
@@ -339,6 +340,20 @@ def _switchable(name: str) -> bool:
     from ascendpipe.precision import atc_passes
 
     return atc_passes.switchable(name)
+
+
+def _changes_values(name: str) -> bool:
+    """A pass whose switch can change a value (a UB fusion's members keep their own dtypes: atc_passes)."""
+    from ascendpipe.precision import atc_passes
+
+    return atc_passes.changes_values(name) or name not in atc_passes.BY_NAME
+
+
+def _value_changing(row, rows, fusion_rules) -> bool:
+    """Whether the fused row was made by some pass whose switch can change its values."""
+    rule = (fusion_rules or {}).get(row["op_name"])
+    rules = rule.split("+") if rule else guess_rules(row["op_type"], _original_types(rows, row))
+    return any(_changes_values(r) for r in rules) or not rules
 
 
 def _fp16_kernel_passes(rule: str | None) -> list[str]:

@@ -86,11 +86,13 @@ class _Builder:
         return self.op("Slice", [x], axes=[1], starts=[start], ends=[end])
 
     def tree16(self, x: str, dims: tuple, axes: list[int], keepdims: int, out: str | None = None) -> str:
-        """sum over ``axes`` of ``x`` (static ``dims``), accumulated in fp16 by halves."""
+        """sum over ``axes`` of ``x`` accumulated in fp16 by halves (the reduced ``dims`` static: the others
+        may be symbolic, e.g. a batch dim, then the output's shape is read from ``x`` at run time)."""
         rank = len(dims)
         axes = sorted(a % rank for a in axes)
         kept = [a for a in range(rank) if a not in axes]
         n = int(np.prod([dims[a] for a in axes])) if axes else 1
+        source = x
         if kept + axes != list(range(rank)):
             x = self.op("Transpose", [x], perm=kept + axes)
         x = self.op("Reshape", [x, self.const([-1, n], np.int64)])
@@ -101,8 +103,16 @@ class _Builder:
             half = n // 2
             x = self.r16(self.op("Add", [self.slice_cols(x, 0, half), self.slice_cols(x, half, n)]))
             n = half
-        shape = [1 if a in axes else dims[a] for a in range(rank)] if keepdims else [dims[a] for a in kept]
-        return self.op("Reshape", [x, self.const(shape, np.int64)], out)
+        if _static(dims):
+            shape = [1 if a in axes else dims[a] for a in range(rank)] if keepdims else [dims[a] for a in kept]
+            return self.op("Reshape", [x, self.const(shape, np.int64)], out)
+        whole = self.op("Shape", [source])
+        if keepdims:
+            reduced = self.const(np.array([a in axes for a in range(rank)]), np.bool_)
+            shape = self.op("Where", [reduced, self.const(np.ones(rank, np.int64), np.int64), whole])
+        else:
+            shape = self.op("Gather", [whole, self.const(kept, np.int64)], axis=0)
+        return self.op("Reshape", [x, shape], out)
 
 
 def _attr(node, name: str, default=None):
@@ -116,6 +126,11 @@ def _attr(node, name: str, default=None):
 
 def _static(dims) -> bool:
     return dims is not None and all(isinstance(d, int) and d > 0 for d in dims)
+
+
+def _static_over(dims, axes) -> bool:
+    """Whether the dims ``axes`` reduce are known (what ``tree16`` needs; the rank must be known too)."""
+    return dims is not None and bool(dims) and _static([dims[a % len(dims)] for a in axes])
 
 
 def lower(node, kernel, ctx: LowerContext, original_inputs: list[str]):
@@ -165,7 +180,7 @@ def _log_softmax(b, node, kernel, ctx, original_inputs):
         return True
     e = b.r16(b.op("Exp", [d]))
     dims = ctx.shapes.get(original_inputs[0])
-    if b.opset >= 13 and _static(dims):
+    if b.opset >= 13 and _static_over(dims, [axis]):
         s = b.tree16(e, tuple(dims), [axis], 1)
     else:
         s = b.r16(b.reduce("ReduceSum", e, [axis]))
@@ -185,10 +200,11 @@ def _reduce_axes(node, ctx, b) -> list[int] | None:
 def _reduce_fp16(b, node, kernel, ctx, original_inputs):
     dims = ctx.shapes.get(original_inputs[0])
     axes = _reduce_axes(node, ctx, b)
-    if not _static(dims) or axes is None:
-        ctx.notes[node.name] = "fp16 accumulation not emulated (shape or axes not static here): summed in fp32"
+    if axes is not None and not axes and dims is not None:
+        axes = list(range(len(dims)))
+    if axes is None or not _static_over(dims, axes):
+        ctx.notes[node.name] = "fp16 accumulation not emulated (reduced dims or axes not static here): summed in fp32"
         return None
-    axes = axes or list(range(len(dims)))
     keepdims = int(_attr(node, "keepdims", 1))
     x = node.input[0]
     if kernel.recipe == "reduce_mean_fp16":
@@ -258,7 +274,8 @@ def _pow(b, node, kernel, ctx, original_inputs):
     if b.opset < 10:
         ctx.notes[node.name] = "Pow's fp16 ln/exp needs opset 10 (Mod) here: computed in fp32"
         return None
-    x, y = node.input[0], node.input[1]
+    # an integer exponent (Pow(float, int32)) is read as a float: the kernel computes y * ln|x| in float
+    x, y = node.input[0], b.op("Cast", [node.input[1]], to=1)
     sign = b.op("Sign", [x])
     nonzero = b.op("Abs", [sign])
     zx = b.op("Sub", [b.const(1.0), nonzero])
@@ -355,10 +372,11 @@ def _layer_norm(b, node, kernel, ctx, original_inputs):
     params = dict(kernel.params)
     r = kernel.recipe
     fp16 = r in ("layer_norm_fp16", "layer_norm_keep_fp16")
-    if fp16 and not _static(dims):
-        ctx.notes[node.name] = "fp16 sums of the LayerNorm not emulated (shape not static here): summed in fp32"
-    tree = fp16 and _static(dims)
-    n = int(np.prod([dims[a] for a in axes])) if _static(dims) else None
+    known = rank is not None and _static_over(dims, axes)
+    if fp16 and not known:
+        ctx.notes[node.name] = "fp16 sums of the LayerNorm not emulated (normalised dims not static here): summed in fp32"
+    tree = fp16 and known
+    n = int(np.prod([dims[a] for a in axes])) if known else None
     step = b.r16 if fp16 else (lambda t: t)
     if fp16:
         cof = b.f16(1.0 / n) if n else b.op("Reciprocal", [b.op("Cast", [b.op("ReduceProd", [

@@ -38,6 +38,8 @@ def plan_kernels(graph, decisions: dict, consts: dict, opset: int, soc_version: 
     """node name -> (GE type, Kernel) for every main-graph node whose output is float."""
     out = {}
     for node in graph.node:
+        if node.domain not in ("", "ai.onnx"):
+            continue  # a custom-domain op (allow_custom_ops): no ATC kernel, run as onnxruntime's op
         decision = decisions.get(node.name)
         if decision is None or (decision.dtype not in ("float16", "float32") and node.op_type not in FUSED_KERNEL_OPS):
             continue  # a bf16 kernel's inside is not modelled; a fused op is always expanded (fp32 then)

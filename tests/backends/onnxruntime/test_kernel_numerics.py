@@ -144,7 +144,8 @@ def test_sigmoid_is_fp16_inside_and_clamped_on_910(tmp_path, convert):
     model = single_op_model(tmp_path / "m.onnx", "Sigmoid", (1, 4))
     x = np.array([[-20.0, -11.0, 0.5, 3.0]], np.float32)
     a910 = run(convert(model, soc_version="Ascend910A").model_path, {"x": x})[0]
-    assert a910[0, 0] == h(1 / h(h(np.exp(np.float32(-np.float16(-11.089)))) + 1))[()] and abs(a910[0, 0] - 1.53e-5) < 1e-7
+    assert a910[0, 0] == h(1 / h(h(np.exp(np.float32(-np.float16(-11.089)))) + 1))[()]
+    assert abs(a910[0, 0] - 1.53e-5) < 1e-7
     p3 = run(convert(model, soc_version="Ascend310P3").model_path, {"x": x})[0]
     assert p3[0, 0] == h(1 / np.float32(65504.0))[()]
     assert run(convert(model, soc_version="Ascend910B1").model_path, {"x": x})[0][0, 0] == 0.0
@@ -178,6 +179,23 @@ def test_reduce_sum_accumulates_in_fp16_on_310(tmp_path, convert, seed):
     np.testing.assert_array_equal(fp32, h(h(x).sum(1, keepdims=True, dtype=np.float32)))
 
 
+@pytest.mark.parametrize("keepdims", [1, 0])
+def test_fp16_accumulation_needs_only_the_reduced_dims_static(tmp_path, convert, keepdims):
+    """A symbolic batch dim (an exported model's) still gets the fp16 sum by halves: only the reduced
+    dims must be known; the output's shape is read from the input at run time."""
+    out_shape = ("batch", 1, 5) if keepdims else ("batch", 5)
+    model = single_op_model(tmp_path / "m.onnx", "ReduceSum", ("batch", 300, 5), {"keepdims": keepdims},
+                            extra_inits=[("axes", np.array([1], np.int64))], out_shape=out_shape)
+    result = convert(model, soc_version="Ascend310")
+    kernel = json.loads((result.out_dir / "precision_plan.json").read_text())["nodes"]["/reducesum"]["kernel"]
+    assert kernel["emulated"] == "step by step" and "not_emulated" not in kernel
+    for batch in (1, 3):
+        x = np.random.default_rng(batch).uniform(0, 3, (batch, 300, 5)).astype(np.float32)
+        got = run(result.model_path, {"x": x})[0]
+        want = tree16(h(x), axis=1)
+        np.testing.assert_array_equal(got, want if keepdims else want[:, 0])
+
+
 def test_tanh_and_pow_take_fp16_steps_on_310(tmp_path, convert):
     x = np.array([[0.3, -1.7, 4.0, 0.001]], np.float32)
     tanh = single_op_model(tmp_path / "t.onnx", "Tanh", (1, 4))
@@ -191,6 +209,10 @@ def test_tanh_and_pow_take_fp16_steps_on_310(tmp_path, convert):
     ref = h(np.exp(h(h(np.float32(6.0)) * h(np.log(np.float32([3.0, 2.0, 1.5]))))))  # dynamic/pow.py L103-124
     close16(got[0], ref)
     assert got[0, 0] != 729.0  # 3^6 through fp16 ln and exp
+    # an integer exponent is read as a float (ONNX's Pow(float, int64): the node tests' pow_types)
+    power = single_op_model(tmp_path / "pi.onnx", "Pow", (1, 3), extra_inits=[("e", np.int64(6))])
+    got = run(convert(power, soc_version="Ascend310").model_path, {"x": np.array([[3.0, 2.0, 1.5]], np.float32)})[0]
+    close16(got[0], ref)
 
 
 def test_bn_without_conv_is_bninference_on_a2(tmp_path, convert):

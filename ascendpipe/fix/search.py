@@ -9,8 +9,8 @@ first:
 1. the advisor's advice on the attempt's first failure (``keep_dtype`` ops, overflow producers first
    as the advisor lists them; fusion rules where it points at a fused op);
 2. else the failing rows' ops not kept yet, the first failure's row first, then graph order; a
-   failing fused row whose ops are all kept gets its fusion pass switched off (a kept op fused
-   into a kernel still computes in that kernel's precision);
+   failing fused row whose ops are all kept gets its fusion pass switched off (a kept op folded into
+   a kernel still computes in that kernel's precision), unless it is a UB fusion (members keep their dtypes);
 3. else the first failure's own op;
 4. else, with no usable evidence, ops in graph order from the first failure on, doubling the batch
    each blind step while the first failure stays where it is.
@@ -195,9 +195,17 @@ def first_failing(rows: list[dict], kept: Iterable[Candidate], failure: dict | N
         if fresh:
             return [Candidate(KEEP, op) for op in fresh]
         rule = row.get("pass_name")
-        if rule and "+" not in rule and rule not in kept_rules:
+        if rule and "+" not in rule and rule not in kept_rules and _switch_changes_values(rule):
             return [Candidate(FUSION, rule)]
     return []
+
+
+def _switch_changes_values(rule: str) -> bool:
+    """Whether switching ``rule`` off can change a value: never a UB fusion, whose members keep their
+    own dtypes (precision/atc_passes.py); a pass we do not know is tried."""
+    from ascendpipe.precision import atc_passes
+
+    return rule not in atc_passes.BY_NAME or atc_passes.changes_values(rule)
 
 
 def propose(result: Result, current: frozenset, blind_batch: int) -> tuple[list[Candidate], bool]:

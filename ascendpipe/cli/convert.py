@@ -25,7 +25,8 @@ _FLAGS = [
     ("op-select-implmode", "high_performance (ATC's default), high_precision, high_precision_for_all, "
                            "high_performance_for_all: the kernels' implementation modes", False),
     ("optypelist-for-implmode", "GE op types that alone take --op-select-implmode, e.g. SoftmaxV2,LayerNorm", False),
-    ("op-precision-mode", "ini of OpType=mode lines ([ByOpType] / [ByNodeName]); wins over --op-select-implmode", False),
+    ("op-precision-mode", "ini of OpType=mode lines ([ByOpType] / [ByNodeName]); wins over --op-select-implmode",
+     False),
     ("tune-bank", "tune knowledge bank JSON (its 'session' goes to runtime.json)", False),
     ("dynamic-batch-size", "ATC batch gears, e.g. 1,2,4,8 (with -1 at dim 0 of --input-shape)", False),
     ("dynamic-image-size", "ATC image-size gears, e.g. 224,224;448,448 (-1 at H and W)", False),
@@ -73,7 +74,8 @@ def _check(args: argparse.Namespace) -> None:
         raise UserError(f"--framework={args.framework} ({what}): ascendpipe converts ONNX models only (--framework=5); "
                         "export the model to ONNX first", Location(field="--framework"))
     files = {"--model": args.model}
-    for flag in ("keep-dtype", "fusion-switch-file", "insert-op-conf", "modify-mixlist", "tune-bank", "op-precision-mode"):
+    for flag in ("keep-dtype", "fusion-switch-file", "insert-op-conf", "modify-mixlist", "tune-bank",
+                 "op-precision-mode"):
         value = getattr(args, flag.replace("-", "_"))
         if value and os.path.exists(value):  # --keep-dtype may be a list of op names instead
             files[f"--{flag}"] = value

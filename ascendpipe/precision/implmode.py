@@ -165,8 +165,8 @@ def resolve(op_select_implmode: str | None = None, optypelist: str | list | None
     check_settings(op_select_implmode, optypelist)
     if precision_file is not None:  # wins over the other two (L173-176)
         ignored = [f"{flag} is ignored: op_precision_mode wins (--op_precision_mode.md)"
-                   for flag, value in (("op_select_implmode", op_select_implmode), ("optypelist_for_implmode", optypelist))
-                   if value]
+                   for flag, value in (("op_select_implmode", op_select_implmode),
+                                       ("optypelist_for_implmode", optypelist)) if value]
         return ImplModes(tuple(sorted(precision_file.by_type.items())), tuple(sorted(precision_file.by_name.items())),
                          f"op_precision_mode {precision_file_name or 'file'}",
                          tuple(ignored + [f"op_precision_mode {s}: skipped" for s in precision_file.skipped]))

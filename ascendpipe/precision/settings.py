@@ -293,6 +293,7 @@ def _impl_settings(s: ConvertSettings, params: dict[str, Any], read_path: Callab
     s.optypelist_for_implmode = listed
     if params.get("op_precision_mode"):
         path = read_path(str(params["op_precision_mode"]))
-        if not Path(path).is_file():  # atc: E10001 "Path defined by op_precision_mode is not found." (main_impl.cc L912-917)
+        # atc: E10001 "Path defined by op_precision_mode is not found." (main_impl.cc L912-917)
+        if not Path(path).is_file():
             raise UserError(f"op_precision_mode file {path} is not found (atc E10001)", loc("op_precision_mode"))
         s.op_precision_mode = (str(path), remedy.read_text(path, "op_precision_mode"))

@@ -12,11 +12,17 @@ _STR_LIST = {"type": "array", "items": {"type": "string"}}
 
 class ConvertKind(StageKind):
     name = "convert"
-    version = "5"  # 5: ATC's ONNX graph fusions (LayerNorm, GELU) and each kernel's inside (precision/kernels.py), UB fusions keep member dtypes, weights converted as GE's host does, impl modes emulated; 4: bf16/HF32 policies per SoC class, saturation in every float dtype (NaN -> 0); 3: the fusion catalogue checked against its pages (SoCs, shapes, unswitchable passes); 2: ATC's passes from the catalogue instead of onnxruntime's optimizers, overflow_mode
+    # 5: ATC's ONNX graph fusions (LayerNorm, GELU) and each kernel's inside (precision/kernels.py), UB fusions
+    # keep member dtypes, weights converted as GE's host does, impl modes emulated; 4: bf16/HF32 policies per
+    # SoC class, saturation in every float dtype (NaN -> 0); 3: the fusion catalogue checked against its pages
+    # (SoCs, shapes, unswitchable passes); 2: ATC's passes from the catalogue instead of onnxruntime's
+    # optimizers, overflow_mode
+    version = "5"
     summary = "convert an ONNX model for the device (ATC flags; fp16 emulation on onnxruntime)"
     input_fields = ("model",)
     required_inputs = ("model",)
-    path_params = ("keep_dtype", "fusion_switch_file", "insert_op_conf", "modify_mixlist", "tune_bank", "op_precision_mode")
+    path_params = ("keep_dtype", "fusion_switch_file", "insert_op_conf", "modify_mixlist", "tune_bank",
+                   "op_precision_mode")
     params_schema = {
         "type": "object",
         "properties": {

@@ -247,7 +247,8 @@ def test_compares_fusion_switch_file_is_atcs_json_the_same_file_fix_and_convert_
     assert written["fusion_switch"].read_text() == text  # fix writes the same bytes
     # and convert reads it back (atc --fusion_switch_file takes the same file): the pass is off
     (tmp_path / "fusion_switch.cfg").write_text(text)
-    fixed = convert_model(model, tmp_path / "t2", resolve_settings({"fusion_switch_file": str(tmp_path / "fusion_switch.cfg")}))
+    switches = resolve_settings({"fusion_switch_file": str(tmp_path / "fusion_switch.cfg")})
+    fixed = convert_model(model, tmp_path / "t2", switches)
     assert fixed.fusion["passes"] == {} and (fixed.out_dir / "fusion_switch.cfg").read_text() == text
 
 

@@ -100,8 +100,8 @@ def validate(s: AtcSettings) -> None:
     # needs a mode (any of the four: a _for_all mode reads its ini and ignores the list, op_impl_mode_config_parser.cc
     # L184-187); the FE takes four modes (L184-201); the op_precision_mode file must exist (E10001)
     if s.optypelist_for_implmode and not s.op_select_implmode:
-        raise UserError("optypelist_for_implmode needs op_select_implmode (atc E10001: \"Parameters --op_select_implmode "
-                        "and --optypelist_for_implmode must be set at the same time.\")",
+        raise UserError("optypelist_for_implmode needs op_select_implmode (atc E10001: \"Parameters "
+                        "--op_select_implmode and --optypelist_for_implmode must be set at the same time.\")",
                         Location(field="optypelist_for_implmode"))
     if s.op_select_implmode and s.op_select_implmode not in IMPL_MODES:
         raise _bad("op_select_implmode", s.op_select_implmode, IMPL_MODES)

@@ -38,7 +38,8 @@ def test_atc_gets_the_impl_mode_options_as_given(cann_env, tmp_path, tiny_model,
 ])
 def test_the_double_refuses_what_atc_refuses(cann_env, tmp_path, extra, message):
     model = modelzoo.l2norm_model(tmp_path / "m.onnx")
-    argv = [str(cann_env / "bin/atc"), "--framework=5", f"--model={model}", "--output=o", f"--soc_version={SOC}", *extra]
+    argv = [str(cann_env / "bin/atc"), "--framework=5", f"--model={model}", "--output=o", f"--soc_version={SOC}",
+            *extra]
     proc = subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path)
     assert proc.returncode == 2 and message in proc.stderr, proc.stderr
 

@@ -154,7 +154,8 @@ def test_a_kept_op_reads_its_constant_node_weight_in_fp32(tmp_path, convert):
     feeds = {"x": np.array([[0.5, -2.0, 1e-3, 3.0], [0.25, 1.0, -1e-3, 0.0]], np.float32)}
     golden = run(model, feeds)[0]
     fp16 = run(convert(model, soc_version="Ascend910B1").model_path, feeds)[0]
-    np.testing.assert_array_equal(fp16, r16(r16(feeds["x"]) * np.float32(65504.0)))  # 0.5 * 65504 fits; 2 * 65504 is inf
+    # 0.5 * 65504 fits; 2 * 65504 is inf
+    np.testing.assert_array_equal(fp16, r16(r16(feeds["x"]) * np.float32(65504.0)))
     assert np.isinf(fp16[0, 1]) and fp16[0, 0] == 32752.0
     kept = run(convert(model, soc_version="Ascend910B1", keep_dtype=["scale"]).model_path, feeds)[0]
     np.testing.assert_allclose(kept, golden, rtol=1e-6)

@@ -160,7 +160,8 @@ def check_conversion_options(tool: str, o: dict[str, str]) -> None:
     # GE api/atc/main_impl.cc L907-917 -> option_utils.cc L1275-1305 (CheckImplmodeParamValid): the list needs a mode;
     # the FE then takes only the four modes (op_impl_mode_config_parser.cc L184-201); the ini must exist (L912-917)
     if "optypelist_for_implmode" in o and "op_select_implmode" not in o:
-        fail(tool, "E10001: Parameters --op_select_implmode and --optypelist_for_implmode must be set at the same time.")
+        fail(tool, "E10001: Parameters --op_select_implmode and --optypelist_for_implmode must be set at the "
+                   "same time.")
     if o.get("op_select_implmode", "high_performance") not in IMPLMODES:
         fail(tool, f"bad --op_select_implmode {o['op_select_implmode']}")
     if o.get("buffer_optimize", "l2_optimize") not in BUFFER:

@@ -42,7 +42,6 @@ CANNDEV_PASSES = ("GitHub dengguojie/vue-element-admin@7290acc7 (canndev 2022) "
 SWITCH_PAGE = "https://www.hiascend.com/document/detail/zh/canncommercial/900/devaids/atctool/atlasatcparam_16_0053.html"
 GRAPH, UB = "GraphFusion", "UBFusion"
 FOLD, UB_NAMED, KERNEL = "fold", "ub", "kernel"
-UB_FP16 = "ub_fp16"  # no entry has it any more: a UB fusion keeps its members' dtypes (above)
 ALL_SOCS = ("*",)
 STATIC, DYNAMIC, ANY_SHAPE = "static", "dynamic", "any"
 

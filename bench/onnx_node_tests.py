@@ -178,6 +178,10 @@ def judge(got: np.ndarray, fp32: np.ndarray, fp16: np.ndarray | None, nodes: int
             scale = float(finite.max()) if finite.size else 1.0
             if _close(got, fp32, 0.0, share * max(scale, 1e-6)):
                 return None
+            # the same share of the per-tensor reference: the inputs' own rounding (10001 -> 10000 in fp16)
+            # moves the output as much on the device, before any intermediate is rounded
+            if fp16 is not None and _close(got, fp16, 0.0, share * max(scale, 1e-6)):
+                return None
         diff = np.abs(got.astype(np.float64) - fp32.astype(np.float64))
         return f"values differ (max abs {np.nanmax(diff) if diff.size else 0:.3g})"
     if got.dtype.kind in "US" or fp32.dtype.kind in "OUS":

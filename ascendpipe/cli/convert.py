@@ -24,6 +24,11 @@ _FLAGS = [
     ("soc-version", "e.g. Ascend310P3: the passes that apply and the default overflow mode", False),
     ("overflow-mode", "inf_nan or saturation (default: the SoC's)", False),
     ("allow-hf32", "true/false: fp32 Conv and MatMul read HF32 on Atlas A2/A3 (default: conv on, matmul off)", False),
+    ("op-select-implmode", "high_performance (ATC's default), high_precision, high_precision_for_all, "
+                           "high_performance_for_all: the kernels' implementation modes", False),
+    ("optypelist-for-implmode", "GE op types that alone take --op-select-implmode, e.g. SoftmaxV2,LayerNorm", False),
+    ("op-precision-mode", "ini of OpType=mode lines ([ByOpType] / [ByNodeName]); wins over --op-select-implmode",
+     False),
     ("tune-bank", "tune knowledge bank JSON (its 'session' goes to runtime.json)", False),
     ("dynamic-batch-size", "ATC batch gears, e.g. 1,2,4,8 (with -1 at dim 0 of --input-shape)", False),
     ("dynamic-image-size", "ATC image-size gears, e.g. 224,224;448,448 (-1 at H and W)", False),
@@ -78,7 +83,7 @@ def _check(args: argparse.Namespace) -> None:
                         "export the model to ONNX first", Location(field="--framework"))
     files = {"--model": args.model}
     for flag in ("keep-dtype", "fusion-switch-file", "insert-op-conf", "modify-mixlist", "tune-bank",
-                 "customize-dtypes"):
+                 "customize-dtypes", "op-precision-mode"):
         value = getattr(args, flag.replace("-", "_"))
         if value and os.path.exists(value):  # --keep-dtype may be a list of op names instead
             files[f"--{flag}"] = value

@@ -65,6 +65,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     alone.add_argument("--seed", type=int, default=0, help="seed of the random input (default 0)")
     alone.add_argument("--soc-version", "--soc_version", dest="soc_version",
                        help="SoC to convert for, e.g. Ascend910B1 (a kept cube op reads fp32 only on Atlas A2/A3)")
+    alone.add_argument("--op-select-implmode", "--op_select_implmode", dest="op_select_implmode",
+                       help="ATC's --op_select_implmode for the conversions (default: high_performance)")
+    alone.add_argument("--op-precision-mode", "--op_precision_mode", dest="op_precision_mode",
+                       help="ATC's --op_precision_mode ini (OpType=mode lines) for the conversions")
+    alone.add_argument("--optypelist-for-implmode", "--optypelist_for_implmode", dest="optypelist_for_implmode",
+                       help="op types that alone take --op-select-implmode")
     alone.add_argument("--input-shape", "--input_shape", dest="input_shape",
                        help="ATC --input_shape for the conversion and the random input, e.g. "
                        "'ids:1,8;past_key_0:2,2,0,16' (0: an empty KV cache)")
@@ -182,8 +188,9 @@ def _convert_params(args: argparse.Namespace) -> dict | None:
     from ascendpipe.precision.settings import keep_dtype_arg
 
     params = {k: getattr(args, k) for k in ("precision_mode_v2", "fusion_switch_file", "modify_mixlist",
-                                            "overflow_mode", "allow_hf32", "input_format", "input_shape")
-              if getattr(args, k)}
+                                            "overflow_mode", "allow_hf32", "input_format", "input_shape",
+                                            "op_select_implmode", "op_precision_mode", "optypelist_for_implmode")
+              if getattr(args, k, None)}
     if args.keep_dtype:
         params["keep_dtype"] = keep_dtype_arg(args.keep_dtype)
     return params or None

@@ -10,10 +10,11 @@ Branches, checked in this order for the failing row (its ``mechanism``: see ``co
    walking forward until the golden values are back in range (``overflow_chain``).
 2. single bad op near the output while the final outputs pass -> likely harmless (msit's "single-point
    error ... may be caused by Ascend internal optimization").
-   When the overflowing op is a UB-fused kernel that keeps its intermediates in fp16 (the ATC pass
-   catalogue says which), a second item switches that pass off: keep_dtype alone cannot reach them.
 3. a fused op failing while everything before it passes -> switch that ATC fusion pass off; a pass the
    device cannot switch off (the catalogue's ``switchable``) is never proposed: keep_dtype on its ops instead.
+   A UB fusion is never proposed either: its members keep their own dtypes inside the fused kernel (GE's FE
+   inserts the Casts before UB fusion runs, docs/emulation.md), so keep_dtype reaches them and its switch
+   changes no value.
 4. loss without overflow -> ``keep_dtype`` the op, or the milder ``precision_mode: allow_fp32_to_fp16``.
 
 Each advice item is ready to paste: the remedy file (name and content), the ``--set`` line and the
@@ -63,9 +64,6 @@ def describe_failure(
     elif row["overflow"] == "target":
         kind, advice = "overflow", _overflow_advice(rows, position, producers, plan_nodes, stage, existing_keep,
                                                     overflow_mode)
-        passes = _fp16_kernel_passes((fusion_rules or {}).get(row["op_name"]) if row.get("fused") else None)
-        if passes:  # the fused kernel keeps its intermediates in fp16: keep_dtype alone cannot reach them
-            advice.append(_fusion_advice(row, passes, True, stage, settings.get("fusion_switch"), overflow=True))
         if cause == "saturated_mask":  # the mask's own value is what fp16 cannot hold
             advice[0]["message"] += ("; or give the mask a value fp16 holds (e.g. -1e4 instead of float32's lowest): "
                                      "Softmax weighs it as 0 all the same")
@@ -73,16 +71,10 @@ def describe_failure(
         kind, advice = cause, _low_format_advice(rows, position, cause, plan_nodes, stage, existing_keep, known, settings)
     elif _likely_harmless(rows, position):
         kind, advice = "harmless", [_harmless_advice(row)]
-    elif row.get("fused") and _fp16_kernel_passes((fusion_rules or {}).get(row["op_name"])):
-        # a UB-fused kernel rounds like its unfused ops: the loss is its members' fp16, and keep_dtype
-        # reaches its intermediates only with the pass off
-        rule = (fusion_rules or {}).get(row["op_name"])
-        kind, advice = "precision_loss", _loss_advice(rows, position, plan_nodes, stage, existing_keep, known, mode)
-        advice.insert(1, _fusion_advice(row, _fp16_kernel_passes(rule), True, stage, settings.get("fusion_switch"),
-                                        overflow=True, fixed=[r for r in rule.split("+") if not _switchable(r)]))
-    elif row.get("fused"):
+    elif row.get("fused") and _value_changing(row, rows, fusion_rules):
         rule = (fusion_rules or {}).get(row["op_name"])
         rules = rule.split("+") if rule else guess_rules(row["op_type"], _original_types(rows, row))
+        rules = [r for r in rules if _changes_values(r)]  # a UB fusion changes no value: never proposed
         fixed = [r for r in rules if not _switchable(r)]
         rules = [r for r in rules if _switchable(r)]
         if rules or not fixed:
@@ -345,14 +337,18 @@ def _switchable(name: str) -> bool:
     return atc_passes.switchable(name)
 
 
-def _fp16_kernel_passes(rule: str | None) -> list[str]:
-    """The passes in ``rule`` ('A+B') whose fused kernel keeps its intermediates in fp16 and that ATC lets
-    the user switch off (advice never names a switch the device ignores)."""
+def _changes_values(name: str) -> bool:
+    """A pass whose switch can change a value (a UB fusion's members keep their own dtypes: atc_passes)."""
     from ascendpipe.precision import atc_passes
 
-    names = (rule or "").split("+")
-    return [n for n in names if n in atc_passes.BY_NAME and atc_passes.BY_NAME[n].effect == atc_passes.UB_FP16
-            and atc_passes.switchable(n)]
+    return atc_passes.changes_values(name) or name not in atc_passes.BY_NAME
+
+
+def _value_changing(row, rows, fusion_rules) -> bool:
+    """Whether the fused row was made by some pass whose switch can change its values."""
+    rule = (fusion_rules or {}).get(row["op_name"])
+    rules = rule.split("+") if rule else guess_rules(row["op_type"], _original_types(rows, row))
+    return any(_changes_values(r) for r in rules) or not rules
 
 
 def _unswitchable_advice(row, passes: list[str], stage: str, existing_keep: list[str]) -> dict:
@@ -371,7 +367,7 @@ def _original_types(rows: list[dict], row: dict) -> list[str]:
     return [by_op[op] for op in row.get("golden_ops") or [] if op in by_op]
 
 
-def _fusion_advice(row, rules: list[str], known: bool, stage: str, existing: dict | None, overflow: bool = False,
+def _fusion_advice(row, rules: list[str], known: bool, stage: str, existing: dict | None,
                    fixed: list[str] | None = None) -> dict:
     from ascendpipe.precision.remedy import format_fusion_switch
 
@@ -379,9 +375,6 @@ def _fusion_advice(row, rules: list[str], known: bool, stage: str, existing: dic
     rules = rules or [f"{row['op_type']}FusionPass"]
     named = ", ".join(f"'{r}'" for r in rules)
     message = f"fused op '{row['op_name']}' (from {originals}) fails while its inputs pass: switch fusion rule {named} off"
-    if overflow:
-        message = (f"fused op '{row['op_name']}' (from {originals}) is one {named} kernel that keeps its "
-                   f"intermediates in fp16 even for ops in keep_dtype: switch {named} off as well")
     if not known:
         message += " (rule inferred from the fused op types)"
     if fixed:

@@ -115,6 +115,11 @@ NOTES: dict[tuple[str, str], str] = {
     ("convert", "precision_mode_v2"): "ATC's `--precision_mode_v2` (v1's values renamed; never with `precision_mode`)",
     ("convert", "allow_hf32"): "Atlas A2/A3: fp32 Conv/MatMul read HF32; true/false (both) or `{conv, matmul}`; "
                                "default conv on, matmul off",
+    ("convert", "op_select_implmode"): "ATC's `--op_select_implmode` (default `high_performance`): the kernels' "
+                                       "implementation modes, from CANN's impl_mode ini; emulated",
+    ("convert", "optypelist_for_implmode"): "GE op types that alone take `op_select_implmode` (no ini then)",
+    ("convert", "op_precision_mode"): "ATC's `--op_precision_mode` file (`OpType=mode` lines, `[ByNodeName]`); wins "
+                                      "over the two above; emulated",
     ("compare", "strategy"): "which failures are reported first (msit's default: first-overall)",
     ("compare", "thresholds"): "per-stage overrides of the failure thresholds",
     ("compare", "seed"): "seed of the random input when `inputs` is not given",

@@ -102,19 +102,11 @@ def _advice_at(result: Result, position: int, overflow: bool | None = None) -> l
     if overflow:
         up, ops, down = advisor.overflow_chain(rows, position, result.producers)
         skip = advisor.non_float_ops(rows, {})
-        found = [Candidate(KEEP, op) for op in dict.fromkeys(up + ops + down) if op not in skip]
-        rule = rows[position].get("pass_name") if rows[position].get("fused") else None
-        return found + [Candidate(FUSION, p) for p in _fp16_kernel_passes(rule)]
+        # a fused kernel's members keep their own dtypes (precision/atc_passes.py): keep_dtype reaches them,
+        # and no fusion switch is needed
+        return [Candidate(KEEP, op) for op in dict.fromkeys(up + ops + down) if op not in skip]
     rules = {r["op_name"]: r["pass_name"] for r in rows if r.get("fused") and r.get("pass_name")}
     return advised(advisor.describe_failure(rows, position, fusion_rules=rules, producers=result.producers))
-
-
-def _fp16_kernel_passes(rule: str | None) -> list[str]:
-    """The switchable passes of ``rule`` whose kernel keeps its intermediates in fp16 (compare.advisor's rule)."""
-    from ascendpipe.precision import atc_passes
-
-    return [n for n in (rule or "").split("+") if n in atc_passes.BY_NAME
-            and atc_passes.BY_NAME[n].effect == atc_passes.UB_FP16 and atc_passes.switchable(n)]
 
 
 def neighbours(result: Result, kept: Iterable[Candidate], keepable: Callable[[str], bool]) -> list[Candidate]:
@@ -157,9 +149,17 @@ def first_failing(rows: list[dict], kept: Iterable[Candidate], failure: dict | N
         if fresh:
             return [Candidate(KEEP, op) for op in fresh]
         rule = row.get("pass_name")
-        if rule and "+" not in rule and rule not in kept_rules:
+        if rule and "+" not in rule and rule not in kept_rules and _switch_changes_values(rule):
             return [Candidate(FUSION, rule)]
     return []
+
+
+def _switch_changes_values(rule: str) -> bool:
+    """Whether switching ``rule`` off can change a value: never a UB fusion, whose members keep their
+    own dtypes (precision/atc_passes.py); a pass we do not know is tried."""
+    from ascendpipe.precision import atc_passes
+
+    return rule not in atc_passes.BY_NAME or atc_passes.changes_values(rule)
 
 
 def propose(result: Result, current: frozenset, blind_batch: int) -> tuple[list[Candidate], bool]:

@@ -52,8 +52,9 @@ class FixReport:
             return []
         files = {path.name: path for key, path in self.written.items() if path.name in REMEDY_OPTIONS}
         if not files:
-            return ["", "add --output DIR to have keep_dtype.cfg and fusion_switch.cfg written there, with the convert "
-                        "line that applies them"]
+            names = " and ".join(name for name, used in (("keep_dtype.cfg", self.keep_dtype),
+                                                          ("fusion_switch.cfg", self.fusion_switch)) if used)
+            return ["", f"add --output DIR to have {names} written there, with the convert line that applies them"]
         mode = self.summary.get("precision_mode")
         options = [("precision_mode", mode)] if mode else []
         if self.summary.get("soc_version"):

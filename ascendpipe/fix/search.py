@@ -9,6 +9,8 @@ compare. One step joins every cause it names (the failure the search grows from,
 breaking on its own, and the same op in each repeated block where its own golden carries the same
 evidence: ``fix.causes``), so a model whose 32 blocks overflow alike is grown in one step, not 32;
 without such evidence the failing rows, the failure's neighbours, then a blind walk in graph order.
+A fusion pass is proposed only where switching it off can change a value: never a UB fusion, whose
+members keep their own dtypes (precision/atc_passes.py).
 A result that is ``blocked`` (no keep set can work on the target, e.g. a cube op reading an
 overflowed input on a SoC whose cube reads fp16) ends the search after the baseline, saying why.
 

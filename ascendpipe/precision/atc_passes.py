@@ -6,11 +6,14 @@ effect in the emulation:
 
 - ``fold``: a graph fusion that folds constants into the cube op's weights or bias at compile time,
   in fp32 (Conv+BN, Conv/MatMul + bias). The fused op is one cube op: one rounding, at its output.
-- ``ub_fp16``: a UB fusion. The kernel keeps its intermediates in the UB in the kernel's dtype:
-  when the precision mode puts any member in fp16, every intermediate is rounded to fp16, *also
-  where keep_dtype keeps a member in fp32* (keep_dtype changes a member's compute, not the fused
-  kernel's buffers; switching the pass off is what restores an fp32 intermediate). Otherwise the
-  rounding points are those of the unfused ops.
+- ``ub``: a UB fusion. Its members keep the dtypes the op judge gave them: ATC inserts the Casts
+  between ops of different dtypes before UB fusion runs (GE ``fe_graph_optimizer.cc`` L442-474,
+  L646-647, in OptimizeOriginalGraph; UB fusion in OptimizeFusedGraph, L1272-1439) and the UB pass
+  runners check no dtype (``fusion/graph_optimizer/ub_fusion/*pass_runner.cc``), so each
+  intermediate is rounded where its producing member's dtype says, as unfused, keep_dtype included.
+  The fusion names the fused op and hides its intermediates from the dump; it changes no value.
+- ``kernel``: a graph fusion that makes one kernel of an ONNX chain (the decomposed LayerNorm, the
+  erf GELU: ``precision/onnx_passes.py``); the kernel computes as ``precision/kernels.py`` says.
 
 Passes that are not here are not fused (their ops keep every rounding point): e.g. no ATC pass fuses
 MatMul with a following scalar Mul (TbeFullyconnectionElemwiseDequantFusionPass: "MatMul +
@@ -32,11 +35,13 @@ from ascendpipe.opnode import Node
 
 REF = "https://www.hiascend.com/document/detail/en/CANNCommunityEdition/900/maintenref/graphubfusionref/"
 REF_ZH = "https://www.hiascend.com/document/detail/zh/canncommercial/900/maintenref/graphubfusionref/"
+CANNDEV_PASSES = ("GitHub dengguojie/vue-element-admin@7290acc7 (canndev 2022) "
+                  "ops/built-in/fusion_pass/graph_fusion/ai_core/")
 # the --fusion_switch_file page: "the rules that can be switched off are listed in the graph/UB fusion
 # reference; due to the system mechanism, other fusion rules cannot be switched off"
 SWITCH_PAGE = "https://www.hiascend.com/document/detail/zh/canncommercial/900/devaids/atctool/atlasatcparam_16_0053.html"
 GRAPH, UB = "GraphFusion", "UBFusion"
-FOLD, UB_FP16 = "fold", "ub_fp16"
+FOLD, UB_NAMED, KERNEL = "fold", "ub", "kernel"
 ALL_SOCS = ("*",)
 STATIC, DYNAMIC, ANY_SHAPE = "static", "dynamic", "any"
 
@@ -68,13 +73,14 @@ class AtcPass:
     name: str
     kind: str  # GRAPH | UB (the fusion switch file's section)
     pattern: str  # in words, ONNX op types
-    effect: str  # FOLD | UB_FP16
+    effect: str  # FOLD | UB_NAMED | KERNEL
     page: str  # the reference page
     socs: tuple[str, ...] = ALL_SOCS  # SoC families it applies to (see soc_family)
     chain: tuple[Step, ...] = field(default=(), repr=False)
     anchor: int = 0  # which step's (first) node names the fused op
     note: str = ""
     switchable: bool = True  # False: the page says "cannot be disabled"
+    in_reference: bool = True  # False: not in CANN's graph/UB fusion reference (canndev's source only)
     shapes: str = ANY_SHAPE  # STATIC / DYNAMIC: the page limits the pass to static (dynamic) shape models
 
 
@@ -100,36 +106,45 @@ CATALOGUE: tuple[AtcPass, ...] = (
             chain=(Step(MATMUL), Step(frozenset({"Add"}), extra="bias")),
             note="the reference: 'bias is accumulated inside matmul in FP32 after fusion' (a precision gain); "
                  "listed for Atlas A2/A3 only, so other SoCs keep the rounding after the MatMul"),
-    AtcPass("GeluFusionPass", GRAPH, "x * 0.5 * (1 + Erf(x / sqrt 2)) chain -> Gelu", UB_FP16,
-            REF + "atlasrr_30_0011.html", socs=("A2",),
-            chain=(Step(frozenset({"Div", "Mul"})), Step(frozenset({"Erf"})), Step(frozenset({"Add"})),
-                   Step(frozenset({"Mul"}), 1, 2, extra="any")),
-            anchor=1,
-            note="the Gelu kernel's internal precision is not documented: we keep every rounding point of the "
-                 "unfused chain (conservative); only the name changes"),
-    AtcPass("TbeConv3dElemwisePass", UB, "Conv3D + Relu, Conv3D + Elemwise(second input) [+ Relu]", UB_FP16,
+    AtcPass("TbeConv3dElemwisePass", UB, "Conv3D + Relu, Conv3D + Elemwise(second input) [+ Relu]", UB_NAMED,
             REF + "atlasrr_30_0179.html", socs=("310P", "training"), shapes=STATIC,
             chain=(Step(CONV), Step(frozenset({"Add", "Mul", "Sub", "Relu"}), 1, 2, extra="any")),
-            note="the conv writes fp16 into the UB: the same rounding points as unfused"),
-    AtcPass("TbeConvDoubleInFusionPass", UB, "Conv2D + Elemwise + Elemwise -> one Conv2D fused op", UB_FP16,
+            note="each member keeps its dtype: the same rounding points as unfused"),
+    AtcPass("TbeConvDoubleInFusionPass", UB, "Conv2D + Elemwise + Elemwise -> one Conv2D fused op", UB_NAMED,
             REF_ZH + "atlasrr_30_0198.html", socs=("310", "310P", "310B", "training"),
             chain=(Step(CONV), Step(ELEMWISE, extra="any"), Step(ELEMWISE, extra="any")),
             note="the page: Conv2D + Elemwise + Elemwise fused into one Conv2D op (Conv + Add + Relu); "
                  "Elemwise2 takes one input from Elemwise1; NCHW/NHWC/HWCN. Availability: Atlas inference, "
-                 "200I/500 A2, training (Atlas 200/300/500 on the CANN 8.0 page), not A2/A3. The conv writes "
-                 "fp16 into the UB: the same rounding points as unfused"),
+                 "200I/500 A2, training (Atlas 200/300/500 on the CANN 8.0 page), not A2/A3. Each member keeps "
+                 "its dtype: the same rounding points as unfused"),
     AtcPass("TbeReduceElemwiseFusionPass", UB,
-            "[one Elemwise] + one CommReduce + 0..5 single-input Elemwise (static shapes)", UB_FP16,
+            "[one Elemwise] + one CommReduce + 0..5 single-input Elemwise (static shapes)", UB_NAMED,
             REF + "atlasrr_30_0207.html", chain=_REDUCE_CHAIN, anchor=1, shapes=STATIC,
-            note="the fused reduce + elementwise kernel keeps its intermediates (the reduce's result) in fp16 "
-                 "when the mode puts the kernel in fp16, even if keep_dtype names the reduce (our assumption, "
-                 "the conservative side: it shows the overflow; switching the pass off gives an fp32 "
-                 "intermediate). The page: 'only static scenarios are supported'"),
+            note="each member computes in its own dtype (keep_dtype included): the intermediates are rounded "
+                 "as unfused; the fused op takes the reduce's name in the dump. The page: 'only static "
+                 "scenarios are supported'"),
     AtcPass("TbeDynamicElemwiseReduceFusionPass", UB,
-            "[one Elemwise] + one CommReduce + 0..5 single-input Elemwise (dynamic shapes)", UB_FP16,
+            "[one Elemwise] + one CommReduce + 0..5 single-input Elemwise (dynamic shapes)", UB_NAMED,
             REF_ZH + "atlasrr_30_0213.html", chain=_REDUCE_CHAIN, anchor=1, shapes=DYNAMIC,
             note="TbeReduceElemwiseFusionPass's twin for dynamic shape models ('only dynamic scenarios are "
-                 "supported'), the same modes; the same assumption about its fp16 intermediates"),
+                 "supported'), the same modes; no value changes either"),
+    # canndev's ONNX graph passes (fusion_pass/graph_fusion/ai_core/, 7290acc7), matched by precision/onnx_passes.py
+    # with each check of their code. None is in the CANN graph fusion reference, whose --fusion_switch_file page
+    # says other rules "cannot be switched off"; GE's code honours a switch on any registered pass but its
+    # ForbiddenClosedPass list (precision/pass_names.py), and Huawei's 310P3 recipes switch off passes outside the
+    # reference (GroupNormFusionPass) to restore accuracy on hardware: we follow the code, so these switch off,
+    # and their chains then run op by op (the side that shows an fp16 failure)
+    AtcPass("GeluONNXFusionPass", GRAPH, "Div(x, 1.41421) -> Erf -> Add(1) -> Mul -> Mul(0.5) -> Gelu", KERNEL,
+            CANNDEV_PASSES + "gelu_onnx_fusion_pass.cc", in_reference=False,
+            note="the exact-erf GELU chain becomes the Gelu kernel, which computes the tanh approximation"),
+    AtcPass("LayerNormONNXFusionPass", GRAPH,
+            "ReduceMean -> Sub -> [Cast] -> Pow -> ReduceMean -> Add -> [Max/Min clip] -> Sqrt -> Div [-> Mul -> Add] "
+            "-> LayerNorm", KERNEL, CANNDEV_PASSES + "layer_norm_onnx_fusion_pass.cc", in_reference=False,
+            note="the decomposed LayerNorm becomes one LayerNorm kernel (precision/kernels.py)"),
+    AtcPass("LayerNormONNXMULFusionPass", GRAPH,
+            "ReduceMean -> two Subs -> Mul(sub, sub) | Pow(sub, 2) -> ReduceMean -> Add -> Sqrt -> Div -> Mul -> Add "
+            "-> LayerNorm", KERNEL, CANNDEV_PASSES + "layer_norm_onnx_mul_fusion_pass.cc", in_reference=False,
+            note="the same, with x - mean computed twice"),
 )
 
 
@@ -145,6 +160,10 @@ class NamedPass:
 
 # documented passes we know by name but do not model: fusion_switch accepts them, nothing is fused
 NOT_MODELLED_PASSES: tuple[NamedPass, ...] = (
+    NamedPass("GeluFusionPass", GRAPH, REF + "atlasrr_30_0011.html",
+              "the tanh GELU chain (Pow, Mul, Add, Tanh: the page's scenarios; canndev gelu_fusion_pass.cc L84-100) "
+              "becomes Gelu on Atlas A2 only: not modelled, the chain keeps its rounding points. The exact-erf "
+              "chain is GeluONNXFusionPass's, on every SoC"),
     NamedPass("AutomaticUbFusion", UB, REF + "atlasrr_30_0206.html",
               "fuses the connected Elemwise ops left over by every other UB fusion (at most 29, lowest priority, "
               "no AddN of more than 6 inputs; the CANN 8.0 page: static shapes only). Not modelled: it would "
@@ -231,6 +250,13 @@ def switchable(name: str) -> bool:
 
     found = pass_names.lookup(name)
     return found.can_switch_off if found else True
+
+
+def changes_values(name: str) -> bool:
+    """Whether switching this pass off can change a value: not for a UB fusion (its members keep their own
+    dtypes: the module's docstring) nor for a name the emulation does not fuse with."""
+    entry = BY_NAME.get(name)
+    return entry is not None and entry.effect != UB_NAMED
 
 
 def unswitchable_message(name: str) -> str:
@@ -343,7 +369,7 @@ def match(nodes: list[Node], consts: dict[str, tuple[int, ...]], graph_outputs: 
     taken: set[str] = set()
     groups: list[Group] = []
     for entry in CATALOGUE:
-        if not enabled(entry.name, switches) or not applies_to(entry, soc_version, dynamic):
+        if not entry.chain or not enabled(entry.name, switches) or not applies_to(entry, soc_version, dynamic):
             continue
         if effect is not None and entry.effect != effect:
             continue
@@ -442,6 +468,8 @@ def guess(original_types: list[str]) -> list[str]:
     types = set(original_types)
     names = []
     for entry in CATALOGUE:
+        if not entry.chain:
+            continue
         need = [s.types for s in entry.chain if s.lo > 0]
         if len(original_types) < sum(s.lo for s in entry.chain):  # fewer ops than the pattern's required ones
             continue

@@ -135,6 +135,9 @@ _BY_OPSET: dict[str, tuple[int, str, str]] = {
 _CONST2ATTR = {"ReduceMean": "ReduceMeanD", "ReduceSum": "ReduceSumD", "ReduceMax": "ReduceMaxD",
                "ReduceMin": "ReduceMinD", "ReduceProd": "ReduceProdD"}
 
+# the ONNX ops whose axes are an input from this opset on (an attribute before it: always constant)
+_AXES_INPUT_FROM = {"ReduceSum": 13, "ReduceMean": 18, "ReduceMax": 18, "ReduceMin": 18, "ReduceProd": 18}
+
 # GE types ATC's own graph fusions make out of several ONNX nodes: the ONNX op types each stands for
 # (the decomposed LayerNorm, the erf GELU: layer_norm_onnx_fusion_pass.cc, gelu_onnx_fusion_pass.cc)
 FUSED_FROM: dict[str, tuple[str, ...]] = {
@@ -165,7 +168,8 @@ def ge_type(op_type: str, *, const_axes: bool | None = None, opset: int | None =
     if entry is None:
         return op_type
     parsed, kernel, _ = entry
-    if parsed in _CONST2ATTR and const_axes is False:
+    attribute_axes = opset is not None and opset < _AXES_INPUT_FROM.get(op_type, 10 ** 6)
+    if parsed in _CONST2ATTR and const_axes is False and not attribute_axes:
         return parsed
     if op_type in _BY_OPSET:
         return parse_type(op_type, opset=opset)
@@ -198,6 +202,6 @@ def onnx_types_for(ge: str, *, kernel: bool = True) -> tuple[str, ...]:
 
 _GE_NAMES = frozenset(name for parsed, kernel, _ in _TABLE.values() for name in (parsed, kernel))
 
-# the names issue 47 part A's branch gives the same two functions (kept so either spelling works after the merge)
+# the kernel table's spelling of the same two functions
 parser_type = parse_type
 source_of = source

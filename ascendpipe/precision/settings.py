@@ -49,6 +49,11 @@ class ConvertSettings:
     fusion_switch_source: tuple[str, str] | None = None
     # --customize_dtypes: the dtype of named ops' (or GE op types') inputs and outputs (remedy.CustomDtype)
     customize_dtypes: list = field(default_factory=list)
+    # ATC's per-op implementation modes (precision/implmode.py): --op_select_implmode,
+    # --optypelist_for_implmode and --op_precision_mode (the file as given: path, text)
+    op_select_implmode: str | None = None
+    optypelist_for_implmode: list[str] = field(default_factory=list)
+    op_precision_mode: tuple[str, str] | None = None
 
     @property
     def effective_overflow_mode(self) -> str:
@@ -71,6 +76,14 @@ class ConvertSettings:
         fp32 = chips.soc_class(self.soc_version) == "C32"
         return CubeRules(fp32_input=fp32, hf32=tuple(sorted(self.effective_allow_hf32.items())),
                          force_fp32_reads=chips.FORCE_FP32_CUBE_READS_C32 if fp32 else "float16")
+
+    def impl_modes(self):
+        """The per-op modes ATC compiles with (precision.implmode.resolve)."""
+        from ascendpipe.precision import implmode
+
+        precision = implmode.parse_precision_file(self.op_precision_mode[1]) if self.op_precision_mode else None
+        return implmode.resolve(self.op_select_implmode, self.optypelist_for_implmode, precision,
+                                self.op_precision_mode[0] if self.op_precision_mode else None)
 
     def warnings(self) -> list[str]:
         """Lines for the stage log / terminal: what the emulation takes on trust."""
@@ -99,6 +112,8 @@ class ConvertSettings:
         data["overflow_mode_source"] = "param" if self.overflow_mode else f"default for soc_version {self.soc_version}"
         data["fusion_switch_source"] = self.fusion_switch_source[0] if self.fusion_switch_source else None
         data["customize_dtypes"] = [entry.text() for entry in self.customize_dtypes]
+        data["op_precision_mode"] = self.op_precision_mode[0] if self.op_precision_mode else None
+        data["impl_modes"] = self.impl_modes().record()  # which mode each op type / node gets, and from where
         return data
 
     def remedy_files(self, soc_lists=None) -> dict[str, str]:
@@ -333,9 +348,33 @@ def resolve(params: dict[str, Any], read_path: Callable[[str], Path] = Path, whe
     if mixlist:
         s.modify_mixlist = remedy.read_mixlist(read_path(mixlist)) if isinstance(mixlist, str) else remedy.validate_mixlist(mixlist)
 
+    _impl_settings(s, params, read_path, loc)
+
     if params.get("input_shape"):
         s.input_shape = parse_input_shape(str(params["input_shape"]), loc("input_shape"))
     s.input_format = params.get("input_format")
     s.soc_version = params.get("soc_version")
     s.tune_bank = str(read_path(params["tune_bank"])) if params.get("tune_bank") else None
     return s
+
+
+def _impl_settings(s: ConvertSettings, params: dict[str, Any], read_path: Callable[[str], Path], loc) -> None:
+    """op_select_implmode, optypelist_for_implmode, op_precision_mode: checked as atc checks them
+    (precision/implmode.py); the op_precision_mode file read as the FE reads it."""
+    from ascendpipe.precision import implmode
+
+    mode = params.get("op_select_implmode")
+    listed = implmode.op_type_list(params.get("optypelist_for_implmode"))
+    try:
+        implmode.check_settings(mode, listed)
+    except implmode.ImplModeError as exc:
+        raise UserError(str(exc), loc("optypelist_for_implmode" if listed and not mode else "op_select_implmode")) \
+            from None
+    s.op_select_implmode = mode or None
+    s.optypelist_for_implmode = listed
+    if params.get("op_precision_mode"):
+        path = read_path(str(params["op_precision_mode"]))
+        # atc: E10001 "Path defined by op_precision_mode is not found." (main_impl.cc L912-917)
+        if not Path(path).is_file():
+            raise UserError(f"op_precision_mode file {path} is not found (atc E10001)", loc("op_precision_mode"))
+        s.op_precision_mode = (str(path), remedy.read_text(path, "op_precision_mode"))

@@ -12,17 +12,18 @@ _STR_LIST = {"type": "array", "items": {"type": "string"}}
 
 class ConvertKind(StageKind):
     name = "convert"
-    # 5: the device's per-SoC mixed-precision lists by GE kernel type (a CANN install's own where found, keyed),
-    #    keep_dtype OpType:: by GE parse-time type, customize_dtypes; 4: bf16/HF32 policies per SoC class,
-    #    saturation in every float dtype (NaN -> 0); 3: the fusion catalogue checked against its pages (SoCs,
-    #    shapes, unswitchable passes); 2: ATC's passes from the catalogue instead of onnxruntime's optimizers,
-    #    overflow_mode
+    # 5: ATC's ONNX graph fusions (LayerNorm, GELU) and each kernel's inside (precision/kernels.py), UB fusions
+    #    keep member dtypes, weights converted as GE's host does, impl modes emulated; the device's per-SoC
+    #    mixed-precision lists by GE kernel type (a CANN install's own where found, keyed), keep_dtype OpType::
+    #    by GE parse-time type, customize_dtypes; 4: bf16/HF32 policies per SoC class, saturation in every float
+    #    dtype (NaN -> 0); 3: the fusion catalogue checked against its pages (SoCs, shapes, unswitchable passes);
+    #    2: ATC's passes from the catalogue instead of onnxruntime's optimizers, overflow_mode
     version = "5"
     summary = "convert an ONNX model for the device (ATC flags; fp16 emulation on onnxruntime)"
     input_fields = ("model",)
     required_inputs = ("model",)
     path_params = ("keep_dtype", "fusion_switch_file", "insert_op_conf", "modify_mixlist", "tune_bank",
-                   "customize_dtypes")
+                   "customize_dtypes", "op_precision_mode")
     params_schema = {
         "type": "object",
         "properties": {
@@ -56,10 +57,12 @@ class ConvertKind(StageKind):
             "overflow_mode": {"enum": ["inf_nan", "saturation"]},
             # emulate ops outside ai.onnx (contrib ops) that ATC cannot convert; refused by default, and on ascend
             "allow_custom_ops": {"type": "boolean"},
-            # ATC options without an emulation counterpart: passed to atc, recorded on onnxruntime
+            # ATC's per-op implementation modes (precision/implmode.py): emulated, and passed to atc
             "op_select_implmode": {"enum": ["high_performance", "high_precision", "high_precision_for_all",
                                             "high_performance_for_all"]},
-            "optypelist_for_implmode": {"type": "string"},
+            "optypelist_for_implmode": {"oneOf": [{"type": "string"}, _STR_LIST]},
+            "op_precision_mode": {"type": "string"},
+            # ATC options without an emulation counterpart: passed to atc, recorded on onnxruntime
             "buffer_optimize": {"enum": ["l2_optimize", "l1_optimize", "off_optimize"]},
             "out_nodes": {"type": "string"},
             "log": {"enum": ["debug", "info", "warning", "error", "null"]},

@@ -42,15 +42,13 @@ def test_compare_writes_the_remedy_files_and_its_convert_line_restores_the_outpu
     printed = capsys.readouterr().out
     assert rc == 0  # without --check the exit status does not judge
     assert (out / "keep_dtype.cfg").read_text() == "square\nsum\nsqrt\n"
-    assert json.loads((out / "fusion_switch.cfg").read_text()) == {
-        "Switch": {"GraphFusion": {}, "UBFusion": {"TbeReduceElemwiseFusionPass": "off"}}}
+    # the three are one UB-fused kernel whose members keep their own dtypes: no fusion switch is advised
+    assert not (out / "fusion_switch.cfg").exists()
     assert "apply it outside a pipeline (convert again with the remedy files):" in printed
     convert = _printed(printed, "ascendpipe convert")
     assert convert == ["ascendpipe", "convert", "--model", str(model), "--output", str(out / "converted"),
-                       "--precision-mode", "force_fp16", "--keep-dtype", str(out / "keep_dtype.cfg"),
-                       "--fusion-switch-file", str(out / "fusion_switch.cfg")]
-    assert (f"(on a board, the same files go to atc: --keep_dtype={out / 'keep_dtype.cfg'} "
-            f"--fusion_switch_file={out / 'fusion_switch.cfg'})") in printed
+                       "--precision-mode", "force_fp16", "--keep-dtype", str(out / "keep_dtype.cfg")]
+    assert f"(on a board, the same files go to atc: --keep_dtype={out / 'keep_dtype.cfg'})" in printed
     check = _printed(printed, "then check it:")[3:]
     assert check == ["ascendpipe", "compare", "--golden", str(model), "--target", str(out / "converted"),
                      "--input", str(x), "--check"]
@@ -66,7 +64,7 @@ def test_compare_check_exits_1_when_the_outputs_fail(l2norm, tmp_path, capsys):
     printed = capsys.readouterr().out
     assert printed.startswith(f"input: {x}\noutputs fail: first failure reaching them #2 sum (ReduceSum)")
     # no --output: nothing written, and the line says how to get the files
-    assert ("add --output DIR to have keep_dtype.cfg, fusion_switch.cfg written there, with the convert line "
+    assert ("add --output DIR to have keep_dtype.cfg written there, with the convert line "
             "that applies them outside a pipeline") in printed
     assert not (tmp_path / "keep_dtype.cfg").exists()
     fp32 = tmp_path / "fp32"
@@ -80,8 +78,7 @@ def test_compare_json_names_the_files_and_the_line(l2norm, tmp_path, capsys):
     assert cli(["compare", "--golden", str(model), "--target", str(target), "--input", str(x), "--output", str(out),
                 "--json", "--check"]) == 1
     doc = json.loads(capsys.readouterr().out)
-    assert doc["apply"]["files"] == {"keep_dtype.cfg": str(out / "keep_dtype.cfg"),
-                                     "fusion_switch.cfg": str(out / "fusion_switch.cfg")}
+    assert doc["apply"]["files"] == {"keep_dtype.cfg": str(out / "keep_dtype.cfg")}
     assert shlex.split(doc["apply"]["convert"])[:4] == ["ascendpipe", "convert", "--model", str(model)]
     assert doc["first_failure"]["op_name"] == "sum"  # the contract's keys are all still there
 
@@ -94,8 +91,7 @@ def test_fix_prints_the_convert_line_that_applies_its_files(tmp_path, capsys):
     printed = capsys.readouterr().out
     convert = _printed(printed, "ascendpipe convert")
     assert convert == ["ascendpipe", "convert", "--model", str(model), "--output", str(out / "converted"),
-                       "--precision-mode", "force_fp16", "--keep-dtype", str(out / "keep_dtype.cfg"),
-                       "--fusion-switch-file", str(out / "fusion_switch.cfg")]
+                       "--precision-mode", "force_fp16", "--keep-dtype", str(out / "keep_dtype.cfg")]
     assert _run_printed(convert) == 0
     capsys.readouterr()
     assert cli(["compare", "--golden", str(model), "--target", str(out / "converted"), "--input",
@@ -103,8 +99,7 @@ def test_fix_prints_the_convert_line_that_applies_its_files(tmp_path, capsys):
     capsys.readouterr()
     assert cli(["fix", "--golden", str(model), "--input", str(tmp_path / "x.npz")]) == 0
     assert capsys.readouterr().out.rstrip().endswith(
-        "add --output DIR to have keep_dtype.cfg and fusion_switch.cfg written there, with the convert line that "
-        "applies them")
+        "add --output DIR to have keep_dtype.cfg written there, with the convert line that applies them")
 
 
 def test_ascend_lines_repeat_the_targets_atc_conversion(tmp_path):

@@ -138,10 +138,15 @@ def test_a_pass_the_device_cannot_switch_off_is_never_advised_keep_dtype_instead
         assert item["ops"] == ["/head", "conv", "bias"] and item["added"] == ["conv", "bias"]
         assert "AABiasaddConvFusion" in item["message"] and "cannot switch off" in item["message"]
     # a fold of a switchable and an unswitchable pass: only the switchable one is proposed
-    mixed = advisor.describe_failure(rows, 2, fusion_rules={"F": "AABiasaddConvFusion+TbeConvDoubleInFusionPass"})
+    mixed = advisor.describe_failure(rows, 2, fusion_rules={"F": "AABiasaddConvFusion+ConvBatchnormFusionPass"})
     item = next(a for a in mixed["advice"] if a["kind"] == "fusion_switch")
-    assert item["rules"] == ["TbeConvDoubleInFusionPass"] and "'AABiasaddConvFusion' cannot be switched off" in item["message"]
-    assert json.loads(item["file"]["content"])["Switch"] == {"GraphFusion": {}, "UBFusion": {"TbeConvDoubleInFusionPass": "off"}}
+    assert item["rules"] == ["ConvBatchnormFusionPass"]
+    assert "'AABiasaddConvFusion' cannot be switched off" in item["message"]
+    assert json.loads(item["file"]["content"])["Switch"] == {"GraphFusion": {"ConvBatchnormFusionPass": "off"},
+                                                             "UBFusion": {}}
+    # a UB fusion is never proposed: its members keep their own dtypes, its switch changes no value
+    ub = advisor.describe_failure(rows, 2, fusion_rules={"F": "AABiasaddConvFusion+TbeConvDoubleInFusionPass"})
+    assert [a["kind"] for a in ub["advice"]] == ["keep_dtype"]
 
 
 # --- integers and bools are not fp16 values; the mode in use is not advised ---------------------------

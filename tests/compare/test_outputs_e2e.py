@@ -204,27 +204,53 @@ def test_stage_kind_writes_results_and_metrics(tmp_path):
     assert {p.name for p in out.iterdir()} >= {"result.csv", "result.json", "report.html", "metrics.json"}
 
 
+def _conv_bn_overflow_model(path):
+    """Conv -> BatchNormalization with a scale of 3000 over a variance of 1e-4: ConvBatchnormFusionPass folds
+    it into the conv's weights in fp32, which fp16 then cannot hold; unfolded, the BN computes it."""
+    from onnx import TensorProto, helper, numpy_helper
+    import onnx
+
+    rng = np.random.default_rng(1)
+    inits = [numpy_helper.from_array(rng.standard_normal((4, 2, 3, 3)).astype(np.float32) * 0.1, "w"),
+             numpy_helper.from_array(np.array([3000.0, 0.5, 2.0, 1.0], np.float32), "scale"),
+             numpy_helper.from_array(np.zeros(4, np.float32), "beta"),
+             numpy_helper.from_array(np.zeros(4, np.float32), "mean"),
+             numpy_helper.from_array(np.array([1e-4, 1.0, 2.0, 0.5], np.float32), "var")]
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+             helper.make_node("BatchNormalization", ["c", "scale", "beta", "mean", "var"], ["y"], name="bn")]
+    graph = helper.make_graph(nodes, "cbn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 5, 5])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 5, 5])], initializer=inits)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), str(path))
+    return path
+
+
 def test_compares_fusion_switch_file_is_atcs_json_the_same_file_fix_and_convert_write(tmp_path):
     """Issue 23 item 8: one fusion_switch.cfg format everywhere, ATC's {"Switch": {...}} JSON."""
     from ascendpipe.backends.onnxruntime.convert import convert_model
     from ascendpipe.fix.report import write_remedy_files
     from ascendpipe.precision.settings import resolve as resolve_settings
 
-    model = mz.l2norm_model(tmp_path / "m.onnx")
+    from ascendpipe.compare.advisor import _fusion_advice
+
+    model = _conv_bn_overflow_model(tmp_path / "m.onnx")
     target = tmp_path / "t"
-    convert_model(model, target, resolve_settings({"keep_dtype": ["square", "sum", "sqrt"]}))
-    result, _ = run_compare(model, target, input_path=_save_inputs(mz.l2norm_inputs(), tmp_path / "in.npz"),
+    convert_model(model, target, resolve_settings({}))
+    feeds = {"x": np.random.default_rng(0).uniform(0.5, 1.0, (1, 2, 5, 5)).astype(np.float32)}
+    result, _ = run_compare(model, target, input_path=_save_inputs(feeds, tmp_path / "in.npz"),
                             work_dir=tmp_path / "w", limits=resolve())
-    item = next(a for a in result["first_failure"]["advice"] if a["kind"] == "fusion_switch")
-    assert item["rules"] == ["TbeReduceElemwiseFusionPass"]
+    row = next(r for r in result["rows"] if r["op_name"] == result["first_failure"]["op_name"])
+    rules = json.loads((target / "fused_map.json").read_text())["rules"]
+    assert row["op_name"] == "conv" and rules == {"conv": "ConvBatchnormFusionPass"}  # the folded weights overflow
+    item = _fusion_advice(row, [rules["conv"]], True, "convert", None)  # the advice item compare writes
+    assert item["rules"] == ["ConvBatchnormFusionPass"]
     text = item["file"]["content"]
-    assert json.loads(text) == {"Switch": {"GraphFusion": {}, "UBFusion": {"TbeReduceElemwiseFusionPass": "off"}}}
-    written = write_remedy_files(tmp_path / "fix", [], {"TbeReduceElemwiseFusionPass": "off"}, {})
+    assert json.loads(text) == {"Switch": {"GraphFusion": {"ConvBatchnormFusionPass": "off"}, "UBFusion": {}}}
+    written = write_remedy_files(tmp_path / "fix", [], {"ConvBatchnormFusionPass": "off"}, {})
     assert written["fusion_switch"].read_text() == text  # fix writes the same bytes
     # and convert reads it back (atc --fusion_switch_file takes the same file): the pass is off
     (tmp_path / "fusion_switch.cfg").write_text(text)
-    fixed = convert_model(model, tmp_path / "t2", resolve_settings(
-        {"keep_dtype": ["square", "sum", "sqrt"], "fusion_switch_file": str(tmp_path / "fusion_switch.cfg")}))
+    switches = resolve_settings({"fusion_switch_file": str(tmp_path / "fusion_switch.cfg")})
+    fixed = convert_model(model, tmp_path / "t2", switches)
     assert fixed.fusion["passes"] == {} and (fixed.out_dir / "fusion_switch.cfg").read_text() == text
 
 

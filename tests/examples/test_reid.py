@@ -1,7 +1,8 @@
 """The reid example pipeline (pipelines/reid.yaml) built end to end, on both backends.
 
 One workspace (a temp copy of pipelines/), built in sequence: onnxruntime (the story: fp16 overflows
-in the L2 norm's sum of squares, keep_dtype fixes it; asserted as a story, not one machine's numbers), a no-op, one variant changed, reverted (restored from the cache),
+in the L2 norm's sum of squares, keep_dtype alone fixes it; asserted as a story, not one machine's
+numbers), a no-op, one variant changed, reverted (restored from the cache),
 then ``--backend ascend`` with the CANN doubles, whose records diff against the onnxruntime run.
 Training runs 4 epochs (``--set params.epochs=4``): enough for the sum of squares to pass 65504.
 Builds use ``-j 2`` (the four variants are independent; about half the wall time on 2 cores).
@@ -60,6 +61,7 @@ def reid(tmp_path_factory):
         seen["compare_fp16"] = _json(ws / "build/compare__fp16/result.json")
         seen["compare_fp32"] = _json(ws / "build/compare__fp32/result.json")
         seen["compare_fp16_keep"] = _json(ws / "build/compare__fp16_keep/result.json")
+        seen["keep_only_mAP"] = _json(ws / "build/eval__fp16_keep_only/metrics.json")["mAP"]
         seen["noop"] = ascendpipe.build(pipeline, jobs=2, set=EPOCHS, quiet=True)
         seen["changed"] = ascendpipe.build(pipeline, jobs=2, set=EPOCHS + [CHANGED], quiet=True)
         seen["changed_mAP"] = _json(ws / "build/eval__fp16_keep/metrics.json")["mAP"]
@@ -87,6 +89,10 @@ def test_onnxruntime_tells_the_fp16_story(reid):
     assert "/ReduceSum" in keep["ops"]
     assert keep["file"]["content"] == "".join(f"{op}\n" for op in keep["ops"])
     assert reid["compare_fp32"]["summary"]["failed_ops"] == 0 and reid["compare_fp16_keep"]["first_failure"] is None
+    # keep_dtype alone restores: the UB-fused kernel computes each member in its own dtype, so the fusion
+    # switch changes no value (docs/emulation.md) and the advice never proposes it
+    assert reid["keep_only_mAP"] == got["fp16_keep"]
+    assert not [a for a in first["advice"] if a["kind"] == "fusion_switch"]
 
 
 def test_noop_change_and_revert(reid):

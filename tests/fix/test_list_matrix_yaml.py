@@ -34,7 +34,7 @@ def test_the_printed_yaml_replaces_the_list_form_and_validates(workspace, capsys
     assert pasted == {"stages": {"convert": {"matrix": {
         "force_fp32": {"precision_mode": "force_fp32"},
         "force_fp16": {"precision_mode": "force_fp16", "keep_dtype": report.keep_dtype,
-                       "fusion_switch": report.fusion_switch}}}}}
+                       **({"fusion_switch": report.fusion_switch} if report.fusion_switch else {})}}}}}
     assert json.loads((workspace / "build/fix/convert__force_fp16/fix.json").read_text())["yaml"] == printed + "\n"
     # pasted in place of the list form: validate takes it, and the build converts force_fp16 with the remedy
     doc = yaml.safe_load(pipeline.read_text())

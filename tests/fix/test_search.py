@@ -203,3 +203,18 @@ def test_out_of_candidates_says_what_still_fails_and_why_no_remedy_takes_it():
     assert "r1 (Reshape) only moves values, so it is never kept: it carries what the ops before rounded" in out.message
     assert "m1 (MatMul) is kept in fp32 and still differs: its inputs arrive rounded" in out.message
     assert "n1 (NonMaxSuppression) is not an op keep_dtype can change" in out.message
+
+
+def test_a_fused_row_whose_ops_are_all_kept_switches_off_only_a_pass_that_changes_values():
+    """A UB fusion's members keep their own dtypes (precision/atc_passes.py): switching one off changes
+    no value, so it is never a candidate; a graph fold (ConvBatchnormFusionPass) is."""
+    from ascendpipe.fix.search import first_failing
+
+    def rows(rule):
+        return [{"op_name": "/ReduceSum", "failed": True, "side": "both", "fused": True, "pass_name": rule,
+                 "golden_ops": ["/Mul_1", "/ReduceSum", "/Sqrt"]}]
+
+    kept = keep("/Mul_1", "/ReduceSum", "/Sqrt")
+    assert first_failing(rows("TbeReduceElemwiseFusionPass"), kept) == []
+    assert first_failing(rows("ConvBatchnormFusionPass"), kept) == [Candidate(FUSION, "ConvBatchnormFusionPass")]
+    assert first_failing(rows("SomeFutureFusionPass"), kept) == [Candidate(FUSION, "SomeFutureFusionPass")]

@@ -40,3 +40,22 @@ def test_reverse_and_onnx_only_names():
     assert is_onnx_only("Softmax") and is_onnx_only("Div") and not is_onnx_only("ReduceMean")
     assert not is_onnx_only("RealDiv") and not is_onnx_only("Unknown")
     assert source("Div").endswith("similar_opp_plugins.cc L38-87") and source("Nope") is None
+
+
+def test_parser_types_of_the_common_ops_under_the_kernel_tables_spelling():
+    from ascendpipe.precision.ge_types import parser_type
+
+    assert [parser_type(t) for t in ("Div", "Softmax", "LogSoftmax", "MatMul", "Gemm", "Conv", "Where", "Sum")] == [
+        "RealDiv", "SoftmaxV2", "LogSoftmaxV2", "BatchMatMulV2", "MatMulV2", "Conv2D", "SelectV2", "AccumulateNV2"]
+    assert parser_type("Relu") == "Relu" and parser_type("Mystery") == "Mystery"
+
+
+def test_const2attr_retypes_reductions_with_constant_axes_and_attribute_axes_are_constant():
+    assert ge_type("ReduceMean", opset=13) == "ReduceMeanD"  # axes an attribute before opset 18: always constant
+    assert ge_type("ReduceMean", const_axes=False, opset=13) == "ReduceMeanD"
+    assert ge_type("ReduceMean", const_axes=False, opset=18) == "ReduceMean"  # a computed axes input stays
+    assert ge_type("ReduceMean", const_axes=True, opset=18) == "ReduceMeanD"
+    assert ge_type("ReduceSum", opset=11) == "ReduceSumD"
+    assert ge_type("ReduceSum", const_axes=False, opset=13) == "ReduceSum"
+    assert ge_type("ReduceSum") == "ReduceSumD"  # unknown: taken as constant, as exports give them
+    assert ge_type("Transpose", opset=13) == "TransposeD" and ge_type("Div") == "RealDiv"

@@ -56,6 +56,7 @@ class AtcSettings:
     customize_dtypes: Path | None = None
     op_select_implmode: str | None = None
     optypelist_for_implmode: list[str] | str | None = None
+    op_precision_mode: Path | None = None  # the user's ini, passed as it is
     buffer_optimize: str | None = None
     out_nodes: list[str] | str | None = None
     log: str | None = None
@@ -98,11 +99,15 @@ def validate(s: AtcSettings) -> None:
     if s.modify_mixlist and mode not in MIXED_MODES:
         raise UserError(f"modify_mixlist needs a mixed precision mode ({', '.join(MIXED_MODES)}), "
                         f"not '{mode or 'force_fp16 (default)'}'", Location(field="modify_mixlist"))
+    # atc's own check (GE api/atc/main_impl.cc L907-917, compiler/api/aclgrph/option_utils.cc L1275-1305): the list
+    # needs a mode (any of the four: a _for_all mode reads its ini and ignores the list, op_impl_mode_config_parser.cc
+    # L184-187); the FE takes four modes (L184-201); the op_precision_mode file must exist (E10001)
+    if s.optypelist_for_implmode and not s.op_select_implmode:
+        raise UserError("optypelist_for_implmode needs op_select_implmode (atc E10001: \"Parameters "
+                        "--op_select_implmode and --optypelist_for_implmode must be set at the same time.\")",
+                        Location(field="optypelist_for_implmode"))
     if s.op_select_implmode and s.op_select_implmode not in IMPL_MODES:
         raise _bad("op_select_implmode", s.op_select_implmode, IMPL_MODES)
-    if s.optypelist_for_implmode and s.op_select_implmode not in ("high_precision", "high_performance"):
-        raise UserError("optypelist_for_implmode needs op_select_implmode high_precision or high_performance",
-                        Location(field="optypelist_for_implmode"))
     if s.buffer_optimize and s.buffer_optimize not in BUFFER_OPTIMIZE:
         raise _bad("buffer_optimize", s.buffer_optimize, BUFFER_OPTIMIZE)
     if s.log and s.log not in LOG_LEVELS:
@@ -129,7 +134,7 @@ def common_options(s: AtcSettings, *, check: bool = True) -> list[str]:
         argv.append(f"--precision_mode_v2={s.precision_mode_v2}")
     if s.allow_hf32:
         argv.append(f"--allow_hf32={s.allow_hf32}")
-    for opt in ("keep_dtype", "fusion_switch_file", "insert_op_conf", "modify_mixlist"):
+    for opt in ("keep_dtype", "fusion_switch_file", "insert_op_conf", "modify_mixlist", "op_precision_mode"):
         path = getattr(s, opt)
         if path:
             argv.append(f"--{opt}={path}")
@@ -169,6 +174,11 @@ def from_convert_settings(settings, model, output, remedy_paths: dict, strict: b
     remedy files (name -> path) as written; ``options``: soc_version and ATC-only options."""
     options.setdefault("soc_version", settings.soc_version or "")
     files = {REMEDY_OPTIONS[name]: path for name, path in remedy_paths.items()}
+    for name in ("op_select_implmode", "optypelist_for_implmode"):  # emulated settings atc takes as they are
+        if getattr(settings, name, None):
+            options.setdefault(name, getattr(settings, name))
+    if getattr(settings, "op_precision_mode", None):
+        options.setdefault("op_precision_mode", Path(settings.op_precision_mode[0]))
     return AtcSettings(model=model, output=output, input_shape=settings.input_shape or None,
                        input_format=settings.input_format,
                        precision_mode=None if settings.precision_mode_v2 else settings.precision_mode,

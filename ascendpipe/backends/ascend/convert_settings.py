@@ -14,7 +14,7 @@ from ascendpipe.contract import MODEL_STEM
 from ascendpipe.errors import Location, UserError
 
 
-ASCEND_ONLY = ("op_select_implmode", "optypelist_for_implmode", "buffer_optimize", "out_nodes", "log")
+ASCEND_ONLY = ("buffer_optimize", "out_nodes", "log")  # the impl-mode options are emulated (precision/implmode.py)
 
 
 ASCEND_ONLY_MODES = {"mixed_hif8", "cube_hif8"}  # HiFloat8 (Ascend 950): passed to atc, not emulated

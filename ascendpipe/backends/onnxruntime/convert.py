@@ -29,6 +29,8 @@ from ascendpipe.precision.chips import hf32_bits
 from ascendpipe.precision.policy import CubeRules, Decision, Lists, NodeInfo, decide, plan
 from ascendpipe.precision.settings import REMEDY_NAMES, ConvertSettings
 
+from ascendpipe.backends.onnxruntime import kernel_plan
+from ascendpipe.backends.onnxruntime.kernel_lowering import LowerContext
 from ascendpipe.backends.onnxruntime.rounding import (EMU, Rounding, _apply_rounding, _float_tensors, default_opset,
                                                        not_rounded)
 MODEL_FILE = "model.onnx"
@@ -117,16 +119,19 @@ def _write_json(path: Path, data: Any) -> None:
 
 
 def _node_infos(graph, floats: set[str], originals: dict[str, list[str]], orig_types: dict[str, str],
-                kernels: dict[str, str] | None = None) -> list[NodeInfo]:
-    """``kernels``: node name -> the GE kernel type ATC runs it as (the lists' key; op_lists.py)."""
+                kernels: dict[str, str] | None = None, keep_from: dict | None = None) -> list[NodeInfo]:
+    """``kernels``: node name -> the GE kernel type ATC runs it as (the lists' key; op_lists.py). ``keep_from``:
+    fused op -> (node, op_type) whose keep_dtype it inherits besides its originals (the pattern's matched input
+    node: onnx_passes.KernelFusion.keep_from)."""
     init_names = {i.name for i in graph.initializer}
-    return [
-        NodeInfo(n.name, n.op_type, any(t in floats for t in n.output),
-                 tuple(t for t in n.input if t and t not in init_names), tuple(n.output),
-                 tuple((o, orig_types.get(o, "")) for o in originals.get(n.name, []) if o != n.name),
-                 (kernels or {}).get(n.name, ""))
-        for n in graph.node
-    ]
+    infos = []
+    for n in graph.node:
+        fused = [(o, orig_types.get(o, "")) for o in originals.get(n.name, []) if o != n.name]
+        extra = [pair for pair in (keep_from or {}).get(n.name, []) if pair[0] not in dict(fused)]
+        infos.append(NodeInfo(n.name, n.op_type, any(t in floats for t in n.output),
+                              tuple(t for t in n.input if t and t not in init_names), tuple(n.output),
+                              tuple(fused + extra), (kernels or {}).get(n.name, "")))
+    return infos
 
 
 def _body_nodes(graph, prefix: str = ""):
@@ -155,21 +160,6 @@ def _plan_bodies(graph, decisions: dict[str, Decision], floats: set[str], policy
             infos += sub_infos
             infos += _plan_bodies(sub, decisions, floats, policy, op_lists, cube, known, kernels)
     return infos
-
-
-def _kernel_fp16(groups, infos: list[NodeInfo], policy: str, op_lists: Lists, graph_inputs) -> dict[str, str]:
-    """Intermediates of UB-fused kernels that the mode puts in fp16 (or bf16), with that format
-    (keep_dtype does not reach them)."""
-    if not groups:
-        return {}
-    by_mode = plan(infos, policy, Lists(op_lists.white, op_lists.black, sources=op_lists.sources,
-                                        custom=op_lists.custom), graph_inputs)
-    force = {}
-    for group in groups:
-        low = [by_mode[m].dtype for m in group.members if by_mode[m].dtype in ("float16", "bfloat16")]
-        if low:
-            force.update(dict.fromkeys(group.internal, low[0]))
-    return force
 
 
 def convert_model(model_path: Path, out_dir: Path, settings: ConvertSettings, *,
@@ -208,11 +198,13 @@ def convert_model(model_path: Path, out_dir: Path, settings: ConvertSettings, *,
     _name_nodes(model.graph)
     graph = model.graph
     dynamic = fusion.dynamic_shape(original, settings.input_shape, getattr(settings, "input_shape_range", None))
-    fusion_plan = fusion.apply(model, settings.fusion_switch, settings.soc_version, dynamic)
-    mapping = fusion.fused_map(fusion_plan, list(original.graph.node), list(graph.node))
-    orig_types = {n.name: n.op_type for n in original.graph.node}
+    shapes = fusion.static_shapes(model)  # before the fusions: onnx infers no op it does not know at this opset
     non_tensor: dict[str, str] = {}
     floats = _float_tensors(model, non_tensor)
+    fusion_plan = fusion.apply(model, settings.fusion_switch, settings.soc_version, dynamic, shapes)
+    floats |= {i.name for i in graph.initializer if i.data_type == onnx.TensorProto.FLOAT}  # folds' weights
+    mapping = fusion.fused_map(fusion_plan, list(original.graph.node), list(graph.node))
+    orig_types = {n.name: n.op_type for n in original.graph.node}
     floats, untyped = _custom_op_floats(model, floats) if allow_custom_ops else (floats, {})
     # an op making a sequence of floats computes in the policy's dtype (its float inputs rounded
     # where it reads fp16), though its sequence output takes no Cast pair (floats holds tensors only)
@@ -223,22 +215,26 @@ def convert_model(model_path: Path, out_dir: Path, settings: ConvertSettings, *,
     soc_lists, remedies, kernels = soc_op_lists.resolve(settings, model, original, fusion_plan.originals,
                                                         default_opset(original))
     op_lists = remedies.lists
-    infos = _node_infos(graph, float_like, fusion_plan.originals, orig_types, kernels)
+    infos = _node_infos(graph, float_like, fusion_plan.originals, orig_types, kernels, fusion_plan.keep_from)
     body_nodes = list(_body_nodes(graph))
     graph_inputs = tuple(i.name for i in graph.input if i.name in floats and i.name not in init_names)
     cube = settings.cube_rules()  # what an fp32 cube op reads on this SoC (HF32 on Atlas A2/A3)
     decisions = plan(infos, settings.policy, op_lists, graph_inputs, cube=cube)
     body_infos = _plan_bodies(graph, decisions, float_like, settings.policy, op_lists, cube, kernels=kernels)
-    force = {t: f for t, f in _kernel_fp16(fusion_plan.ub_groups, infos, settings.policy, op_lists,
-                                            graph_inputs).items() if t in floats}
-    producer = {t: {"op_name": n.name, "op_type": n.op_type} for n in graph.node for t in n.output if t}
+    opset = default_opset(model)
+    consts = fusion.graph_view(model, shapes).consts
+    impl_modes = settings.impl_modes()
+    specs = kernel_plan.plan_kernels(graph, decisions, consts, opset, settings.soc_version, impl_modes, shapes, dynamic)
+    producer = {t: {"op_name": n.name, "op_type": specs[n.name][0] if n.op_type in kernel_plan.FUSED_KERNEL_OPS
+                    and n.name in specs else n.op_type} for n in graph.node for t in n.output if t}
     node_type = {n.name: n.op_type for n in graph.node}
     for group in fusion_plan.ub_groups:  # the fused op's outputs carry its name, as in the device's dump
         for t in group.outputs:
             producer[t] = {"op_name": group.name, "op_type": node_type[group.name]}
-    opset = default_opset(model)
     rounding = _rounding(settings, opset, model_path.parent if external else None)
-    internal = _apply_rounding(graph, decisions, floats, rounding, force)
+    lower_ctx = LowerContext(rounding, opset, shapes, consts)
+    internal = _apply_rounding(graph, decisions, floats, rounding, kernels=kernel_plan.lowered(specs),
+                               lower_ctx=lower_ctx)
     if internal and not any(o.domain in ("", "ai.onnx") for o in model.opset_import):
         model.opset_import.append(onnx.helper.make_opsetid("", opset))  # the Casts' domain (an all-ai.onnx.ml model)
     internal += [t for group in fusion_plan.ub_groups for t in group.internal]
@@ -275,6 +271,13 @@ def convert_model(model_path: Path, out_dir: Path, settings: ConvertSettings, *,
                  "keepable": _keep_changes(info, decisions[info.name], settings.policy, op_lists, cube)}
         if decisions[info.name].read_as:  # 'bfloat16' / 'hf32': the format its float inputs are rounded to
             entry["reads"] = decisions[info.name].read_as
+        if info.name in specs:  # the op as ATC compiles it, and what its kernel computes in
+            ge, kern = specs[info.name]
+            entry["ge_type"] = ge
+            entry["kernel"] = {**kern.record(), "emulated": "step by step" if info.name in kernel_plan.lowered(specs)
+                               and info.name not in lower_ctx.notes else "boundary"}
+            if info.name in lower_ctx.notes:
+                entry["kernel"]["not_emulated"] = lower_ctx.notes[info.name]
         if info.name in body_of:
             entry["subgraph"] = body_of[info.name]  # 'IF_NODE/then_branch': where the body sits
         plan_nodes[info.name] = entry
@@ -293,10 +296,14 @@ def convert_model(model_path: Path, out_dir: Path, settings: ConvertSettings, *,
         "op_lists": soc_lists.record,  # where the mixed-precision lists came from (precision/lists.py)
         "fusion_switch_not_modelled": unmodelled,  # switched ATC passes the emulation does not fuse
         "remedy_names": remedies.translated,  # ONNX-only type names in remedies -> the GE names written for atc
-        # UB-fused kernels: where their intermediates are rounded (float16 also under keep_dtype)
+        # UB-fused kernels: each member keeps its own dtype, so the intermediates are held as their producers hold them
         "ub_fusion": {g.name: {"pass": g.pass_name, "members": g.members,
-                               "intermediates": next((force[t] for t in g.internal if t in force), "float32")}
+                               "intermediates": _ub_intermediates(g, decisions)}
                       for g in fusion_plan.ub_groups},
+        # canndev's ONNX graph passes: each fused op, the chain it replaced, and the chains left unfused (why)
+        "graph_fusion": {name: {"pass": f.pass_name, "ge_type": f.kind, "members": f.members, "case": f.case,
+                                "attrs": f.attrs} for name, f in fusion_plan.kernels.items()},
+        "impl_modes": impl_modes.record(),
     })
     _write_json(out_dir / "fused_map.json", {"format": "ascendpipe-fused-map/1", **mapping})  # "rules": ATC passes
     remedy_paths = {}
@@ -317,6 +324,7 @@ def convert_model(model_path: Path, out_dir: Path, settings: ConvertSettings, *,
         argv, record = workspace_relative(argv, workspace), workspace_relative(record, workspace)
     _write_json(out_dir / "convert.json", record)
     warnings = settings.warnings() + remedies.warnings + ([custom_domain_warning(custom)] if custom else [])
+    warnings += [f"warning: {note}" for note in impl_modes.notes]
     if unmodelled:
         warnings.append(f"warning: fusion_switch names ATC pass(es) the emulation does not model: "
                         f"{', '.join(unmodelled)}; atc gets the switch, the emulated model is as without it "
@@ -401,6 +409,12 @@ def _keep_changes(info: NodeInfo, decision: Decision, policy: str, op_lists: Lis
     kept = replace(op_lists, keep_names=op_lists.keep_names | {info.name})
     would = decide(info, policy, kept, {}, cube=cube)
     return decision.reason.startswith("keep_dtype") or (would.dtype, would.reads) != (decision.dtype, decision.reads)
+
+
+def _ub_intermediates(group, decisions: dict) -> str:
+    """The dtype a UB-fused kernel holds its intermediates in: its producing members' own ('mixed' when they differ)."""
+    held = {decisions[m].dtype for m in group.members[:-1] if m in decisions}
+    return held.pop() if len(held) == 1 else ("mixed" if held else "float32")
 
 
 # Ops that only pass a tensor on (or hold bodies whose ops are counted): counting them says nothing

@@ -318,20 +318,16 @@ def _round_stream(ref, rounding: Rounding, out, buffers: _Buffers, fmt: str = "f
 
 
 def _cast_round_trip(view, buffers: _Buffers, saturate: bool):
-    """``view`` (float32, clipped in place to +-65504 first in saturation mode) rounded to fp16 and
-    back through onnxruntime's vectorised Cast (``half.py``: ~1 ns an element here against numpy's
-    scalar ~11, under load), into the next ring buffer (the writer thread reads it)."""
-    import numpy as np
-
+    """``view`` (float32) as GE's host conversion makes it fp16 (``precision.fp16.host_fp16``, the same
+    in every overflow mode): rounded to fp16 and back through onnxruntime's vectorised Cast (``half.py``:
+    ~1 ns an element here against numpy's scalar ~11, under load), into the next ring buffer (the writer
+    thread reads it), then the host's exceptions past 65504."""
     from ascendpipe.backends.onnxruntime.half import MIN_ELEMENTS, _cast_into
-    from ascendpipe.precision.fp16 import FP16_MAX, round_fp16
+    from ascendpipe.precision.fp16 import host_fp16, host_rule
 
-    if saturate:  # saturation mode: NaN -> 0 and +-inf -> +-65504, as Rounding.values does
-        np.nan_to_num(view, copy=False, nan=0.0, posinf=FP16_MAX, neginf=-FP16_MAX)
-        np.clip(view, -FP16_MAX, FP16_MAX, out=view)
     if view.size < MIN_ELEMENTS:
-        return round_fp16(view)
+        return host_fp16(view)
     back = buffers.output(view.size)
     _cast_into("narrow", "half", view, buffers.half[:view.size])
     _cast_into("widen", "wide", buffers.half[:view.size], back)
-    return back
+    return host_rule(view, back)

@@ -4,9 +4,12 @@ No onnxruntime optimizer stands in for an ATC pass: some of them move fp16 round
 device keeps (MatMulScaleFusion folds an attention scale into the MatMul and the overflowing scores
 vanish). The graph the emulation rounds is the original one with only the catalogued passes applied:
 
+0. kernel fusions (``kernel``: canndev's ONNX graph passes, ``precision.onnx_passes``) replace an
+   ONNX chain by one op named as ATC names it (``<last Add>/LayerNorm``, ``<last Mul>/Gelu``), written
+   as an ONNX ``LayerNormalization`` / ``Gelu`` node that kernel_lowering.py always expands;
 1. graph folds (``fold``) rewrite the graph: BN and bias folded into the cube op in fp32;
-2. UB fusions (``ub_fp16``) keep their nodes; they name the fused op, hide its intermediates from
-   the dump, and decide where its intermediates are rounded (see ``atc_passes``).
+2. UB fusions (``ub``) keep their nodes; they name the fused op and hide its intermediates from
+   the dump. They change no value: each member keeps its own dtype (see ``atc_passes``).
 
 onnxruntime's own optimisations run later, when a session loads the emulated model: the cast pairs
 at every rounding point separate the ops, so they cannot move a rounding point.
@@ -71,10 +74,14 @@ class FusionPlan:
     ub_groups: list = field(default_factory=list)  # atc_passes.Group of UB fusions (nodes kept)
     applied: dict[str, int] = field(default_factory=dict)  # pass -> times applied
     dynamic: bool = False  # compiled as a dynamic-shape model (static-only passes skipped)
+    kernels: dict = field(default_factory=dict)  # fused op -> onnx_passes.KernelFusion (LayerNorm, Gelu)
+    keep_from: dict = field(default_factory=dict)  # fused op -> [(node, op_type)] whose keep_dtype it inherits
+    skipped: list = field(default_factory=list)  # onnx_passes.Skipped: chains a pass matched but left unfused
 
     def record(self, switches: dict[str, str], soc_version: str | None) -> dict:
         return {"passes": dict(sorted(self.applied.items())), "switches": dict(switches), "soc_version": soc_version,
-                "catalogue": [p.name for p in atc_passes.CATALOGUE], "dynamic_shape": self.dynamic}
+                "catalogue": [p.name for p in atc_passes.CATALOGUE], "dynamic_shape": self.dynamic,
+                "not_fused": [{"pass": s.pass_name, "at": s.at, "why": s.why} for s in self.skipped]}
 
 
 def _ranks(model) -> dict[str, int]:
@@ -116,12 +123,15 @@ def _nodes(graph) -> list:
     return [atc_passes.Node(n.name, n.op_type, tuple(n.input), tuple(n.output)) for n in graph.node]
 
 
-def apply(model, switches: dict[str, str], soc_version: str | None = None, dynamic: bool = False) -> FusionPlan:
+def apply(model, switches: dict[str, str], soc_version: str | None = None, dynamic: bool = False,
+          shapes: dict | None = None) -> FusionPlan:
     """Apply the catalogued ATC passes to ``model`` (an onnx ModelProto, changed in place); ``dynamic``:
-    ATC compiles it with dynamic shapes (see ``dynamic_shape``)."""
+    ATC compiles it with dynamic shapes (see ``dynamic_shape``); ``shapes``: ``static_shapes(model)``
+    where the caller has them."""
     check_rules(switches)
     graph = model.graph
     plan = FusionPlan(dynamic=dynamic)
+    _kernel_fusions(model, plan, soc_version, shapes, switches)
     consts = _consts(graph)
     outputs = {o.name for o in graph.output}
     ranks = _ranks(model)
@@ -140,7 +150,7 @@ def apply(model, switches: dict[str, str], soc_version: str | None = None, dynam
         del graph.initializer[:]
         graph.initializer.extend(keep)
     consts = _consts(graph)
-    ubs = atc_passes.match(_nodes(graph), consts, outputs, switches, soc_version, ranks, effect=atc_passes.UB_FP16,
+    ubs = atc_passes.match(_nodes(graph), consts, outputs, switches, soc_version, ranks, effect=atc_passes.UB_NAMED,
                            dynamic=dynamic)
     for group in ubs:
         plan.applied[group.pass_name] = plan.applied.get(group.pass_name, 0) + 1
@@ -157,6 +167,93 @@ def apply(model, switches: dict[str, str], soc_version: str | None = None, dynam
     plan.rules = {k: v for k, v in plan.rules.items() if k in plan.fused}
     plan.ub_groups = ubs
     return plan
+
+
+# --- kernel fusions (canndev's ONNX graph passes) ---------------------------------------------------
+
+def graph_view(model, shapes: dict | None = None):
+    """The graph as ``precision.onnx_passes`` reads it (constant values, static shapes, outputs)."""
+    from onnx import helper, numpy_helper
+
+    from ascendpipe.onnxexternal import is_external
+    from ascendpipe.precision.onnx_passes import GraphView, OpView
+
+    from ascendpipe.backends.onnxruntime.rounding import default_opset
+
+    graph = model.graph
+    consts = {}
+    for init in graph.initializer:
+        if not is_external(init):
+            consts[init.name] = numpy_helper.to_array(init)
+    ops = []
+    for node in graph.node:
+        attrs = {}
+        for a in node.attribute:
+            if a.type in (a.INT, a.INTS, a.FLOAT, a.FLOATS, a.STRING):
+                attrs[a.name] = helper.get_attribute_value(a)
+            elif node.op_type == "Constant" and a.name == "value":
+                consts[node.output[0]] = numpy_helper.to_array(a.t)
+        ops.append(OpView(node.name, node.op_type, tuple(node.input), tuple(node.output), attrs))
+    return GraphView(ops, consts, shapes if shapes is not None else static_shapes(model),
+                     {o.name for o in graph.output}, default_opset(model))
+
+
+def static_shapes(model) -> dict[str, tuple]:
+    """tensor -> dims (an int, or None where unknown) from onnx's shape inference and the initializers."""
+    import onnx
+
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False).graph
+    except Exception:  # custom ops can stop inference
+        inferred = model.graph
+    shapes = {}
+    for vi in (*inferred.input, *inferred.value_info, *inferred.output):
+        t = vi.type.tensor_type
+        if t.HasField("shape"):
+            shapes[vi.name] = tuple(d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else None
+                                    for d in t.shape.dim)
+    for init in model.graph.initializer:
+        shapes[init.name] = tuple(init.dims)
+    return shapes
+
+
+def _kernel_fusions(model, plan: FusionPlan, soc_version: str | None, shapes: dict | None = None,
+                    switches: dict[str, str] | None = None) -> None:
+    """Replace each chain canndev's ONNX passes fuse by one node named as ATC names the fused op, unless the
+    fusion switch turns its pass off (GE honours a switch on any registered pass: precision/atc_passes.py);
+    a chain left unfused runs op by op."""
+    from onnx import helper, numpy_helper
+
+    from ascendpipe.precision import onnx_passes
+
+    graph = model.graph
+    fusions, plan.skipped = onnx_passes.find(graph_view(model, shapes), soc_version)
+    fusions = [f for f in fusions if atc_passes.enabled(f.pass_name, switches or {})]
+    if not fusions:
+        return
+    by_name = {n.name: n for n in graph.node}
+    types = {n.name: n.op_type for n in graph.node}
+    for fusion in fusions:
+        last = max(list(graph.node).index(by_name[m]) for m in fusion.members)
+        if fusion.kind == "LayerNorm":
+            fused = helper.make_node("LayerNormalization", fusion.inputs, [fusion.output], name=fusion.name,
+                                     axis=fusion.attrs["begin_norm_axis"], epsilon=fusion.attrs["epsilon"])
+        else:
+            fused = helper.make_node("Gelu", fusion.inputs, [fusion.output], name=fusion.name, approximate="tanh")
+        graph.node.insert(last + 1, fused)
+        for member in fusion.members:
+            graph.node.remove(by_name[member])
+        for name, value in fusion.new_consts.items():
+            graph.initializer.append(numpy_helper.from_array(value, name))
+        plan.kernels[fusion.name] = fusion
+        plan.originals[fusion.name] = sorted(fusion.members)
+        plan.rules[fusion.name] = fusion.pass_name
+        plan.keep_from[fusion.name] = [(n, types.get(n, "")) for n in fusion.keep_from]
+        plan.applied[fusion.pass_name] = plan.applied.get(fusion.pass_name, 0) + 1
+    used = {t for n in graph.node for t in n.input} | {o.name for o in graph.output} | _subgraph_reads(graph)
+    keep = [i for i in graph.initializer if i.name in used]
+    del graph.initializer[:]
+    graph.initializer.extend(keep)
 
 
 # --- graph folds (compile-time, fp32) -------------------------------------------------------------

@@ -233,13 +233,16 @@ class Rounding:
         return numpy_helper.from_array(self.values(numpy_helper.to_array(tensor), fmt), name)
 
     def values(self, array, fmt: str = "float16"):
-        import numpy as np
-
+        """A weight as the device reads it in ``fmt``: an fp16 weight is converted on the host at compile
+        time, in every overflow mode (``precision.fp16.host_fp16``: GE's fp16_t, +-65504 past 131072)."""
         from ascendpipe.precision.formats import round_to, saturate
 
+        if fmt == "float16":
+            from ascendpipe.precision.fp16 import host_fp16
+
+            return host_fp16(array)
         if self.saturate:
-            array = saturate(array, fmt, self.hf32_bits) if fmt != "float16" else np.clip(
-                np.where(np.isnan(array), np.float32(0), array), -FP16_MAX, FP16_MAX)
+            array = saturate(array, fmt, self.hf32_bits)
         return round_to(array, fmt, self.hf32_bits)
 
     def write_constants(self, graph) -> list:
@@ -289,17 +292,23 @@ def _outer_reads(graph, decisions: dict[str, Decision]) -> list[tuple[str, str |
 
 
 def _apply_rounding(graph, decisions: dict[str, Decision], floats: set[str], rounding: Rounding,
-                    force=frozenset(), scope: Scope | None = None) -> list[str]:
+                    force=frozenset(), scope: Scope | None = None, kernels: dict | None = None,
+                    lower_ctx=None) -> list[str]:
     """Rewrite ``graph`` and its If/Loop/Scan bodies in place; return the internal tensor names added.
 
     ``floats``: float tensors of every graph; ``force``: tensors rounded where they are made whatever
-    their producer's dtype (a UB fusion's intermediates in a low-precision kernel): a set (fp16) or a
-    mapping tensor -> format. In saturation mode an fp32 op's float outputs saturate too."""
+    their producer's dtype: a set (fp16) or a mapping tensor -> format. In saturation mode an fp32 op's
+    float outputs saturate too. ``kernels``: main-graph node -> ``precision.kernels.Kernel`` of the ops
+    computed step by step (``kernel_lowering``, with ``lower_ctx``); the rest are rounded at their
+    boundary only."""
     from ascendpipe.precision.policy import CONTROL_FLOW_OPS
 
     scope = scope or Scope()
     force = force if isinstance(force, dict) else {t: "float16" for t in force}
     inits = {i.name: i for i in graph.initializer}
+    # a Constant node's value is a weight too: an fp16 reader gets it converted on the host (Rounding.values)
+    const_values = {n.output[0]: a.t for n in graph.node if n.op_type == "Constant" and n.output
+                    for a in n.attribute if a.name == "value" and a.t.data_type == 1}
     local = _local_names(graph)
     # tensor -> the format it already holds (made by a bf16/fp16 op, or a forced kernel intermediate)
     produced = {t: decisions[n.name].dtype for n in graph.node if decisions[n.name].dtype in FORMAT_TAG
@@ -327,9 +336,9 @@ def _apply_rounding(graph, decisions: dict[str, Decision], floats: set[str], rou
             rounded_inputs[(t, fmt)] = scope.hoist(t, fmt)
             return rounded_inputs[(t, fmt)]
         key = "" if fmt == "float16" else f"_{FORMAT_TAG[fmt]}"
-        if t in inits:
+        if t in inits or t in const_values:
             copy = f"{EMU}/fp16_init{key}/{scope.prefix}{t}"
-            graph.initializer.append(rounding.weight(inits[t], copy, fmt))
+            graph.initializer.append(rounding.weight(inits[t] if t in inits else const_values[t], copy, fmt))
             internal.append(copy)
         else:
             copy = f"{EMU}/round{key}/{scope.prefix}{t}"
@@ -339,12 +348,17 @@ def _apply_rounding(graph, decisions: dict[str, Decision], floats: set[str], rou
         rounded_inputs[(t, fmt)] = copy
         return copy
 
+    from ascendpipe.backends.onnxruntime import kernel_lowering
+
     for node in list(graph.node):
         decision = decisions[node.name]
         fmt = decision.reads
+        spec = (kernels or {}).get(node.name) if not scope.prefix else None
+        raw_inputs = kernel_lowering.RAW_WEIGHT_INPUTS.get(spec.recipe, ()) if spec is not None else ()
+        original_inputs = list(node.input)
         if fmt:
             for i, t in enumerate(node.input):
-                if not t or t not in floats or produced.get(t) == fmt or held.get(t) == fmt:
+                if not t or t not in floats or produced.get(t) == fmt or held.get(t) == fmt or i in raw_inputs:
                     continue
                 if fmt == "hf32" and i >= 2:  # HF32 rounds what the cube reads from L0A/L0B; the bias is added in fp32
                     continue
@@ -358,6 +372,7 @@ def _apply_rounding(graph, decisions: dict[str, Decision], floats: set[str], rou
             internal += _apply_rounding(sub, decisions, floats, rounding, scope=inner)
         new_nodes += pending
         pending.clear()
+        at = len(new_nodes)
         new_nodes.append(node)
         # a low-precision copy/select op read rounded values: its outputs hold that format already
         exact = decision.dtype in FORMAT_TAG and node.op_type in oplists.EXACT_OPS
@@ -377,6 +392,11 @@ def _apply_rounding(graph, decisions: dict[str, Decision], floats: set[str], rou
                     pair, half = rounding.saturate_nodes(raw, t, f"{scope.prefix}{t}")
                 new_nodes += pair
                 internal += [raw, *half]
+        if spec is not None:  # the kernel step by step, in place of the op (its outputs renamed above)
+            done = kernel_lowering.lower(node, spec, lower_ctx, original_inputs)
+            if done is not None:
+                new_nodes[at:at + 1] = done[0]
+                internal += done[1]
     if not scope.prefix:  # the bounds and constants live in the main graph; bodies see them
         constants = rounding.write_constants(graph)
         new_nodes = constants + new_nodes

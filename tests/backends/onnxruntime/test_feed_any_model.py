@@ -57,7 +57,10 @@ def test_zero_d_inputs_stay_zero_d_and_outputs_keep_the_models_shapes(tmp_path):
     out, summary = infer(tmp_path, model, {"start": np.array(2), "limit": np.array(9), "delta": np.array(3), "x": x})
     np.testing.assert_array_equal(out["r"], [2, 5, 8])  # a 0-d limit fed as [1] made Range fail or [1]-shaped
     assert out["total"].shape == (4,)  # no leading axis of 1: the output has no batch
-    np.testing.assert_array_equal(out["total"], r16(r16(x).sum(0)))
+    # no SoC given: Ascend310's ReduceSumD, which accumulates in fp16 (precision/kernels.py), by halves:
+    # the 3 rows padded to 4, (x0 + x2) and (x1 + 0) rounded, then their sum rounded
+    x16 = r16(x)
+    np.testing.assert_array_equal(out["total"], r16(r16(x16[0] + x16[2]) + r16(x16[1])))
     assert summary["batches"] == 1
 
 

@@ -32,9 +32,9 @@ ATC_OPTIONS = {"mode", "framework", "model", "output", "soc_version", "input_sha
                "precision_mode", "precision_mode_v2", "keep_dtype", "fusion_switch_file", "insert_op_conf",
                "modify_mixlist", "op_select_implmode", "optypelist_for_implmode", "buffer_optimize", "out_nodes",
                "log", "om", "json", "dynamic_batch_size", "dynamic_image_size", "dynamic_dims", "input_shape_range",
-               "allow_hf32", "customize_dtypes"}
+               "allow_hf32", "customize_dtypes", "op_precision_mode"}
 ATC_PATH_OPTIONS = ("model", "output", "om", "json", "keep_dtype", "fusion_switch_file", "insert_op_conf",
-                    "modify_mixlist")
+                    "modify_mixlist", "op_precision_mode")
 META_CMDLINE = "cann_double.atc_cmdline"
 META_SOC = "cann_double.soc_version"
 META_BANK = "cann_double.tune_bank"
@@ -142,7 +142,7 @@ def check_conversion_options(tool: str, o: dict[str, str]) -> None:
     if o.get("input_format", "NCHW") not in formats:
         fail(tool, f"E10001: --input_format {o['input_format']} is not valid for an ONNX model"
                    f"{' with --insert_op_conf' if 'insert_op_conf' in o else ''}: take {sorted(formats)}")
-    for name in ("keep_dtype", "fusion_switch_file", "insert_op_conf", "modify_mixlist"):
+    for name in ("keep_dtype", "fusion_switch_file", "insert_op_conf", "modify_mixlist", "op_precision_mode"):
         if name in o and not Path(o[name]).is_file():
             fail(tool, f"--{name} file {o[name]} does not exist")
     if "keep_dtype" in o:
@@ -168,10 +168,13 @@ def check_conversion_options(tool: str, o: dict[str, str]) -> None:
         check_mixlist_edits(tool, data)
         if (o.get("precision_mode") or o.get("precision_mode_v2")) not in MIXED:
             fail(tool, "--modify_mixlist needs a mixed precision mode")
+    # GE api/atc/main_impl.cc L907-917 -> option_utils.cc L1275-1305 (CheckImplmodeParamValid): the list needs a mode;
+    # the FE then takes only the four modes (op_impl_mode_config_parser.cc L184-201); the ini must exist (L912-917)
+    if "optypelist_for_implmode" in o and "op_select_implmode" not in o:
+        fail(tool, "E10001: Parameters --op_select_implmode and --optypelist_for_implmode must be set at the "
+                   "same time.")
     if o.get("op_select_implmode", "high_performance") not in IMPLMODES:
         fail(tool, f"bad --op_select_implmode {o['op_select_implmode']}")
-    if "optypelist_for_implmode" in o and o.get("op_select_implmode") not in ("high_precision", "high_performance"):
-        fail(tool, "--optypelist_for_implmode needs --op_select_implmode high_precision|high_performance")
     if o.get("buffer_optimize", "l2_optimize") not in BUFFER:
         fail(tool, f"bad --buffer_optimize {o['buffer_optimize']}")
     if o.get("log", "null") not in LOGS:

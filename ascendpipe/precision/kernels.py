@@ -223,5 +223,8 @@ def remedy_effect(ge_type: str, *, soc_version: str | None, remedy: str, value: 
         if entry.effect == atc_passes.UB_NAMED:
             return Effect(False, f"{entry.name} is a UB fusion: each member keeps its own dtype inside the fused "
                                  "kernel, so switching it off changes no value (docs/emulation.md)")
+        if entry.effect == atc_passes.KERNEL:  # an ONNX graph pass: the chain then runs op by op
+            return Effect(True, f"{entry.name} off: its chain runs op by op, each op rounded as the mode says, instead "
+                                f"of as one kernel ({entry.note})")
         return Effect(True, f"{entry.name} off: {entry.note}")
     raise ValueError(f"unknown remedy {remedy!r}")

@@ -81,8 +81,10 @@ def test_inf_nan_words_and_the_mask_that_really_breaks(bert, tmp_path):
     result = _compare(model, inf_nan.parent, tmp_path, feeds, "w")
     first = result["first_failure"]
     assert "become ±inf" in first["advice"][0]["message"] and "saturation" not in result["verdict"]
-    # in inf_nan mode the mask's -inf times 0 is NaN: a cause of its own, named as one
-    assert [o["op_name"] for o in first["also_failing"]] == ["/Mul"]
+    # the mask's constant (float32's lowest) is converted to fp16 on the host at compile time, which saturates it
+    # to -65504 in every overflow mode (GE fp16_t.cc, precision/host_fp16.py): 0 x -65504 is 0, no NaN, so the
+    # mask is no cause of its own here either; the NaN comes from the scores' overflow
+    assert "/Mul" not in [o["op_name"] for o in first["also_failing"]]
 
 
 def test_a_contained_mask_is_no_cause_where_fix_never_needs_it(bert, tmp_path):

@@ -95,7 +95,10 @@ def test_remedy_effect_answers_for_each_remedy():
                          value="ConvBatchnormFusionPass").changes
     onnx_pass = remedy_effect("LayerNorm", soc_version="Ascend310P3", remedy="fusion_switch",
                               value="LayerNormONNXFusionPass")
-    assert not onnx_pass.changes and "cannot be switched off" in onnx_pass.why
+    # GE honours a switch on any registered pass (not in ForbiddenClosedPass): the chain then runs op by op
+    assert onnx_pass.changes and "op by op" in onnx_pass.why
+    never = remedy_effect("Conv", soc_version="Ascend310P3", remedy="fusion_switch", value="AABiasaddConvFusion")
+    assert not never.changes and "cannot be switched off" in never.why
     assert not remedy_effect("X", soc_version=None, remedy="fusion_switch", value="NoSuchPass").changes
     with pytest.raises(ValueError):
         remedy_effect("X", soc_version=None, remedy="magic")

@@ -81,11 +81,20 @@ def test_fused_op_inherits_keep_dtype_from_any_matched_node(tmp_path, convert):
     assert convert(model, soc_version="Ascend310P3").plan["/ln/Add_1/LayerNorm"].dtype == "float16"
 
 
-def test_onnx_passes_cannot_be_switched_off(tmp_path, convert):
-    with pytest.raises(UserError, match="not in CANN's graph fusion reference"):
-        convert(layer_norm_model(tmp_path / "m.onnx"), fusion_switch={"LayerNormONNXFusionPass": "off"})
-    # ALL: off leaves them on, as on ATC
-    assert _fused(convert(layer_norm_model(tmp_path / "n.onnx"), fusion_switch={"ALL": "off"}))["fused"]
+def test_onnx_passes_switch_off_as_ge_honours_a_switch_on_any_registered_pass(tmp_path, convert):
+    """GE's FusionConfigParser::GetFusionSwitchByName (hicann/ge ffdcbc9f, fusion_config_parser.cc L196-232): a
+    pass named in the switch file, else its section's ALL, unless ForbiddenClosedPass or registered forbidden-closed;
+    canndev registers LayerNormONNXFusionPass plainly (layer_norm_onnx_fusion_pass.cc L804), as GroupNormFusionPass,
+    which Huawei's 310P3 recipes switch off on hardware. Off, the chain runs op by op, each op rounded."""
+    model = layer_norm_model(tmp_path / "m.onnx")
+    fused = "/ln/Add_1/LayerNorm"
+    assert fused in _fused(convert(model, soc_version="Ascend310P3"))["fused"]
+    for switch in ({"LayerNormONNXFusionPass": "off"}, {"ALL": "off"}):
+        result = convert(model, soc_version="Ascend310P3", fusion_switch=switch)
+        assert fused not in _fused(result)["fused"] and fused not in result.plan, switch
+        assert result.plan["/ln/Pow"].dtype == "float16", switch  # the decomposed chain, op by op in fp16
+    on = convert(model, soc_version="Ascend310P3", fusion_switch={"ALL": "off", "LayerNormONNXFusionPass": "on"})
+    assert fused in _fused(on)["fused"]  # a per-pass entry wins over ALL
 
 
 @pytest.mark.parametrize("case", ["mul_after", "mul_before"])

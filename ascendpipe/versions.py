@@ -58,7 +58,7 @@ def _dist_infos() -> list[dict[str, str]]:
 # Here, not in precision/, because every no-op build keys its converts on them: a few stats, no import.
 
 # the published lists' version (tools/extract_op_lists.py; tests/precision/test_op_lists.py holds it to
-# precision/op_lists_data.py's META): new extracted lists rebuild every convert
+# precision/data/op_lists.json's META): new extracted lists rebuild every convert
 OP_LISTS_BUILTIN = "canndev-2022@7290acc77320+opdefs-2026@e5c3fa93/c4193324"
 OPS_INFO_REL = "built-in/op_impl/ai_core/tbe/config"
 # CANN 8's and CANN 9's default install folders (doctor.py's SET_ENV_SCRIPTS)

@@ -1,8 +1,8 @@
 """Extract the device's mixed-precision op lists and ATC's fusion pass names from CANN's published source.
 
-Writes ``ascendpipe/precision/op_lists_data.py`` (white/black lists per SoC, each entry with the line it
-was read at) and ``ascendpipe/precision/pass_names_data.py`` (every built-in fusion pass name with the
-file and line that registers it). Nothing here is imported by the package: the data modules are the
+Writes ``ascendpipe/precision/data/op_lists.json`` (white/black lists per SoC, each entry with the line it
+was read at) and ``ascendpipe/precision/data/pass_names.json`` (every built-in fusion pass name with the
+file and line that registers it). Nothing here is imported by the package: the data files are the
 product, this script is how they were made (rerun it to check or refresh them).
 
 Sources (each read at a fixed commit through ``git show``, so a bare mirror works):
@@ -32,7 +32,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import pprint
 import re
 import subprocess
 from pathlib import Path
@@ -44,22 +43,18 @@ OPP21_SOCS = ("ascend310", "ascend710", "ascend910")
 OPDEF_SOCS = ("ascend950",)
 ROOT = Path(__file__).resolve().parents[1]
 
-
 def git_show(repo: str, commit: str, path: str) -> bytes:
     return subprocess.run(["git", "-C", repo, "show", f"{commit}:{path}"], check=True, capture_output=True).stdout
-
 
 def git_files(repo: str, commit: str, under: str = "") -> list[str]:
     out = subprocess.run(["git", "-C", repo, "ls-tree", "-r", "--name-only", commit, *([under] if under else [])],
                          check=True, capture_output=True, text=True).stdout
     return out.splitlines()
 
-
 def git_head(repo: str) -> tuple[str, str]:
     out = subprocess.run(["git", "-C", repo, "log", "-1", "--format=%H %cs", "HEAD"], check=True, capture_output=True,
                          text=True).stdout.split()
     return out[0], out[1]
-
 
 def parse_ini(text: str) -> tuple[dict[str, int], dict[str, int], dict[str, int], list[str]]:
     """(white op -> flag line, black op -> flag line, every op -> section line, problems) as parser_ini.py reads it."""
@@ -82,7 +77,6 @@ def parse_ini(text: str) -> tuple[dict[str, int], dict[str, int], dict[str, int]
     problems += [f"L{n}: {o} flag {v!r}" for o, (v, n) in flags.items() if v not in ("true", "false")]
     return white, black, sections, problems
 
-
 def parse_opp_json(text: str) -> tuple[dict[str, int], dict[str, int], dict[str, int]]:
     """(white op -> line of its flag, black op -> line, every op -> line of its key) of a shipped ops-info JSON."""
     data = json.loads(text)
@@ -103,12 +97,10 @@ def parse_opp_json(text: str) -> tuple[dict[str, int], dict[str, int], dict[str,
         (white if flag == "true" else black)[op] = line + 1  # the "flag" line follows the key
     return white, black, starts
 
-
 _CLASS = re.compile(r"class\s+(\w+)\s*:\s*public\s+OpDef\b")
 _CFG_DECL = re.compile(r"OpAICoreConfig\s+(\w+)\s*(\(\s*([^)]*)\))?\s*;")
 _ADD = re.compile(r"AddConfig\(\s*\"(\w+)\"\s*(?:,\s*(\w+))?\s*\)")
 _FLAG = re.compile(r"PrecisionReduceFlag\(\s*(true|false)\s*\)")
-
 
 def parse_opdef(text: str) -> dict[str, dict[str, tuple[str, int]]]:
     """op -> soc -> (white|black|gray, line of the AddConfig) for each OpDef class of a *_def.cpp."""
@@ -136,7 +128,6 @@ def parse_opdef(text: str) -> dict[str, dict[str, tuple[str, int]]]:
             found[cls.group(1)] = per_soc
     return found
 
-
 def pass_registrations(repo: str, commit: str, under: str) -> dict[str, tuple[str, str, int]]:
     """pass name -> (GraphFusion | UBFusion, path, line) of every REGISTER_PASS / REGISTER_BUFFER_FUSION_PASS."""
     out = subprocess.run(["git", "-C", repo, "grep", "-n", "-E", r"REGISTER_(BUFFER_FUSION_)?PASS\(\s*\"", commit,
@@ -148,7 +139,6 @@ def pass_registrations(repo: str, commit: str, under: str) -> dict[str, tuple[st
         if found and "/test" not in path:
             names.setdefault(found.group(2), ("UBFusion" if found.group(1) else "GraphFusion", path, int(line)))
     return names
-
 
 def fe_pass_names(repo: str, commit: str) -> dict[str, tuple[str, str, int]]:
     """GE FE's own passes: the names in ``fusion_pass_name.h`` (a ``*_UB_PASS`` constant is a UB fusion) and
@@ -170,13 +160,11 @@ def fe_pass_names(repo: str, commit: str) -> dict[str, tuple[str, str, int]]:
             names.setdefault(found.group(1), ("GraphFusion", where, int(line)))
     return names
 
-
 def forbidden_closed(repo: str, commit: str) -> tuple[list[str], str]:
     path = "compiler/engines/nn_engine/inc/common/fusion_pass_util.h"
     text = git_show(repo, commit, path).decode()
     block = text[text.index("ForbiddenClosedPass"):text.index("};", text.index("ForbiddenClosedPass"))]
     return sorted(set(re.findall(r"\"([^\"]+)\"", block))), path
-
 
 def build(args) -> tuple[dict, dict]:
     lists: dict = {"canndev-2022": {}, "opp-2021": {}, "opdefs-2026": {}}
@@ -219,21 +207,11 @@ def build(args) -> tuple[dict, dict]:
     return ({"lists": lists, "declared": declared, "meta": meta},
             {"canndev": passes, "ge": ge_passes, "forbidden": forbidden, "meta": meta})
 
-
-HEADER = '''"""GENERATED by tools/extract_op_lists.py from CANN's published source: do not edit (rerun the script).
-
-{what}
-"""
-# fmt: off
-'''
-
-
 def write(path: Path, what: str, values: dict) -> None:
-    body = HEADER.format(what=what)
-    for name, value in values.items():
-        body += f"\n{name} = {pprint.pformat(value, width=118, sort_dicts=True)}\n"
-    path.write_text(body)
-
+    """The extracted data as JSON the package reads (``what``: said in the commit that updates it)."""
+    del what  # the data's meaning is said in precision/lists.py and precision/pass_names.py, which read it
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(values, indent=1, sort_keys=True) + "\n")
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -242,7 +220,7 @@ def main() -> None:
     args = parser.parse_args()
     lists, passes = build(args)
     meta = lists["meta"]
-    write(ROOT / "ascendpipe/precision/op_lists_data.py",
+    write(ROOT / "ascendpipe/precision/data/op_lists.json",
           "Mixed-precision op lists per SoC (precision_reduce.flag: true = white, false = black, absent = gray), in\n"
           "GE op types, each entry with the line of its flag (canndev ini, opp JSON) or the file:line of the\n"
           "AddConfig that sets it (2026 op defs). Sources and their commits: META.",
@@ -254,7 +232,7 @@ def main() -> None:
                                     "commit": {k: v[0] for k, v in meta["opdefs"].items()},
                                     "date": max(v[1] for v in meta["opdefs"].values())}},
            "LISTS": lists["lists"], "DECLARED": lists["declared"]})
-    write(ROOT / "ascendpipe/precision/pass_names_data.py",
+    write(ROOT / "ascendpipe/precision/data/pass_names.json",
           "ATC's built-in fusion pass names: (section, file, line) of each registration in canndev (2022) and GE\n"
           "(2026), and the passes GE's FE keeps on whatever a fusion switch says (FORBIDDEN_CLOSED).",
           {"META": {"canndev": {"repo": "dengguojie/vue-element-admin (branch stp)", "commit": meta["canndev"]},
@@ -262,7 +240,6 @@ def main() -> None:
                     "forbidden_closed": meta["forbidden_path"] + " (ForbiddenClosedPass)"},
            "CANNDEV_PASSES": passes["canndev"], "GE_PASSES": passes["ge"],
            "FORBIDDEN_CLOSED": passes["forbidden"]})
-
 
 if __name__ == "__main__":
     main()

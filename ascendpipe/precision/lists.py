@@ -8,7 +8,7 @@ ATC decides an op's dtype under ``allow_mix_precision`` (``mixed_float16``...) f
 looked up by its GE kernel type (``precision/ge_types.py``). Where the lists come from (``for_soc``):
 
 1. a CANN install on this machine (``precision/opsinfo.py``): its own files for the SoC;
-2. else the published lists, extracted by ``tools/extract_op_lists.py`` into ``op_lists_data.py``:
+2. else the published lists, extracted by ``tools/extract_op_lists.py`` into ``data/op_lists.json``:
    canndev's 2022 ``aic-<soc>-ops-info.ini`` for ascend310, 310p, 310b, 910 and 910b (A3, whose list is not
    published, takes 910b's); for Ascend 950 the 2026 open op definitions (hicann/ops-nn, ops-math
    ``op_host/*_def.cpp``, ``PrecisionReduceFlag``), and 910b's list for the ops they do not define;
@@ -94,10 +94,19 @@ class SocLists:
         return name in self.declared or not ge_types.is_onnx_only(name)
 
 
-def _data():
-    from ascendpipe.precision import op_lists_data
+_DATA = None
 
-    return op_lists_data
+
+def _data():
+    """The extracted lists (``data/op_lists.json``, written by tools/extract_op_lists.py): META, LISTS, DECLARED."""
+    global _DATA
+    if _DATA is None:
+        import json
+        from pathlib import Path
+        from types import SimpleNamespace
+
+        _DATA = SimpleNamespace(**json.loads((Path(__file__).parent / "data" / "op_lists.json").read_text("utf-8")))
+    return _DATA
 
 
 def _where(source: str, soc: str, line) -> str:

@@ -38,9 +38,13 @@ class PassName:
 
 
 def _data():
-    from ascendpipe.precision import pass_names_data
+    """The extracted names (``data/pass_names.json``, written by tools/extract_op_lists.py): META,
+    CANNDEV_PASSES, GE_PASSES, FORBIDDEN_CLOSED (read once: ``registry`` keeps what it makes of them)."""
+    import json
+    from pathlib import Path
+    from types import SimpleNamespace
 
-    return pass_names_data
+    return SimpleNamespace(**json.loads((Path(__file__).parent / "data" / "pass_names.json").read_text("utf-8")))
 
 
 _REGISTRY: dict[str, PassName] | None = None

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from ascendpipe.precision import lists, op_lists_data
+from ascendpipe.precision import lists
+
+op_lists_data = lists._data()  # data/op_lists.json, as the package reads it
 
 CANNDEV = op_lists_data.LISTS["canndev-2022"]
 

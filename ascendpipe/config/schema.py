@@ -2,7 +2,7 @@
 
 The schema is assembled from the generic stage shape plus each kind's ``params_schema`` so that the
 kinds stay the one source of truth. ``schemas/pipeline.schema.json`` is this schema written out for
-editors; ``tests/engine/test_schema_file.py`` checks it is current (``python -m
+editors (``editor_schema``: a param may be a template there, as the loader renders it before checking); ``tests/engine/test_schema_file.py`` checks it is current (``python -m
 ascendpipe.config.schema > schemas/pipeline.schema.json`` regenerates it).
 """
 
@@ -236,5 +236,23 @@ def located_error(marks, path, message, stage=None) -> UserError:
     return UserError(message, marks.location(path, stage=stage))
 
 
+TEMPLATE_VALUE = {"type": "string", "pattern": "\\{\\{.*\\}\\}|\\{%.*%\\}",
+                  "description": "a Jinja2 template ({{ params.NAME }}): rendered before the value is checked"}
+
+
+def editor_schema() -> dict:
+    """``pipeline_schema`` as an editor reads it: a stage's param may be a template (``soc_version: "{{
+    params.soc }}"``), which the loader renders before it checks the value (config/pipeline.py), so each
+    kind's param also takes a template string here."""
+    import copy
+
+    schema = copy.deepcopy(pipeline_schema())
+    for rule in schema["properties"]["stages"]["additionalProperties"]["allOf"]:
+        params = rule["then"]["properties"]["params"]
+        for name, prop in list((params.get("properties") or {}).items()):
+            params["properties"][name] = {"anyOf": [prop, TEMPLATE_VALUE]}
+    return schema
+
+
 if __name__ == "__main__":  # regenerate schemas/pipeline.schema.json
-    print(json.dumps(pipeline_schema(), indent=2, sort_keys=False))
+    print(json.dumps(editor_schema(), indent=2, sort_keys=False))

@@ -301,6 +301,14 @@ def versus(x_ms: Sequence[float], y_ms: Sequence[float], min_gain_pct: float, *,
     return {**gain, "verdict": verdict, "text": comparison_text(gain, y_ms, x_ms, candidate=x, baseline=y)}
 
 
+def _confirm_defaults(bench, start: dict, defaults: dict, min_gain_pct: float, say) -> tuple | None:
+    """The defaults against the start in fresh rounds: (gain, start's ms, defaults' ms) where they are
+    faster beyond the noise, else None."""
+    again, start_ms, defaults_ms = bench.compare(start, defaults, min_gain_pct, max_pairs_factor=CONFIRM_PAIRS_FACTOR)
+    say("  " + comparison_text(again, start_ms, defaults_ms, candidate="the defaults", baseline="the start"))
+    return (again, start_ms, defaults_ms) if again["significant"] else None
+
+
 def _defaults_trial(log: search.SearchLog) -> dict | None:
     """The first trial, the defaults against the start (None: the start is the defaults, or they failed)."""
     return next((t for t in log.trials if t.get("source") == "defaults" and "error" not in t), None)
@@ -354,14 +362,23 @@ def tune_model(model_path: Path, batches: Sequence[dict], *, job_types: Sequence
                    else "; keeping the starting settings"))
             best, reverted_to = start, "start"
             if fallback is defaults:  # a start measured slower than the defaults is no safe place to fall back to
-                again, again_base, again_ms = bench.compare(start, defaults, min_gain_pct,
-                                                            max_pairs_factor=CONFIRM_PAIRS_FACTOR)
-                say("  " + comparison_text(again, again_base, again_ms, candidate="the defaults", baseline="the start"))
-                if again["significant"]:
-                    best, reverted_to, final, base_ms, best_ms = defaults, "defaults", again, again_base, again_ms
+                confirmed = _confirm_defaults(bench, start, defaults, min_gain_pct, say)
+                if confirmed is not None:
+                    best, reverted_to, (final, base_ms, best_ms) = defaults, "defaults", confirmed
         if _key(best) not in (_key(start), _key(defaults)):  # the kept setting against the defaults, fresh rounds
             _, defaults_ms, kept_ms = bench.compare(defaults, best, min_gain_pct)
             kept_vs_defaults = versus(kept_ms, defaults_ms, min_gain_pct, x="the kept setting", y="the defaults")
+            first = _defaults_trial(log)
+            # a setting measured slower than onnxruntime's defaults is never the advice: where the defaults
+            # beat the start (trial 1) and again now, they are kept instead (on a loaded host the steps'
+            # small gains can turn out to be the load's)
+            if kept_vs_defaults["verdict"] == "slower" and first is not None and first["accepted"]:
+                say("  the kept setting " + describe(best, defaults) + " is slower than the defaults in fresh rounds: "
+                    + kept_vs_defaults["text"] + "; confirming the defaults against the start")
+                confirmed = _confirm_defaults(bench, start, defaults, min_gain_pct, say)
+                if confirmed is not None:
+                    best, reverted, reverted_to, (final, base_ms, best_ms) = defaults, True, "defaults", confirmed
+                    kept_vs_defaults = None
     finally:
         bench.close()
     host["load_end"] = host_load()

@@ -89,8 +89,12 @@ def describe_failure(
     else:
         kind, advice = "precision_loss", _loss_advice(rows, position, plan_nodes, stage, existing_keep, known, mode)
     if kind in ("overflow", "precision_loss", "underflow", "cancellation"):  # what the kernel itself can change
+        from ascendpipe.precision.impl_remedy import boundary_holds
+
+        peaks = mechanism.golden_peaks(rows)
+        in_range = all(boundary_holds(op, peaks, producers) for op in _ops_of(row)) and not _exceeds_fp16(row)
         advice = impl_advice.apply(advice, row, _unique([row["op_name"], *_ops_of(row)]), precision_plan, settings,
-                                   stage, known)
+                                   stage, known, in_range=in_range)
     return {
         "index": row["index"],
         "op_name": row["op_name"],

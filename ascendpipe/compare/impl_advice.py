@@ -35,8 +35,10 @@ def _nodes_of(ops: list[str], plan_nodes: dict, fused: dict) -> list[tuple[str, 
 
 
 def items(row: dict, ops: list[str], precision_plan: dict | None, settings: dict | None, stage: str,
-          known: set[str], fused: dict | None = None) -> tuple[list[dict], str | None]:
-    """(impl_mode items to add, the plain statement where no remedy changes the row's kernel, else None)."""
+          known: set[str], fused: dict | None = None, in_range: bool = True) -> tuple[list[dict], str | None]:
+    """(impl_mode items to add, the plain statement where no remedy changes the row's kernel, else None).
+    ``in_range``: the row's golden output and inputs lie in fp16's range (``impl_remedy.boundary_holds``);
+    else no impl item (the data crosses the kernel's boundary in fp16 under every mode)."""
     plan_nodes = (precision_plan or {}).get("nodes") or {}
     if not plan_nodes:
         return [], None
@@ -49,7 +51,7 @@ def items(row: dict, ops: list[str], precision_plan: dict | None, settings: dict
             types.append(entry.get("ge_type"))
             whys.append(f"{entry.get('ge_type')} {effect.why}")
     out = []
-    if types and "op_precision_mode" in known:
+    if types and in_range and "op_precision_mode" in known:
         modes = (precision_plan or {}).get("impl_modes") or {}
         content = impl_remedy.ini_text(modes.get("by_type") or {}, modes.get("by_name") or {}, types)
         where = soc or "Ascend310 (no SoC given: the emulation's default)"
@@ -59,7 +61,8 @@ def items(row: dict, ops: list[str], precision_plan: dict | None, settings: dict
             "message": (f"or keep the data in fp16 and give the {', '.join(types)} kernel{'s' if len(types) > 1 else ''} "
                         f"high_precision on {where}: an op_precision_mode file with "
                         f"{', '.join(f'{t}=high_precision' for t in types)} (the modes in force kept for every other "
-                        f"op type: the file replaces op_select_implmode's ini); " + "; ".join(whys)),
+                        f"op type: the file replaces op_select_implmode's ini; save it as {impl_remedy.FILE_NAME} "
+                        f"in the workspace); " + "; ".join(whys)),
             "file": {"name": impl_remedy.FILE_NAME, "content": content},
             "set": paste.set_line(stage, ["op_precision_mode"], impl_remedy.FILE_NAME),
             "yaml": paste.yaml_lines(stage, {"op_precision_mode": impl_remedy.FILE_NAME}),
@@ -72,11 +75,11 @@ def items(row: dict, ops: list[str], precision_plan: dict | None, settings: dict
 
 
 def apply(failure_advice: list[dict], row: dict, ops: list[str], precision_plan: dict | None, settings: dict | None,
-          stage: str, known: set[str], fused: dict | None = None) -> list[dict]:
+          stage: str, known: set[str], fused: dict | None = None, in_range: bool = True) -> list[dict]:
     """The advice with the impl_mode item after the keep_dtype one; where no keep_dtype or impl mode changes
     the failing op's kernel, the plain statement first and no keep_dtype / precision_mode item that keeps
     only such ops (it cannot change what the kernel computes)."""
-    extra, statement = items(row, ops, precision_plan, settings, stage, known, fused)
+    extra, statement = items(row, ops, precision_plan, settings, stage, known, fused, in_range)
     advice = list(failure_advice)
     if statement:
         fixed_ops = set(ops)

@@ -176,9 +176,14 @@ def _switch_changes_values(rule: str) -> bool:
 
 def impl_first(result: Result, fresh: list[Candidate], current: frozenset) -> list[Candidate]:
     """``fresh`` with each op whose kernel high_precision restores (``Result.impl_remedies``) replaced by its
-    GE type's op_precision_mode line, where that type is not in ``current`` yet (see the module docstring);
-    an impl candidate the result does not back (its type restores nothing here) is dropped."""
-    restorable = result.impl_remedies or {}
+    GE type's op_precision_mode line, where that type is not in ``current`` yet and the op's golden output
+    and inputs lie in fp16's range (``precision.impl_remedy.boundary_holds``: the data stays fp16 at its
+    boundary); an impl candidate the result does not back is dropped."""
+    from ascendpipe.precision.impl_remedy import boundary_holds
+
+    golden = peaks(result)
+    restorable = {op: t for op, t in (result.impl_remedies or {}).items()
+                  if boundary_holds(op, golden, result.producers)}  # an overflow at its boundary: keep_dtype's
     types_here = set(restorable.values())
     out: list[Candidate] = []
     for c in fresh:

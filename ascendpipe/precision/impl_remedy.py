@@ -48,6 +48,18 @@ def restores(ge_type: str, *, soc_version: str | None, impl_mode: str | None, re
     return kernels.Effect(True, f"{effect.why} [{then.source}]")
 
 
+FP16_MAX = 65504.0
+
+
+def boundary_holds(op: str, peaks: dict[str, float], producers: dict[str, list[str]] | None) -> bool:
+    """Whether the op's golden output and inputs lie within fp16's range (``peaks``: op -> largest golden
+    |value|; ``producers``: op -> the ops it reads). An impl mode changes only the kernel's inside: the
+    data crosses its boundary in fp16 all the same, so a value beyond 65504 there (an overflow reaching
+    or leaving the op) is restored by no mode; keep_dtype, which makes the tensor fp32, is what can."""
+    ops = [op, *((producers or {}).get(op) or [])]
+    return all((peaks.get(name) or 0.0) <= FP16_MAX for name in ops)
+
+
 def node_effect(entry: dict, soc_version: str | None) -> kernels.Effect | None:
     """``restores`` for one precision-plan node entry (None: the op has no kernel row)."""
     kernel = entry.get("kernel") or {}

@@ -49,3 +49,38 @@ def cube_blocked(rows: list[dict], producers: dict[str, list[str]] | None, soc_v
                         f"{types[op]}), or convert for an Atlas A2/A3 SoC (--soc-version Ascend910B1), whose cube "
                         "reads fp32 when kept")
     return None
+
+
+# the SoCs whose vexp/vlog take float32, where keep_dtype on such an op computes it in fp32
+# (tbe/dsl/compute/util.py L517-538 at canndev 7290acc7; precision/kernel_table.py)
+FP32_VEXP_SOCS = "Ascend310P3, Ascend310B1 or Ascend910B1"
+
+
+def kernel_blocked(rows: list[dict], plan_nodes: dict | None, soc_version: str | None,
+                   spell=None) -> str | None:
+    """Why no keep_dtype set can restore the outputs, or None: an op whose kernel computes in fp16 on this
+    SoC whatever its input (the precision plan's ``keep_changes_nothing``: Exp and Pow on Ascend310,
+    ``precision.kernels.remedy_effect``) has golden values beyond 65504, and its failing row reaches an
+    output. Kept or not, it stores inf there (no impl mode changes it either: no fp32 vexp on the SoC)."""
+    moot = {name: entry for name, entry in (plan_nodes or {}).items() if entry.get("keep_changes_nothing")}
+    if not moot:
+        return None
+    spell = spell or (lambda key, value: f"--{key.replace('_', '-')} {value}")
+    for r in rows:
+        if not r.get("failed") or r.get("contained") or r.get("reaches_output") is False:
+            continue
+        ops = ops_of(r)
+        if len(ops) != 1 or ops[0] not in moot or (r.get("golden_abs_max") or 0.0) <= FP16_MAX:
+            continue
+        op, entry = ops[0], moot[ops[0]]
+        from ascendpipe.precision.kernel_table import KEEP_CHANGES_NOTHING_ON_310
+
+        kind = entry.get("ge_type") or entry.get("op_type") or r.get("op_type")
+        source = KEEP_CHANGES_NOTHING_ON_310.get(kind, entry["keep_changes_nothing"])
+        soc = f"SoC {soc_version}" if soc_version else "the default SoC (no --soc-version: taken as Ascend310)"
+        return (f"no keep_dtype set can work on {soc}: '{op}' ({kind}) computes in fp16 there whatever its input "
+                f"({source}), and its values reach "
+                f"{r['golden_abs_max']:.3g}, beyond fp16's 65504. Two ways out: change the model (bring what it "
+                f"computes into fp16's range), or convert for a SoC with fp32 vexp/vlog ({spell('soc_version', 'Ascend310P3')}; "
+                f"also {FP32_VEXP_SOCS}), where keeping '{op}' in fp32 computes it in fp32")
+    return None

@@ -410,7 +410,9 @@ def compare_dumps(
                                          target_settings=target_settings) for i in picked]
     if failures and not rows[failures[0]["index"]].get("pre"):
         advisor.note_unresolved(failures[0], rows, producers, reach)
-        blocked = cube.cube_blocked(rows, producers, (target_settings or {}).get("soc_version"))
+        soc = (target_settings or {}).get("soc_version")
+        blocked = (cube.cube_blocked(rows, producers, soc)
+                   or cube.kernel_blocked(rows, (precision_plan or {}).get("nodes"), soc))
         if blocked:
             advisor.note_blocked(failures[0], blocked)
     for failure in failures:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from ascendpipe.contract import stage_folder
 from ascendpipe.errors import Location, UserError
+from ascendpipe.compare.cube import kernel_blocked
 from ascendpipe.fix.cause import cube_blocked
 from ascendpipe.fix.search import FUSION, IMPL, KEEP, Result
 from ascendpipe.precision import impl_remedy
@@ -271,7 +272,8 @@ class StandaloneEvaluator:
                       impl_remedies=impl_remedy.remedies(plan, self.soc_version, fused_map),
                       blocked=cube_blocked(rows, producers, self.params.get("soc_version"), _feed_peaks(self.feeds),
                                            input_readers=self.input_readers, graph_types=self.graph_types,
-                                           weight_peak=self.weight_peak))
+                                           weight_peak=self.weight_peak)
+                      or kernel_blocked(rows, plan.get("nodes"), self.params.get("soc_version")))
 
 
 # --- pipeline: every attempt an engine build ----------------------------------------------------
@@ -410,8 +412,10 @@ class PipelineEvaluator:
                         candidates=keep_candidates(plan, fused_map), causes=causes,
                         impl_remedies=impl_remedy.remedies(plan, self.soc_version, fused_map) if plan else None,
                         producers=self.producers,
-                        blocked=cube_blocked(rows, self.producers, self.soc_version, graph_types=self.graph_types,
-                                             spell=self._spell, weight_peak=self.weight_peak) if rows else None,
+                        blocked=(cube_blocked(rows, self.producers, self.soc_version, graph_types=self.graph_types,
+                                              spell=self._spell, weight_peak=self.weight_peak)
+                                 or kernel_blocked(rows, (plan or {}).get("nodes"), self.soc_version, self._spell))
+                        if rows else None,
                         samples=self._samples(t.metric_stage))
         if self.golden_samples is None:
             self.golden_samples = self._samples(t.golden_stage)

@@ -168,3 +168,12 @@ FP32_ON_310: dict[str, tuple[str, str, str]] = {
     "Tanh": ("tanh_fp32_exp16", "e^(-2|x|) in fp16, the rest in fp32", IMPL + "dynamic/tanh.py L82-90"),
     "Pow": ("pow_lnexp16", "ln|x|, y * ln|x| and exp in fp16", IMPL + "dynamic/pow.py L103-124"),
 }
+
+# ...and of those, the kernels that, fed fp32 on Ascend310, compute exactly the values of their fp16
+# kernel: the input is cast to fp16 before the first instruction and every step runs in fp16, the
+# result cast back. keep_dtype on them changes no value there (fix and the advice never propose it).
+KEEP_CHANGES_NOTHING_ON_310: dict[str, str] = {
+    "Exp": IMPL + "dynamic/exp.py L66-68 (fp32 input cast to fp16 where vexp takes no float32), then vexp in fp16",
+    "Pow": IMPL + "dynamic/pow.py L110-113, L142-146 (x and y cast to fp16 where vlog takes no float32), then "
+                  "vlog, vmul and vexp in fp16",
+}

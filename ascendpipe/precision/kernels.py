@@ -203,6 +203,10 @@ def remedy_effect(ge_type: str, *, soc_version: str | None, remedy: str, value: 
     if remedy == "keep_dtype":
         if not reads_fp16:
             return Effect(False, f"{ge_type} already computes from fp32 input")
+        if soc_class(soc_version) == "310" and ge_type in kt.KEEP_CHANGES_NOTHING_ON_310:
+            return Effect(False, f"{ge_type} computes in fp16 on {soc_version or 'Ascend310'} whatever its input: "
+                                 f"{kt.KEEP_CHANGES_NOTHING_ON_310[ge_type]}; a SoC with fp32 vexp/vlog (310P, 310B, "
+                                 "910, 910B) computes it in fp32 when kept")
         kept = kernel(ge_type, soc_version=soc_version, impl_mode=impl_mode, dtype="float32", dynamic=dynamic)
         return Effect(True, f"fp32 input: {kept.rounding} (was: {now.rounding})")
     if remedy == "impl_mode":

@@ -26,10 +26,11 @@ from ascendpipe.onnxgraph import graph_input_specs
 from ascendpipe.backends.onnxruntime.tune_bank import bank_runtime, sha256_file
 from ascendpipe.precision import remedy
 from ascendpipe.precision.chips import hf32_bits
-from ascendpipe.precision.policy import CubeRules, Decision, Lists, NodeInfo, decide, plan
+from ascendpipe.precision.policy import CubeRules, Decision, Lists, NodeInfo, plan
 from ascendpipe.precision.settings import REMEDY_NAMES, ConvertSettings
 
 from ascendpipe.backends.onnxruntime import kernel_plan
+from ascendpipe.backends.onnxruntime.keepable import UNCOUNTED_OPS, keep_changes, keep_moot_in_kernel
 from ascendpipe.backends.onnxruntime.kernel_lowering import LowerContext
 from ascendpipe.backends.onnxruntime.rounding import (EMU, Rounding, _apply_rounding, _float_tensors, default_opset,
                                                        not_rounded)
@@ -268,7 +269,10 @@ def convert_model(model_path: Path, out_dir: Path, settings: ConvertSettings, *,
         entry = {"op_type": info.op_type, "ge_type": info.kernel_type,
                  "dtype": decisions[info.name].dtype, "reason": decisions[info.name].reason,
                  "reads_fp16": decisions[info.name].reads_fp16,
-                 "keepable": _keep_changes(info, decisions[info.name], settings.policy, op_lists, cube)}
+                 "keepable": keep_changes(info, decisions[info.name], settings.policy, op_lists, cube)}
+        moot = keep_moot_in_kernel(specs.get(info.name), decisions[info.name], settings.soc_version, dynamic)
+        if entry["keepable"] and moot:  # the plan would change, the kernel's values would not
+            entry["keepable"], entry["keep_changes_nothing"] = False, moot
         if decisions[info.name].read_as:  # 'bfloat16' / 'hf32': the format its float inputs are rounded to
             entry["reads"] = decisions[info.name].read_as
         if info.name in specs:  # the op as ATC compiles it, and what its kernel computes in
@@ -400,26 +404,12 @@ def _save_model(model, path: str) -> tuple[dict, list] | None:
     return record, expected
 
 
-def _keep_changes(info: NodeInfo, decision: Decision, policy: str, op_lists: Lists, cube: CubeRules) -> bool:
-    """Whether keep_dtype on this node would change what it computes (fix proposes only those)."""
-    if info.op_type in UNCOUNTED_OPS:
-        return False
-    from dataclasses import replace
-
-    kept = replace(op_lists, keep_names=op_lists.keep_names | {info.name})
-    would = decide(info, policy, kept, {}, cube=cube)
-    return decision.reason.startswith("keep_dtype") or (would.dtype, would.reads) != (decision.dtype, decision.reads)
-
-
 def _ub_intermediates(group, decisions: dict) -> str:
     """The dtype a UB-fused kernel holds its intermediates in: its producing members' own ('mixed' when they differ)."""
     held = {decisions[m].dtype for m in group.members[:-1] if m in decisions}
     return held.pop() if len(held) == 1 else ("mixed" if held else "float32")
 
 
-# Ops that only pass a tensor on (or hold bodies whose ops are counted): counting them says nothing
-# about where the model computes.
-UNCOUNTED_OPS = frozenset({"Constant", "Identity", "If", "Loop", "Scan"})
 
 
 def count_dtypes(plan_nodes: dict[str, dict]) -> dict[str, int]:

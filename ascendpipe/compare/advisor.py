@@ -94,7 +94,9 @@ def describe_failure(
         peaks = mechanism.golden_peaks(rows)
         in_range = all(boundary_holds(op, peaks, producers) for op in _ops_of(row)) and not _exceeds_fp16(row)
         advice = impl_advice.apply(advice, row, _unique([row["op_name"], *_ops_of(row)]), precision_plan, settings,
-                                   stage, known, in_range=in_range)
+                                   stage, known, in_range=in_range,
+                                   rebuild_keep=lambda item, names, added: _keep_dtype_item(
+                                       names, stage, item["message"], added=added, existing=existing_keep))
     return {
         "index": row["index"],
         "op_name": row["op_name"],

@@ -75,18 +75,29 @@ def items(row: dict, ops: list[str], precision_plan: dict | None, settings: dict
 
 
 def apply(failure_advice: list[dict], row: dict, ops: list[str], precision_plan: dict | None, settings: dict | None,
-          stage: str, known: set[str], fused: dict | None = None, in_range: bool = True) -> list[dict]:
+          stage: str, known: set[str], fused: dict | None = None, in_range: bool = True,
+          rebuild_keep=None) -> list[dict]:
     """The advice with the impl_mode item after the keep_dtype one; where no keep_dtype or impl mode changes
-    the failing op's kernel, the plain statement first and no keep_dtype / precision_mode item that keeps
-    only such ops (it cannot change what the kernel computes)."""
+    the failing op's kernel, the plain statement first, the op left out of every keep_dtype item
+    (``rebuild_keep(item, names)``: the item for the other names, the advisor's own builder; an item left
+    with no new name is dropped) and no precision_mode item (it only lets ATC keep ops in fp32)."""
     extra, statement = items(row, ops, precision_plan, settings, stage, known, fused, in_range)
     advice = list(failure_advice)
     if statement:
-        fixed_ops = set(ops)
-        advice = [item for item in advice
-                  if not (item.get("kind") == "keep_dtype" and set(item.get("added") or item.get("ops") or []) <= fixed_ops)
-                  and item.get("kind") != "precision_mode"]
-        advice.insert(0, {"kind": "kernel", "restores": False,
-                          "message": f"op '{row['op_name']}': {statement}"})
+        fixed = set(ops)
+        kept = []
+        for item in advice:
+            if item.get("kind") == "precision_mode":
+                continue
+            if item.get("kind") == "keep_dtype" and fixed & set(item.get("ops") or []):
+                added = [n for n in item.get("added") or [] if n not in fixed]
+                if not added or rebuild_keep is None:
+                    continue
+                left_out = ", ".join(repr(n) for n in item["ops"] if n in fixed)
+                item = rebuild_keep({**item, "message": item["message"] + f" (without {left_out}: keeping it changes "
+                                     "no value of its kernel on this SoC)"}, [n for n in item["ops"] if n not in fixed],
+                                    added)
+            kept.append(item)
+        advice = [{"kind": "kernel", "restores": False, "message": f"op '{row['op_name']}': {statement}"}, *kept]
     at = next((i + 1 for i, item in enumerate(advice) if item.get("kind") == "keep_dtype"), len(advice))
     return advice[:at] + extra + advice[at:]

@@ -109,8 +109,9 @@ def unchangeable(entry: dict, soc_version: str | None) -> str | None:
               if kernels.kernel(ge_type, soc_version=soc, impl_mode=HIGH_PRECISION, dtype="float32").compute == "float32"]
     where = (f"; a SoC whose {ge_type} kernel computes in fp32 does (e.g. {', '.join(better)}: float32 vexp/vlog)"
              if better else "")
+    kept = f"; kept in fp32: {entry['keep_changes_nothing']}" if entry.get("keep_changes_nothing") else ""
     return (f"no keep_dtype or impl mode changes the {ge_type} kernel on {soc_version or 'Ascend310 (no SoC given)'}: "
-            f"{now.rounding} ({now.source}){where}")
+            f"{now.rounding} ({now.source}){kept}{where}")
 
 
 def ini_text(base_by_type: dict[str, str] | None, base_by_name: dict[str, str] | None, op_types) -> str:

@@ -9,6 +9,7 @@ wrote, run on onnxruntime, its output compared with numpy's cosine against the f
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -110,3 +111,40 @@ def test_a_journal_resumes_the_impl_kind(layer_norm, tmp_path):
     baseline = again.outcome.attempts[0].result
     assert baseline.resumed and baseline.impl_remedies == {"ln": "LayerNorm"}
     assert (tmp_path / "out" / "op_precision_mode.ini").read_text() == ini  # one set, one text
+
+
+def test_pipeline_fix_sets_the_convert_stages_op_precision_mode_and_the_answer_rebuilds_from_cache(tmp_path, monkeypatch):
+    """Pipeline mode: the impl remedy is an op_precision_mode file in fix's output folder (the convert param is
+    a path), named by its content; the ``--set`` line fix prints rebuilds the passing attempt from the cache."""
+    import yaml
+
+    import ascendpipe
+    from ascendpipe.fix.core import IMPL, Candidate
+    from ascendpipe.fix.run import fix_pipeline
+
+    root = tmp_path / "ws"
+    (root / ".ascendpipe").mkdir(parents=True)
+    (root / "data").mkdir()
+    lm.layer_norm(root / "model.onnx")
+    np.save(root / "data" / "x.npy", lm.inputs()["x"])
+    pipeline = {"backend": "onnxruntime", "stages": {
+        "convert": {"kind": "convert", "model": "model.onnx",
+                    "params": {"precision_mode": "force_fp16", "soc_version": "Ascend310"}},
+        "compare": {"kind": "compare", "golden": "model.onnx", "target": "convert", "inputs": "data/x.npy"}}}
+    (root / "pipeline.yaml").write_text(yaml.safe_dump(pipeline, sort_keys=False))
+    monkeypatch.chdir(root)
+    report = fix_pipeline(root / "pipeline.yaml", stage="convert", metric="compare.output_cosine", tolerance=None,
+                          min_cosine=0.99)
+    assert report.outcome.passed and report.outcome.remedy == (Candidate(IMPL, "LayerNorm"),)
+    assert report.summary["op_precision_mode"] == {"LayerNorm": "high_precision"}
+    (line,) = report.summary["set"]
+    assert line.startswith("stages.convert.params.op_precision_mode=")
+    path = json.loads(line.split("=", 1)[1])
+    assert "LayerNorm=high_precision" in open(path).read().splitlines()
+    assert f'op_precision_mode: "{path}"' in report.text()
+    assert path == str((root / "build" / "fix" / "convert").resolve() / Path(path).name)  # fix's own folder
+    assert (root / "build" / "fix" / "convert" / "op_precision_mode.ini").read_text() == open(path).read()
+    # the answer re-applied is the attempt that found it: converted and compared from the cache, and it passes
+    run = ascendpipe.build(str(root / "pipeline.yaml"), ["compare"], set=[line], quiet=True)
+    assert run["stages"]["compare"]["metrics"]["output_cosine"] >= 0.99
+    assert run["stages"]["convert"]["state"] != "ran" and run["stages"]["compare"]["state"] != "ran"

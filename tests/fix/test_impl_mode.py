@@ -148,3 +148,19 @@ def test_pipeline_fix_sets_the_convert_stages_op_precision_mode_and_the_answer_r
     run = ascendpipe.build(str(root / "pipeline.yaml"), ["compare"], set=[line], quiet=True)
     assert run["stages"]["compare"]["metrics"]["output_cosine"] >= 0.99
     assert run["stages"]["convert"]["state"] != "ran" and run["stages"]["compare"]["state"] != "ran"
+
+
+def test_the_users_own_op_precision_mode_lines_are_carried_into_the_answers_file(layer_norm, tmp_path):
+    """With --op-precision-mode given, ATC reads that file alone: the answer's file is its lines plus the
+    remedy's (sorted; a line for the same type replaced), not the op_select_implmode ini."""
+    from ascendpipe.fix.run import fix_standalone
+
+    model, feeds, given = layer_norm
+    own = tmp_path / "own.ini"
+    own.write_text("SoftmaxV2=high_precision\nLayerNorm=high_performance\n")
+    report = fix_standalone(model, input_path=given, soc_version="Ascend310", output=tmp_path / "out",
+                            params={"op_precision_mode": str(own)})
+    assert report.summary["op_precision_mode"] == {"LayerNorm": "high_precision"}
+    ini = tmp_path / "out" / "op_precision_mode.ini"
+    assert ini.read_text() == "LayerNorm=high_precision\nSoftmaxV2=high_precision\n"
+    assert lm.emulated_cosine(model, feeds, tmp_path / "applied", soc_version="Ascend310", op_precision_mode=ini) >= 0.99

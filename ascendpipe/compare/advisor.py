@@ -31,6 +31,7 @@ from __future__ import annotations
 from ascendpipe.compare import impl_advice, mechanism, paste, wording
 from ascendpipe.compare.mechanism import FP16_MIN_NORMAL  # below it fp16 loses precision (subnormals); below 5.96e-8 it is 0
 from ascendpipe.compare.metrics import FP16_MAX
+from ascendpipe.precision.impl_remedy import boundary_holds
 
 
 def describe_failure(
@@ -89,8 +90,6 @@ def describe_failure(
     else:
         kind, advice = "precision_loss", _loss_advice(rows, position, plan_nodes, stage, existing_keep, known, mode)
     if kind in ("overflow", "precision_loss", "underflow", "cancellation"):  # what the kernel itself can change
-        from ascendpipe.precision.impl_remedy import boundary_holds
-
         peaks = mechanism.golden_peaks(rows)
         in_range = all(boundary_holds(op, peaks, producers) for op in _ops_of(row)) and not _exceeds_fp16(row)
         advice = impl_advice.apply(advice, row, _unique([row["op_name"], *_ops_of(row)]), precision_plan, settings,

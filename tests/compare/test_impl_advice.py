@@ -11,8 +11,6 @@
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
@@ -20,20 +18,7 @@ from onnx import TensorProto, helper, numpy_helper
 from tests.fix import layernorm_models as lm
 
 
-def _compare(model, feeds, out, soc, extra=None):
-    from ascendpipe.backends.compare_sources import dump
-    from ascendpipe.backends.onnxruntime.convert import convert_model
-    from ascendpipe.compare.runner import compare_dumps, graph_info
-    from ascendpipe.precision.settings import resolve
-
-    converted = convert_model(model, out / "model", resolve({"precision_mode": "force_fp16", "soc_version": soc,
-                                                               **(extra or {})}))
-    read = lambda name: json.loads((out / "model" / name).read_text())
-    golden = dump(model, feeds, out / "golden", fusions=False)
-    target = dump(converted.model_path, feeds, out / "target", fusions=True)
-    result = compare_dumps(golden, target, precision_plan=read("precision_plan.json"), fused_map=read("fused_map.json"),
-                           graph=graph_info(model), target_settings=read("convert.json"))
-    return result, read("precision_plan.json"), read("convert.json")
+_compare = lm.compare_converted
 
 
 def test_layernorm_on_ascend310_gets_an_impl_mode_item_whose_file_restores_the_output(tmp_path):

@@ -60,3 +60,23 @@ def emulated_cosine(model: Path, feeds: dict, out: Path, *, soc_version: str, op
     if not np.isfinite(t).all() or not np.linalg.norm(t):
         return 0.0
     return float(t @ g / (np.linalg.norm(t) * np.linalg.norm(g)))
+
+
+def compare_converted(model: Path, feeds: dict, out: Path, soc_version: str, extra: dict | None = None):
+    """A plain convert (force_fp16 on ``soc_version``, ``extra`` params) and compare against the fp32 model:
+    (compare's result, the precision plan, convert.json)."""
+    import json
+
+    from ascendpipe.backends.compare_sources import dump
+    from ascendpipe.backends.onnxruntime.convert import convert_model
+    from ascendpipe.compare.runner import compare_dumps, graph_info
+    from ascendpipe.precision.settings import resolve
+
+    converted = convert_model(model, out / "model", resolve({"precision_mode": "force_fp16", "soc_version": soc_version,
+                                                               **(extra or {})}))
+    read = lambda name: json.loads((out / "model" / name).read_text())
+    golden = dump(model, feeds, out / "golden", fusions=False)
+    target = dump(converted.model_path, feeds, out / "target", fusions=True)
+    result = compare_dumps(golden, target, precision_plan=read("precision_plan.json"), fused_map=read("fused_map.json"),
+                           graph=graph_info(model), target_settings=read("convert.json"))
+    return result, read("precision_plan.json"), read("convert.json")

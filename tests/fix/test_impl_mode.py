@@ -50,8 +50,14 @@ def test_fix_on_ascend310_answers_layernorm_high_precision_and_the_written_ini_r
     assert "LayerNorm=high_precision" in text
     assert f'op_precision_mode: "{ini}"' in text and f"stages.convert.params.op_precision_mode=\"{ini}\"" in text
     assert f"--op-precision-mode {ini}" in text  # the convert line that applies it
-    # the answer, applied by a plain convert with that ini, restores the output
+    # the answer, applied by a plain convert with that ini, restores the output and passes compare
     assert lm.emulated_cosine(model, feeds, tmp_path / "applied", soc_version="Ascend310", op_precision_mode=ini) >= 0.99
+    before, _plan, _settings = lm.compare_converted(model, feeds, tmp_path / "c0", "Ascend310")
+    after, _plan, _settings = lm.compare_converted(model, feeds, tmp_path / "c1", "Ascend310",
+                                                   {"op_precision_mode": str(ini)})
+    assert before["first_failure"]["op_name"] == "ln" and before["summary"]["outputs_pass"] is False
+    assert not after["first_failure"] and after["summary"]["outputs_pass"] is True
+    assert after["summary"]["output_cosine"] >= 0.99
 
 
 def test_the_impl_line_comes_with_keep_dtype_where_an_overflow_needs_fp32_data_and_never_on_ascend910b(tmp_path):

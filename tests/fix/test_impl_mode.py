@@ -170,3 +170,38 @@ def test_the_users_own_op_precision_mode_lines_are_carried_into_the_answers_file
     ini = tmp_path / "out" / "op_precision_mode.ini"
     assert ini.read_text() == "LayerNorm=high_precision\nSoftmaxV2=high_precision\n"
     assert lm.emulated_cosine(model, feeds, tmp_path / "applied", soc_version="Ascend310", op_precision_mode=ini) >= 0.99
+
+
+class _LadderOracle:
+    """One failing LayerNorm op 'ln' whose kernel high_precision changes (``impl_remedies``); ``fixes``: which
+    remedy restores the target (the impl line, or only keeping the op)."""
+
+    def __init__(self, fixes):
+        self.fixes, self.seen = fixes, []
+
+    def evaluate(self, remedy):
+        from ascendpipe.fix.core import IMPL, Result
+
+        self.seen.append(remedy)
+        passed = any(c in remedy for c in self.fixes)
+        typed = any(c.kind == IMPL for c in remedy)
+        rows = [{"op_name": "ln", "failed": not passed, "side": "both", "golden_abs_max": 4.0}]
+        failure = None if passed else {"op_name": "ln", "advice": [{"kind": "keep_dtype", "ops": ["ln"]}]}
+        # once LayerNorm runs under high_precision the plan offers it no more
+        return Result(passed, float(passed), float(passed), rows=rows, failure=failure, ops=["ln"],
+                      impl_remedies={} if typed else {"ln": "LayerNorm"})
+
+
+def test_the_impl_line_is_tried_before_keeping_the_op_and_keep_follows_where_it_does_not_suffice():
+    from ascendpipe.fix.core import IMPL, KEEP, Candidate
+    from ascendpipe.fix.search import search
+
+    impl, kept = Candidate(IMPL, "LayerNorm"), Candidate(KEEP, "ln")
+    enough = _LadderOracle([impl])
+    out = search(enough)
+    assert out.remedy == (impl,) and [a.remedy for a in out.attempts] == [(), (impl,)]
+    short = _LadderOracle([kept])
+    out = search(short)
+    assert out.passed and out.remedy == (kept,)
+    # baseline, the impl line, the impl line and the op kept, then the shrink's trial without the impl line
+    assert [set(a.remedy) for a in out.attempts] == [set(), {impl}, {impl, kept}, {kept}]

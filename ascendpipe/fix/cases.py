@@ -63,9 +63,6 @@ class CasesEvaluator:
     def full_remedy(self, remedy):
         return self.evaluators[0].full_remedy(remedy)
 
-    def impl_remedy(self, remedy):
-        return self.evaluators[0].impl_remedy(remedy)
-
     def impl_file(self, remedy):
         return self.evaluators[0].impl_file(remedy)
 

@@ -229,9 +229,6 @@ class StandaloneEvaluator:
     def full_remedy(self, remedy) -> tuple[list[str], dict[str, str]]:
         return split_remedy(remedy, self.base_keep, self.base_fusion, self.order)
 
-    def impl_remedy(self, remedy) -> dict[str, str]:
-        return {t: impl_remedy.HIGH_PRECISION for t in impl_types(remedy)}
-
     def impl_file(self, remedy) -> str | None:
         return impl_text(remedy, self.base_modes)
 
@@ -306,9 +303,6 @@ class PipelineEvaluator:
 
     def full_remedy(self, remedy) -> tuple[list[str], dict[str, str]]:
         return split_remedy(remedy, self.base_keep, self.base_fusion, self.order)
-
-    def impl_remedy(self, remedy) -> dict[str, str]:
-        return {t: impl_remedy.HIGH_PRECISION for t in impl_types(remedy)}
 
     def impl_file(self, remedy) -> str | None:
         return impl_text(remedy, self.base_modes)

@@ -15,12 +15,13 @@ from pathlib import Path
 
 # a remedy file's name -> the ATC option that reads it (ascendpipe convert takes the same, hyphenated)
 REMEDY_OPTIONS = {"keep_dtype.cfg": "keep_dtype", "fusion_switch.cfg": "fusion_switch_file",
-                  "aipp.cfg": "insert_op_conf"}
+                  "aipp.cfg": "insert_op_conf", "op_precision_mode.ini": "op_precision_mode"}
 # ATC options ``ascendpipe convert`` takes as they are (with a value); any other atc option is left out
 _CONVERT_TAKES = {"soc_version", "input_shape", "input_format", "precision_mode", "precision_mode_v2", "keep_dtype",
                   "fusion_switch_file", "insert_op_conf", "modify_mixlist", "dynamic_batch_size",
-                  "dynamic_image_size", "dynamic_dims", "input_shape_range"}
-_FILE_OPTIONS = ("keep_dtype", "fusion_switch_file", "insert_op_conf", "modify_mixlist")
+                  "dynamic_image_size", "dynamic_dims", "input_shape_range", "op_select_implmode",
+                  "optypelist_for_implmode", "op_precision_mode"}
+_FILE_OPTIONS = ("keep_dtype", "fusion_switch_file", "insert_op_conf", "modify_mixlist", "op_precision_mode")
 _SHAPE_OPTIONS = ("input_shape", "dynamic_batch_size", "dynamic_image_size", "dynamic_dims", "input_shape_range")
 
 

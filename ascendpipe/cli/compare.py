@@ -160,8 +160,15 @@ def _apply(result: dict, args: argparse.Namespace) -> dict | None:
         return {"files": {}, "lines": [f"add --output DIR to have {names} written there, with the convert line "
                                        "that applies them outside a pipeline"]}
     written = write_remedy_files(args.output, files)
-    lines = apply_lines(written, target=args.target, golden=args.golden, new_output=args.output / "converted",
+    # the impl-mode item is an alternative to keeping the op ("or ..."): its own line, not joined to the keep line
+    alternative = {name: path for name, path in written.items() if name == "op_precision_mode.ini" and len(written) > 1}
+    main = {name: path for name, path in written.items() if name not in alternative}
+    lines = apply_lines(main, target=args.target, golden=args.golden, new_output=args.output / "converted",
                         backend=args.backend)
+    if alternative:
+        other = apply_lines(alternative, target=args.target, golden=args.golden, new_output=args.output / "converted",
+                            backend=args.backend)
+        lines += ["or, the data kept in fp16 and the kernel given high_precision instead:", *other[1:]]
     lines.append("  then check it: " + _check_line(args))
     return {"files": {name: str(path) for name, path in written.items()}, "lines": lines,
             "convert": lines[1].strip()}

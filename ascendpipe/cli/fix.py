@@ -13,7 +13,8 @@ from pathlib import Path
 
 from ascendpipe.backends import registry as backends
 
-HELP = "search the fewest keep_dtype ops / fusion switches that restore the metric (or output cosine) in fp16"
+HELP = ("search the fewest keep_dtype ops / fusion switches / op_precision_mode lines that restore the metric (or "
+        "output cosine) in fp16")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -81,7 +82,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        "first --case is)")
     parser.add_argument("--max-attempts", "--max_attempts", dest="max_attempts", type=int, default=30,
                         help="most conversions to try (default 30)")
-    parser.add_argument("--output", type=Path, help="write keep_dtype.cfg, fusion_switch.cfg and fix.json here "
+    parser.add_argument("--output", type=Path, help="write keep_dtype.cfg, fusion_switch.cfg, op_precision_mode.ini "
+                        "and fix.json here "
                         "(pipeline mode default: BUILD_DIR/fix/STAGE)")
     parser.add_argument("--json", action="store_true", help="print the result JSON on stdout and nothing else")
 

@@ -16,6 +16,10 @@ Branches, checked in this order for the failing row (its ``mechanism``: see ``co
    inserts the Casts before UB fusion runs, docs/emulation.md), so keep_dtype reaches them and its switch
    changes no value.
 4. loss without overflow -> ``keep_dtype`` the op, or the milder ``precision_mode: allow_fp32_to_fp16``.
+5. after 0a, 0b, 1 and 4 (``compare.impl_advice``): where the failing op's kernel computes in more precision
+   under high_precision on the target's SoC (LayerNorm, ReduceMeanD on Ascend310), an ``impl_mode`` item
+   (an op_precision_mode file); where neither keep_dtype nor any impl mode changes its kernel there, a plain
+   ``kernel`` statement saying so, and no keep_dtype item keeping only that op.
 
 Each advice item is ready to paste: the remedy file (name and content), the ``--set`` line and the
 YAML lines that apply it to the convert stage, or to its matrix variant (``paste``). A pasted
@@ -24,9 +28,10 @@ keep_dtype list or fusion_switch mapping replaces the stage's, so it carries the
 
 from __future__ import annotations
 
-from ascendpipe.compare import mechanism, paste, wording
+from ascendpipe.compare import impl_advice, mechanism, paste, wording
 from ascendpipe.compare.mechanism import FP16_MIN_NORMAL  # below it fp16 loses precision (subnormals); below 5.96e-8 it is 0
 from ascendpipe.compare.metrics import FP16_MAX
+from ascendpipe.precision.impl_remedy import boundary_holds
 
 
 def describe_failure(
@@ -84,6 +89,13 @@ def describe_failure(
             kind, advice = "fusion", [_unswitchable_advice(row, fixed, stage, existing_keep)]
     else:
         kind, advice = "precision_loss", _loss_advice(rows, position, plan_nodes, stage, existing_keep, known, mode)
+    if kind in ("overflow", "precision_loss", "underflow", "cancellation"):  # what the kernel itself can change
+        peaks = mechanism.golden_peaks(rows)
+        in_range = all(boundary_holds(op, peaks, producers) for op in _ops_of(row)) and not _exceeds_fp16(row)
+        advice = impl_advice.apply(advice, row, _unique([row["op_name"], *_ops_of(row)]), precision_plan, settings,
+                                   stage, known, in_range=in_range,
+                                   rebuild_keep=lambda item, names, added: _keep_dtype_item(
+                                       names, stage, item["message"], added=added, existing=existing_keep))
     return {
         "index": row["index"],
         "op_name": row["op_name"],

@@ -63,6 +63,9 @@ class CasesEvaluator:
     def full_remedy(self, remedy):
         return self.evaluators[0].full_remedy(remedy)
 
+    def impl_file(self, remedy):
+        return self.evaluators[0].impl_file(remedy)
+
     def evaluate(self, remedy: frozenset) -> CasesResult:
         results = [e.evaluate(_in_graph(remedy, e)) for e in self.evaluators]
         failing = [k for k, r in enumerate(results) if not r.passed]
@@ -72,6 +75,9 @@ class CasesEvaluator:
         candidates = None
         if all(r.candidates is not None for r in results):  # an op the emulation rounds in any of the graphs
             candidates = frozenset().union(*(r.candidates for r in results))
+        impl = None
+        if any(r.impl_remedies is not None for r in results):  # an op type high_precision restores in any graph
+            impl = {op: t for r in results for op, t in (r.impl_remedies or {}).items()}
         metrics = [r.metric for r in results if r.metric is not None]
         cosines = [r.output_cosine for r in results if r.output_cosine is not None]
         cases = [CaseResult(label, r.passed, r.metric, (r.failure or {}).get("op_name") if not r.passed else None)
@@ -82,7 +88,7 @@ class CasesEvaluator:
         return CasesResult(not failing, min(metrics) if len(metrics) == len(results) else None,
                            min(cosines) if len(cosines) == len(results) else None, rows=rows, failure=lead.failure,
                            ops=self.ops, note=note, candidates=candidates, producers=lead.producers, blocked=blocked,
-                           causes=list(lead.causes or []),
+                           causes=list(lead.causes or []), impl_remedies=impl,
                            cases=cases, case_rows=[r.rows for r in results])
 
 

@@ -7,18 +7,23 @@ from dataclasses import dataclass, field
 
 KEEP = "keep_dtype"
 FUSION = "fusion_switch"
+IMPL = "op_precision_mode"  # the line '<GE op type>=high_precision' in an --op_precision_mode ini
+HIGH_PRECISION = "high_precision"
 FP16_MAX = 65504.0
 FP16_FLUSH = 2.98e-8  # below half the smallest fp16 subnormal (5.96e-8) a value rounds to 0
 
 
 @dataclass(frozen=True, order=True)
 class Candidate:
-    """One remedy: keep an op in fp32 (``keep_dtype``) or switch a fusion rule off."""
+    """One remedy: keep an op in fp32 (``keep_dtype``), switch a fusion rule off, or give every op of a GE
+    type the high_precision kernel (``op_precision_mode``: ``precision.impl_remedy``)."""
 
-    kind: str  # KEEP | FUSION
-    name: str  # op name as the convert stage expects it, or a fusion rule name
+    kind: str  # KEEP | FUSION | IMPL
+    name: str  # op name as the convert stage expects it, a fusion rule name, or a GE op type (IMPL)
 
     def __str__(self) -> str:
+        if self.kind == IMPL:
+            return f"{self.name}={HIGH_PRECISION}"
         return f"{self.name}:off" if self.kind == FUSION else self.name
 
 
@@ -43,6 +48,9 @@ class Result:
     causes: list = field(default_factory=list)  # other ops compare names as breaking on their own (also_failing)
     resumed: bool = False  # read back from an earlier run's journal (fix.journal), not evaluated now
     seconds: float | None = None  # how long the evaluation took (None: not measured, or resumed)
+    # op name -> GE type, for the ops whose kernel op_precision_mode high_precision restores on this SoC
+    # (precision.impl_remedy.remedies; None: not known, no impl remedy is proposed)
+    impl_remedies: dict | None = None
 
 
 @dataclass
@@ -72,6 +80,10 @@ class Outcome:
     @property
     def fusion_switch(self) -> dict[str, str]:
         return {c.name: "off" for c in self.remedy if c.kind == FUSION}
+
+    @property
+    def op_precision_mode(self) -> dict[str, str]:
+        return {c.name: HIGH_PRECISION for c in self.remedy if c.kind == IMPL}
 
     @property
     def evaluated(self) -> int:

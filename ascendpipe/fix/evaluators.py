@@ -19,7 +19,8 @@ from ascendpipe.contract import stage_folder
 from ascendpipe.errors import Location, UserError
 from ascendpipe.compare.cube import kernel_blocked
 from ascendpipe.fix.cause import cube_blocked
-from ascendpipe.fix.search import FUSION, KEEP, Result
+from ascendpipe.fix.search import FUSION, IMPL, KEEP, Result
+from ascendpipe.precision import impl_remedy
 
 
 def split_remedy(remedy, base_keep=(), base_fusion=None, order=()) -> tuple[list[str], dict[str, str]]:
@@ -33,6 +34,25 @@ def split_remedy(remedy, base_keep=(), base_fusion=None, order=()) -> tuple[list
     keep = list(dict.fromkeys([*base_keep, *(c.name for c in ranked if c.kind == KEEP)]))
     fusion = {**(base_fusion or {}), **{c.name: "off" for c in ranked if c.kind == FUSION}}
     return keep, fusion
+
+
+def impl_types(remedy) -> list[str]:
+    """The GE op types a remedy set gives high_precision (``op_precision_mode`` candidates), sorted."""
+    return sorted(c.name for c in remedy if c.kind == IMPL)
+
+
+def impl_text(remedy, base_modes: tuple[dict, dict]) -> str | None:
+    """The ``--op_precision_mode`` file of a remedy set: the modes in force (``base_modes``: by type, by
+    node name) with its types set to high_precision (``precision.impl_remedy.ini_text``); None without any."""
+    types = impl_types(remedy)
+    return impl_remedy.ini_text(base_modes[0], base_modes[1], types) if types else None
+
+
+def base_impl_modes(settings) -> tuple[dict, dict]:
+    """(by type, by node name): the modes a conversion's own settings give (its op_precision_mode file, or
+    the ini its op_select_implmode reads): what an op_precision_mode remedy file must carry on."""
+    modes = settings.impl_modes()
+    return dict(modes.by_type), dict(modes.by_name)
 
 
 def graph_order(result: Result) -> list[str]:
@@ -197,6 +217,10 @@ class StandaloneEvaluator:
         self.weight_peak = WeightPeaks(self.golden)
         self.base_keep = list(self.params.pop("keep_dtype", None) or [])
         self.base_fusion = dict(self.params.pop("fusion_switch", None) or {})
+        from ascendpipe.precision.settings import resolve
+
+        self.soc_version = self.params.get("soc_version")
+        self.base_modes = base_impl_modes(resolve(self.params))
         self.work_dir.mkdir(parents=True, exist_ok=True)
         self.golden_dump = dump(self.golden, feeds, self.work_dir / "golden_dump", fusions=False)
         self.count = 0
@@ -205,14 +229,22 @@ class StandaloneEvaluator:
     def full_remedy(self, remedy) -> tuple[list[str], dict[str, str]]:
         return split_remedy(remedy, self.base_keep, self.base_fusion, self.order)
 
+    def impl_file(self, remedy) -> str | None:
+        return impl_text(remedy, self.base_modes)
+
     def evaluate(self, remedy: frozenset) -> Result:
         from ascendpipe.backends.onnxruntime.convert import convert_model
         from ascendpipe.compare.runner import compare_dumps
         from ascendpipe.backends.compare_sources import dump
+        from ascendpipe.fsutil import write_text_atomic
         from ascendpipe.precision.settings import resolve
 
         keep, fusion = self.full_remedy(remedy)
-        settings = resolve({**self.params, "keep_dtype": keep, "fusion_switch": fusion})
+        params = {**self.params, "keep_dtype": keep, "fusion_switch": fusion}
+        text = self.impl_file(remedy)
+        if text is not None:  # the stage's modes with the remedy's lines: ATC reads this file instead of its ini
+            params["op_precision_mode"] = str(write_text_atomic(self.work_dir / impl_remedy.file_name(text), text))
+        settings = resolve(params)
         self.count += 1
         attempt = self.work_dir / f"attempt-{self.count:03d}"
         shutil.rmtree(attempt, ignore_errors=True)
@@ -222,7 +254,8 @@ class StandaloneEvaluator:
             fused_map = json.loads((attempt / "model" / "fused_map.json").read_text())
             plan = json.loads((attempt / "model" / "precision_plan.json").read_text())
             result = compare_dumps(self.golden_dump, target_dump, limits=self.limits, fused_map=fused_map,
-                                   precision_plan=plan, graph=self.graph)
+                                   precision_plan=plan, graph=self.graph,
+                                   target_settings={"soc_version": self.soc_version} if self.soc_version else None)
         finally:
             shutil.rmtree(attempt, ignore_errors=True)  # attempts are cheap to redo; disk is not free
         cosine = _output_cosine(result)
@@ -233,6 +266,7 @@ class StandaloneEvaluator:
         return Result(passed, cosine, cosine, rows=rows, failure=failure, ops=self.ops,
                       note=_failure_note(failure), candidates=keep_candidates(plan, fused_map),
                       producers=producers, causes=_causes(result),
+                      impl_remedies=impl_remedy.remedies(plan, self.soc_version, fused_map),
                       blocked=cube_blocked(rows, producers, self.params.get("soc_version"), _feed_peaks(self.feeds),
                                            input_readers=self.input_readers, graph_types=self.graph_types,
                                            weight_peak=self.weight_peak)
@@ -261,12 +295,30 @@ class PipelineEvaluator:
         self.overrides, self.backend = list(overrides), backend
         self.base_keep, self.base_fusion = list(base_keep), dict(base_fusion or {})
         self.build_dir = Path(build_dir)
+        self.base_modes: tuple[dict, dict] = ({}, {})  # the stage's impl modes (fix_pipeline sets them)
+        self.remedy_dir: Path = self.build_dir / "fix"  # where op_precision_mode files go (fix's output folder)
         self.golden_metric: float | None = None
         self.order: list[str] = []  # graph order, learnt from the first (baseline) attempt
         self.runs: list[int] = []
 
     def full_remedy(self, remedy) -> tuple[list[str], dict[str, str]]:
         return split_remedy(remedy, self.base_keep, self.base_fusion, self.order)
+
+    def impl_file(self, remedy) -> str | None:
+        return impl_text(remedy, self.base_modes)
+
+    def impl_path(self, remedy) -> Path | None:
+        """The remedy's op_precision_mode file in fix's output folder, written once (content-named: the
+        convert param is a path, and the answer re-applied names the very file its attempt built with)."""
+        from ascendpipe.fsutil import write_text_atomic
+
+        text = self.impl_file(remedy)
+        if text is None:
+            return None
+        path = self.remedy_dir / impl_remedy.file_name(text)
+        if not path.is_file() or path.read_text() != text:
+            write_text_atomic(path, text)
+        return path.resolve()
 
     def set_lines(self, remedy) -> list[str]:
         """The ``--set`` overrides that apply a remedy (none for the empty one: the current conversion)."""
@@ -275,7 +327,8 @@ class PipelineEvaluator:
         from ascendpipe.fix.report import overrides
 
         keep, fusion = self.full_remedy(remedy)
-        return overrides(self.target.set_prefix, keep, fusion)
+        path = self.impl_path(remedy)
+        return overrides(self.target.set_prefix, keep, fusion, str(path) if path else None)
 
     def restore_workspace(self) -> dict:
         """Leave the workspace as the pipeline file (not the last attempt) describes it: every
@@ -351,6 +404,7 @@ class PipelineEvaluator:
             self.producers = self._golden_producers()
         result = Result(passed, metric, cosine, rows=rows, failure=failure, ops=ops,
                         candidates=keep_candidates(plan, fused_map), causes=causes,
+                        impl_remedies=impl_remedy.remedies(plan, self.soc_version, fused_map) if plan else None,
                         producers=self.producers,
                         blocked=(cube_blocked(rows, self.producers, self.soc_version, graph_types=self.graph_types,
                                               spell=self._spell, weight_peak=self.weight_peak)
@@ -411,6 +465,16 @@ class PipelineEvaluator:
             raise UserError(f"has no metric '{self.target.metric}'{hint}; it reports: {known}",  # the stage is in the location
                             Location(stage=stage, field="--metric"))
         return float(metrics[self.target.metric])
+
+
+def stage_impl_modes(stage, workspace: Path) -> tuple[dict, dict]:
+    """The convert stage's own impl modes (``base_impl_modes``), its paths read from the workspace."""
+    from ascendpipe.precision.settings import resolve
+
+    keys = ("op_select_implmode", "optypelist_for_implmode", "op_precision_mode")
+    settings = resolve({k: stage.params.get(k) for k in keys if stage.params.get(k) is not None},
+                       lambda p: workspace / p, Location(stage=stage.name))
+    return base_impl_modes(settings)
 
 
 def base_remedies(stage, workspace: Path) -> tuple[list[str], dict[str, str]]:

@@ -57,7 +57,7 @@ def result_to_json(result: Result) -> dict:
         "rows": result.rows, "failure": result.failure, "ops": result.ops, "note": result.note,
         "candidates": None if result.candidates is None else sorted(result.candidates),
         "producers": result.producers, "blocked": result.blocked, "samples": result.samples,
-        "causes": result.causes, "seconds": result.seconds,
+        "causes": result.causes, "seconds": result.seconds, "impl_remedies": result.impl_remedies,
     }
     cases = getattr(result, "cases", None)
     if cases is not None:  # fix.cases.CasesResult

@@ -17,6 +17,16 @@ Transpose, Pad, Slice, Cast, ...: ``compare.mechanism.MOVE_OPS``) while its valu
 where fp16 holds what it moves as it is; beyond 65504 (a Cast to float of a residual past fp16's range,
 which the emulation rounds to inf as the device does) it is proposed like any op. Failing rows compare
 calls contained (their error does not reach an output) are not evidence.
+
+The impl-mode remedy (``op_precision_mode``: ``<GE type>=high_precision``) comes first: where a step
+would keep an op whose kernel high_precision restores on this SoC (``Result.impl_remedies``, from the
+precision plan and ``precision.impl_remedy``: LayerNorm and ReduceMeanD on Ascend310), the step gives
+its GE type high_precision instead of keeping the op. On the device that remedy leaves the data in fp16
+(no Cast pair, no fp32 tensor between ops) and changes only the kernel's inside, which is what a board
+user wants. Should it not restore the outputs, the next step keeps the op as before: the type is then
+high_precision and no longer offered, so the ladder costs one evaluation more than keeping the op at once,
+and only where an impl remedy exists. Never proposed for a type already high_precision, nor where the
+result does not say (``impl_remedies`` None).
 """
 
 from __future__ import annotations
@@ -24,7 +34,7 @@ from __future__ import annotations
 from typing import Callable, Iterable
 
 from ascendpipe.compare.mechanism import compute_producers, consumers_of, golden_peaks, is_move, op_types
-from ascendpipe.fix.core import FP16_MAX, FUSION, KEEP, Candidate, Result
+from ascendpipe.fix.core import FP16_MAX, FUSION, IMPL, KEEP, Candidate, Result
 
 
 def _row_ops(row: dict) -> list[str]:
@@ -43,6 +53,8 @@ def advised(failure: dict | None) -> list[Candidate]:
             found += [Candidate(KEEP, layer) for layer in item.get("added", item.get("layers")) or []]
         elif item.get("kind") == "fusion_switch":
             found += [Candidate(FUSION, rule) for rule in item.get("rules") or []]
+        elif item.get("kind") == "impl_mode":  # an op_precision_mode line per GE type
+            found += [Candidate(IMPL, ge_type) for ge_type in item.get("op_types") or []]
     return list(dict.fromkeys(found))
 
 
@@ -162,20 +174,44 @@ def _switch_changes_values(rule: str) -> bool:
     return rule not in atc_passes.BY_NAME or atc_passes.changes_values(rule)
 
 
+def impl_first(result: Result, fresh: list[Candidate], current: frozenset) -> list[Candidate]:
+    """``fresh`` with each op whose kernel high_precision restores (``Result.impl_remedies``) replaced by its
+    GE type's op_precision_mode line, where that type is not in ``current`` yet and the op's golden output
+    and inputs lie in fp16's range (``precision.impl_remedy.boundary_holds``: the data stays fp16 at its
+    boundary); an impl candidate the result does not back is dropped."""
+    from ascendpipe.precision.impl_remedy import boundary_holds
+
+    golden = peaks(result)
+    restorable = {op: t for op, t in (result.impl_remedies or {}).items()
+                  if boundary_holds(op, golden, result.producers)}  # an overflow at its boundary: keep_dtype's
+    types_here = set(restorable.values())
+    out: list[Candidate] = []
+    for c in fresh:
+        if c.kind == IMPL:
+            if c.name in types_here and c not in current:
+                out.append(c)
+            continue
+        ge_type = restorable.get(c.name) if c.kind == KEEP else None
+        impl = Candidate(IMPL, ge_type) if ge_type else None
+        out.append(impl if impl is not None and impl not in current else c)
+    return list(dict.fromkeys(out))
+
+
 def propose(result: Result, current: frozenset, blind_batch: int) -> tuple[list[Candidate], bool]:
     """(candidates to add, whether this was a blind pick). Never proposes one already in ``current``
-    nor an op keep_dtype cannot change."""
+    nor an op keep_dtype cannot change; an op high_precision restores gets its type's impl line first."""
     can = lambda name: keepable(result, name)
-    fresh = [c for c in by_cause(result) if c not in current and (c.kind != KEEP or can(c.name))]
+    fresh = impl_first(result, [c for c in by_cause(result) if c not in current and (c.kind != KEEP or can(c.name))],
+                       current)
     if fresh:
         return fresh, False
-    fresh = first_failing(result.rows, current, result.failure, can)
+    fresh = impl_first(result, first_failing(result.rows, current, result.failure, can), current)
     if fresh:
         return fresh, False
     name = (result.failure or {}).get("op_name")
     if name and can(name) and Candidate(KEEP, name) not in current:  # the failure's own op, no rows
-        return [Candidate(KEEP, name)], False
-    fresh = neighbours(result, current, can)
+        return impl_first(result, [Candidate(KEEP, name)], current), False
+    fresh = impl_first(result, neighbours(result, current, can), current)
     if fresh:
         return fresh, False
     order = list(dict.fromkeys([op for row in result.rows for op in _row_ops(row)] + list(result.ops)))

@@ -12,10 +12,12 @@ from pathlib import Path
 from ascendpipe.fix.search import Outcome, metric_text
 from ascendpipe.fix.terminal import remedy_text, terminal_width
 from ascendpipe.fsutil import write_text_atomic
+from ascendpipe.precision import impl_remedy
 from ascendpipe.precision import remedy as remedy_files
 from ascendpipe.precision.settings import REMEDY_NAMES
 
 SUMMARY_FILE = "fix.json"
+IMPL_FILE = impl_remedy.FILE_NAME  # op_precision_mode.ini
 
 
 def _num(value) -> str:
@@ -89,9 +91,10 @@ def _cut(text: str, width: int) -> str:
     return text[:head] + "…" + text[len(text) - (width - 1 - head):]
 
 
-def yaml_lines(stage_prefix: str, keep: list[str], fusion: dict[str, str]) -> str:
-    """YAML that applies the remedy, nested under ``stage_prefix`` ('stages.convert.matrix.fp16')."""
-    if not keep and not fusion:
+def yaml_lines(stage_prefix: str, keep: list[str], fusion: dict[str, str], precision_file: str | None = None) -> str:
+    """YAML that applies the remedy, nested under ``stage_prefix`` ('stages.convert.matrix.fp16');
+    ``precision_file``: the op_precision_mode ini an impl-mode remedy wrote (the convert param is a path)."""
+    if not keep and not fusion and not precision_file:
         return ""
     parts = stage_prefix.split(".")
     lines = [f"{'  ' * i}{part}:" for i, part in enumerate(parts)]
@@ -100,10 +103,13 @@ def yaml_lines(stage_prefix: str, keep: list[str], fusion: dict[str, str]) -> st
         lines.append(f"{indent}keep_dtype: [{', '.join(json.dumps(k) for k in keep)}]")
     if fusion:
         lines.append(f"{indent}fusion_switch: {{{', '.join(f'{json.dumps(r)}: {json.dumps(v)}' for r, v in fusion.items())}}}")
+    if precision_file:
+        lines.append(f"{indent}op_precision_mode: {json.dumps(str(precision_file))}")
     return "\n".join(lines) + "\n"
 
 
-def named_matrix_yaml(base: str, matrix: dict, variant: str, keep: list[str], fusion: dict[str, str]) -> str:
+def named_matrix_yaml(base: str, matrix: dict, variant: str, keep: list[str], fusion: dict[str, str],
+                      precision_file: str | None = None) -> str:
     """A list-form matrix (``precision_mode: [force_fp32, force_fp16]``) cannot take one variant's overlay
     beside its lists (validate refuses the mix): the YAML that replaces it by its named form, the same
     variants in the same order, ``variant`` with the remedy."""
@@ -118,7 +124,8 @@ def named_matrix_yaml(base: str, matrix: dict, variant: str, keep: list[str], fu
         overlay = dict(zip(keys, combo))
         if name == variant:
             overlay.update({**({"keep_dtype": list(keep)} if keep else {}),
-                            **({"fusion_switch": dict(fusion)} if fusion else {})})
+                            **({"fusion_switch": dict(fusion)} if fusion else {}),
+                            **({"op_precision_mode": str(precision_file)} if precision_file else {})})
         named[name] = overlay
     body = yaml.safe_dump({"stages": {base: {"matrix": named}}}, sort_keys=False, default_flow_style=None, width=200)
     return f"# replaces stages.{base}.matrix (its list form, in named form: the same variants)\n" + body
@@ -128,19 +135,21 @@ def is_list_matrix(matrix) -> bool:
     return isinstance(matrix, dict) and bool(matrix) and all(isinstance(v, list) and v for v in matrix.values())
 
 
-def overrides(stage_prefix: str, keep: list[str], fusion: dict[str, str]) -> list[str]:
+def overrides(stage_prefix: str, keep: list[str], fusion: dict[str, str], precision_file: str | None = None) -> list[str]:
     """``KEY=VALUE`` overrides (the engine's ``--set`` grammar) that apply a remedy."""
     items = []
     if keep:
         items.append(f"{stage_prefix}.keep_dtype={json.dumps(keep)}")
     if fusion:
         items.append(f"{stage_prefix}.fusion_switch={json.dumps(fusion)}")
+    if precision_file:
+        items.append(f"{stage_prefix}.op_precision_mode={json.dumps(str(precision_file))}")
     return items
 
 
-def set_lines(stage_prefix: str, keep: list[str], fusion: dict[str, str]) -> list[str]:
+def set_lines(stage_prefix: str, keep: list[str], fusion: dict[str, str], precision_file: str | None = None) -> list[str]:
     """The same overrides as shell arguments, ready to paste."""
-    return [f"--set '{item}'" for item in overrides(stage_prefix, keep, fusion)]
+    return [f"--set '{item}'" for item in overrides(stage_prefix, keep, fusion, precision_file)]
 
 
 def summary(outcome: Outcome, keep: list[str], fusion: dict[str, str], **extra) -> dict:
@@ -149,6 +158,7 @@ def summary(outcome: Outcome, keep: list[str], fusion: dict[str, str], **extra) 
     return {
         "keep_dtype": keep,
         "fusion_switch": fusion,
+        "op_precision_mode": outcome.op_precision_mode,  # GE op type -> high_precision ({} when none)
         "metric": final.metric if final else None,
         "attempts": len(outcome.attempts),
         "passed": outcome.passed,
@@ -163,8 +173,10 @@ def summary(outcome: Outcome, keep: list[str], fusion: dict[str, str], **extra) 
     }
 
 
-def write_remedy_files(out_dir: Path, keep: list[str], fusion: dict[str, str], data: dict) -> dict[str, Path]:
-    """keep_dtype.cfg and fusion_switch.cfg in ATC's formats (only those in use) and fix.json."""
+def write_remedy_files(out_dir: Path, keep: list[str], fusion: dict[str, str], data: dict,
+                       precision_text: str | None = None) -> dict[str, Path]:
+    """keep_dtype.cfg, fusion_switch.cfg and op_precision_mode.ini (``precision_text``) in ATC's formats
+    (only those in use) and fix.json."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     written = {}
@@ -175,18 +187,25 @@ def write_remedy_files(out_dir: Path, keep: list[str], fusion: dict[str, str], d
             path.unlink(missing_ok=True)  # a stale file from an earlier run would mislead
             continue
         written[name] = write_text_atomic(path, text)
+    impl_path = out_dir / IMPL_FILE
+    if precision_text is None:
+        impl_path.unlink(missing_ok=True)
+    else:
+        written["op_precision_mode"] = write_text_atomic(impl_path, precision_text)
     written["summary"] = write_text_atomic(out_dir / SUMMARY_FILE, json.dumps(data, indent=2, default=str) + "\n")
     return written
 
 
 def terminal_text(outcome: Outcome, metric_name: str, keep: list[str], fusion: dict[str, str], stage_prefix: str,
                   written: dict[str, Path], target_text: str, restore_run: int | None = None,
-                  yaml_text: str | None = None) -> str:
-    """``yaml_text``: the YAML to print instead of ``yaml_lines`` (a list-form matrix's named form)."""
+                  yaml_text: str | None = None, precision_file: str | None = None) -> str:
+    """``yaml_text``: the YAML to print instead of ``yaml_lines`` (a list-form matrix's named form);
+    ``precision_file``: the op_precision_mode ini the answer converts with (an impl-mode remedy)."""
     out = [f"target: {target_text}", "", attempt_table(outcome, metric_name, restore_run), outcome.message]
-    if outcome.passed and (keep or fusion):
-        out += ["", "apply it with these YAML lines:", (yaml_text or yaml_lines(stage_prefix, keep, fusion)).rstrip(),
-                "", "or on the command line:", *set_lines(stage_prefix, keep, fusion)]
+    if outcome.passed and (keep or fusion or precision_file):
+        out += ["", "apply it with these YAML lines:",
+                (yaml_text or yaml_lines(stage_prefix, keep, fusion, precision_file)).rstrip(),
+                "", "or on the command line:", *set_lines(stage_prefix, keep, fusion, precision_file)]
     if written:
         out += ["", "written: " + ", ".join(str(p) for p in written.values())]
     return "\n".join(out) + "\n"

@@ -36,11 +36,16 @@ class FixReport:
     target_text: str
     restore_run: int | None = None  # pipeline mode: the last run fix records (the workspace put back)
     yaml_text: str | None = None  # the YAML to paste where yaml_lines' would not validate (a list-form matrix)
+    precision_file: str | None = None  # the op_precision_mode ini the answer converts with (an impl-mode remedy)
+
+    @property
+    def op_precision_mode(self) -> dict[str, str]:
+        return self.outcome.op_precision_mode if self.outcome.passed else {}
 
     def text(self) -> str:
         text = report.terminal_text(self.outcome, self.metric_name, self.keep_dtype, self.fusion_switch,
                                     self.stage_prefix, self.written, self.target_text, self.restore_run,
-                                    self.yaml_text)
+                                    self.yaml_text, self.precision_file)
         return (text + report.cases_text(self.summary) + "".join(line + "\n" for line in self.apply_lines())
                 + report.journal_text(self.summary, self.outcome))
 
@@ -48,12 +53,14 @@ class FixReport:
         """Standalone mode: the convert line that applies the remedy files written (or how to get them)."""
         from ascendpipe.cli.apply_line import REMEDY_OPTIONS, apply_lines
 
-        if self.summary.get("mode") != "standalone" or not self.outcome.passed or not (self.keep_dtype or self.fusion_switch):
+        if self.summary.get("mode") != "standalone" or not self.outcome.passed or not (
+                self.keep_dtype or self.fusion_switch or self.op_precision_mode):
             return []
         files = {path.name: path for key, path in self.written.items() if path.name in REMEDY_OPTIONS}
         if not files:
             names = " and ".join(name for name, used in (("keep_dtype.cfg", self.keep_dtype),
-                                                          ("fusion_switch.cfg", self.fusion_switch)) if used)
+                                                          ("fusion_switch.cfg", self.fusion_switch),
+                                                          (report.IMPL_FILE, self.op_precision_mode)) if used)
             return ["", f"add --output DIR to have {names} written there, with the convert line that applies them"]
         mode = self.summary.get("precision_mode")
         options = [("precision_mode", mode)] if mode else []
@@ -141,9 +148,13 @@ def fix_standalone(golden: str | Path, *, input_path: str | Path | None = None,
                           min_cosine=min_cosine, soc_version=base.get("soc_version"),
                           journal=str(journal.folder) if (output is not None or outcome.interrupted) else None,
                           resumed=sum(1 for a in outcome.attempts if a.result.resumed), **extra)
-    written = report.write_remedy_files(Path(output), keep, fusion, data) if output else {}
+    precision_text = evaluator.impl_file(outcome.remedy) if outcome.passed else None
+    written = report.write_remedy_files(Path(output), keep, fusion, data, precision_text) if output else {}
     target = f"cosine at the final outputs >= {min_cosine}" + (f", on each of {len(pairs)} cases" if len(pairs) > 1 else "")
-    return FixReport(outcome, keep, fusion, data, written, "output cosine", "stages.convert.params", target)
+    precision_file = str(written["op_precision_mode"]) if "op_precision_mode" in written else (
+        report.IMPL_FILE if precision_text else None)
+    return FixReport(outcome, keep, fusion, data, written, "output cosine", "stages.convert.params", target,
+                     precision_file=precision_file)
 
 
 def _case_label(model: Path, given: Path | None) -> str:
@@ -223,7 +234,7 @@ def fix_pipeline(pipeline: str | Path, *, stage: str = "convert", metric: str, t
     import yaml
 
     import ascendpipe
-    from ascendpipe.fix.evaluators import PipelineEvaluator, base_remedies, resolve_target
+    from ascendpipe.fix.evaluators import PipelineEvaluator, base_remedies, resolve_target, stage_impl_modes
 
     _check_attempts(max_attempts)
     if tolerance is not None and tolerance < 0:
@@ -246,6 +257,8 @@ def fix_pipeline(pipeline: str | Path, *, stage: str = "convert", metric: str, t
                                   soc_version=resolved.stages[target.convert].params.get("soc_version"),
                                   stages=resolved.stages, workspace=workspace)
     out_dir = Path(output) if output else build_dir / "fix" / stage_folder(target.convert)
+    evaluator.remedy_dir = out_dir  # an op_precision_mode remedy's ini: a path param, kept beside fix.json
+    evaluator.base_modes = stage_impl_modes(resolved.stages[target.convert], workspace)
     journal = _pipeline_journal(out_dir, pipeline, target, tolerance, overrides, backend)
     watch = _watch(progress, f"{target.metric_stage}.{target.metric}")
     with listening_to(watch):
@@ -267,14 +280,17 @@ def fix_pipeline(pipeline: str | Path, *, stage: str = "convert", metric: str, t
                           **({"metric_stages": target.metric_stages} if target.on_compare else {}))
     base, _, variant = target.convert.partition("@")
     matrix = ((raw.get("stages") or {}).get(base) or {}).get("matrix")
-    yaml_text = (report.named_matrix_yaml(base, matrix, variant, keep, fusion)
+    impl_path = evaluator.impl_path(outcome.remedy) if outcome.passed else None
+    precision_file = str(impl_path) if impl_path else None
+    yaml_text = (report.named_matrix_yaml(base, matrix, variant, keep, fusion, precision_file)
                  if variant and report.is_list_matrix(matrix) else None)
     if yaml_text:
         data["yaml"] = yaml_text
-    written = report.write_remedy_files(out_dir, keep, fusion, data)
+    written = report.write_remedy_files(out_dir, keep, fusion, data, evaluator.impl_file(outcome.remedy)
+                                        if impl_path else None)
     label = "output cosine" if target.on_compare and target.metric == "output_cosine" else target.metric
     return FixReport(outcome, keep, fusion, data, written, label, target.set_prefix,
-                     _target_text(target, tolerance, golden), restore_run, yaml_text)
+                     _target_text(target, tolerance, golden), restore_run, yaml_text, precision_file)
 
 
 def _pipeline_tolerance(target, tolerance: float | None, min_cosine: float | None) -> float:

@@ -30,7 +30,7 @@ from __future__ import annotations
 import time
 from typing import Callable, Iterable, Protocol
 
-from ascendpipe.fix.core import (FP16_FLUSH, FP16_MAX, FUSION, KEEP, Attempt, Candidate, Outcome,  # noqa: F401
+from ascendpipe.fix.core import (FP16_FLUSH, FP16_MAX, FUSION, IMPL, KEEP, Attempt, Candidate, Outcome,  # noqa: F401
                                  Remedy, Result)
 from ascendpipe.fix.needed import out_of_fp16_range  # noqa: F401  (re-exported: fix.cases, tests)
 from ascendpipe.fix.propose import (advised, by_cause, first_failing, keepable, neighbours,  # noqa: F401

@@ -128,3 +128,27 @@ def test_ascend_lines_repeat_the_targets_atc_conversion(tmp_path):
         "/opt/atc", "--framework=5", f"--model={tmp_path}/m.onnx", "--soc_version=Ascend310P3",
         "--input_shape=x:1,3,8,8", "--precision_mode=force_fp16", "--log=error",
         f"--keep_dtype={files['keep_dtype.cfg']}", f"--output={tmp_path}/cmp/converted/model"]
+
+
+def test_compare_prints_the_impl_mode_remedy_as_its_own_convert_line_and_it_restores_the_outputs(tmp_path, capsys):
+    """Ascend310's fp16 LayerNorm (tests/fix/layernorm_models.py): the advice's op_precision_mode.ini is
+    written beside keep_dtype.cfg, and applied on a line of its own (it is the alternative, not an addition)."""
+    from tests.fix import layernorm_models as lm
+
+    model = lm.layer_norm(tmp_path / "ln.onnx")
+    np.save(tmp_path / "x.npy", lm.inputs()["x"])
+    assert cli(["convert", "--model", str(model), "--output", str(tmp_path / "fp16"), "--soc-version", "Ascend310"]) == 0
+    out = tmp_path / "cmp"
+    assert cli(["compare", "--golden", str(model), "--target", str(tmp_path / "fp16"), "--input", str(tmp_path / "x.npy"),
+                "--output", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "LayerNorm=high_precision" in (out / "op_precision_mode.ini").read_text().splitlines()
+    lines = [shlex.split(l.strip()) for l in printed.splitlines() if l.strip().startswith("ascendpipe convert")]
+    assert len(lines) == 2 and "--keep-dtype" in lines[0] and "--op-precision-mode" not in lines[0]
+    impl = lines[1]
+    assert impl[-2:] == ["--op-precision-mode", str(out / "op_precision_mode.ini")] and "--keep-dtype" not in impl
+    assert "or, the data kept in fp16 and the kernel given high_precision instead:" in printed
+    assert _run_printed(impl) == 0
+    capsys.readouterr()
+    assert _run_printed(_printed(printed, "then check it:")[3:]) == 0  # the impl remedy alone passes
+    assert "every output passes" in capsys.readouterr().out

@@ -26,7 +26,7 @@ its own, follows its consumers to the first row that says whether the divergence
 
 from __future__ import annotations
 
-from ascendpipe.compare.mechanism import consumers_of, golden_peaks, is_move, op_types, ops_of
+from ascendpipe.compare.mechanism import compute_producers, consumers_of, golden_peaks, is_move, op_types, ops_of
 from ascendpipe.fix.causes import beyond_fp16
 
 A2_SOC = "Ascend910B1"  # the Atlas A2 SoC named as the way out (any C32 SoC would do)
@@ -60,7 +60,7 @@ def cube_blocked(rows: list[dict], producers: dict[str, list[str]] | None, soc_v
     cubes.sort(key=lambda op: position.get(op, len(rows)))
     consumers = consumers_of(edges)
     for op in cubes:
-        over = [(p, peaks[p]) for p in _sources(edges, op, kinds) if beyond_fp16(peaks.get(p))]
+        over = [(p, peaks[p]) for p in compute_producers(edges, op, kinds) if beyond_fp16(peaks.get(p))]
         over += [(name, feeds[name]) for name in _fed_inputs(edges, readers, op, kinds) if beyond_fp16(feeds.get(name))]
         if not over and producers is None:  # no graph: the row before stands for the input (graph order)
             i = position.get(op)
@@ -84,22 +84,7 @@ def _own_overflow(rows, position, producers, kinds, op: str) -> bool:
     i = position.get(op)
     if i is None or rows[i].get("overflow") != "target" or not rows[i].get("failed"):
         return False
-    return not any(rows[position[p]].get("failed") for p in _sources(producers, op, kinds) if p in position)
-
-
-def _sources(producers: dict[str, list[str]], op: str, kinds: dict[str, str]) -> list[str]:
-    """The ops computing ``op``'s inputs, looking through the ops that only move values."""
-    found, stack, seen = [], list(producers.get(op, ())), set()
-    while stack:
-        p = stack.pop(0)
-        if p in seen:
-            continue
-        seen.add(p)
-        if is_move(kinds.get(p)):
-            stack += list(producers.get(p, ()))
-        else:
-            found.append(p)
-    return found
+    return not any(rows[position[p]].get("failed") for p in compute_producers(producers, op, kinds) if p in position)
 
 
 def _fed_inputs(producers, readers, op: str, kinds) -> list[str]:

@@ -46,20 +46,12 @@ def emulated_cosine(model: Path, feeds: dict, out: Path, *, soc_version: str, op
                     keep=()) -> float:
     """A plain convert (the emulation) with these settings, run on onnxruntime, against the fp32 model:
     numpy's cosine of the outputs (0 where the target holds inf/NaN)."""
-    import onnxruntime as ort
-
-    from ascendpipe.backends.onnxruntime.convert import convert_model
-    from ascendpipe.precision.settings import resolve
+    from tests.fix.emulated import cosine
 
     params = {"precision_mode": "force_fp16", "soc_version": soc_version, "keep_dtype": list(keep)}
     if op_precision_mode is not None:
         params["op_precision_mode"] = str(op_precision_mode)
-    converted = convert_model(model, out, resolve(params))
-    run = lambda path: ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
-    t, g = run(converted.model_path).astype(np.float64).ravel(), run(model).astype(np.float64).ravel()
-    if not np.isfinite(t).all() or not np.linalg.norm(t):
-        return 0.0
-    return float(t @ g / (np.linalg.norm(t) * np.linalg.norm(g)))
+    return cosine(model, feeds, out, params)
 
 
 def compare_converted(model: Path, feeds: dict, out: Path, soc_version: str, extra: dict | None = None):

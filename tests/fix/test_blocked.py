@@ -20,17 +20,9 @@ from tests.fix import conv_models as cm  # noqa: E402
 
 
 def _cosine(model, feeds, out, **params) -> float:
-    import onnxruntime as ort
+    from tests.fix.emulated import cosine
 
-    from ascendpipe.backends.onnxruntime.convert import convert_model
-    from ascendpipe.precision.settings import resolve
-
-    converted = convert_model(model, out, resolve(params))
-    run = lambda path: ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
-    t, g = run(converted.model_path).astype(np.float64).ravel(), run(model).astype(np.float64).ravel()
-    if not np.isfinite(t).all() or not np.linalg.norm(t):
-        return 0.0
-    return float(t @ g / (np.linalg.norm(t) * np.linalg.norm(g)))
+    return cosine(model, feeds, out, params)
 
 
 @pytest.fixture(scope="module")
